@@ -1,0 +1,24 @@
+// Package workerwrap generates remote_debug.py, the Python daemon module that
+// lets sparkdap debug PySpark code where it really runs: in the Python worker
+// processes forked on the executors.
+//
+// Spark starts its Python daemon with `python -m <spark.python.daemon.module>`
+// and forks one worker per concurrent task from it. The generated module is a
+// drop-in replacement for pyspark.daemon: it wraps pyspark.daemon.worker,
+// which runs in the forked child on every Spark version, and from there hooks
+// the points where a worker has learned which task it runs but has not run
+// user code yet (pyspark.worker.read_command, read_udfs, read_udtf). Only
+// then does it decide, from partition, stage and a deterministic sample,
+// whether the task is debugged. A selected task's worker connects once, with
+// debugpy.connect, to the sparkdap proxy and labels itself with a custom
+// "sparkdapTask" DAP event; an unselected task installs no tracing at all.
+// Nothing runs in the daemon parent, because forking a process that has
+// threads (debugpy starts several) can deadlock the children.
+//
+// Debugging is strictly best effort. A missing debugpy, an unreachable proxy,
+// a wrong token or a proxy that never finishes the handshake costs at most the
+// configured timeouts, prints one "sparkdap:" line on the worker's stderr and
+// lets the task run undebugged. The executor environment can override every
+// baked-in option (SPARKDAP_* variables, listed in the generated file and in
+// EnvVars), so one wrapper can be retargeted without rebuilding the job.
+package workerwrap

@@ -1,0 +1,164 @@
+package workerwrap
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults for Options. DefaultProxy is where `sparkdap serve` listens for
+// workers unless told otherwise.
+const (
+	DefaultProxy            = "127.0.0.1:5678"
+	DefaultTokenEnv         = "SPARKDAP_TOKEN"
+	DefaultConnectTimeout   = 3 * time.Second
+	DefaultHandshakeTimeout = 10 * time.Second
+
+	// ModuleName is what spark.python.daemon.module must be set to.
+	ModuleName = "remote_debug"
+	// FileName is the file the module must be shipped as.
+	FileName = ModuleName + ".py"
+
+	maxTimeout = 10 * time.Minute
+)
+
+// EnvVars names the executor environment variables that override the options
+// baked into the generated module, in the order the documentation lists them.
+var EnvVars = []string{
+	"SPARKDAP_DISABLE",
+	"SPARKDAP_PROXY",
+	"SPARKDAP_PARTITIONS",
+	"SPARKDAP_STAGES",
+	"SPARKDAP_SAMPLE_RATE",
+	"SPARKDAP_CONNECT_TIMEOUT",
+	"SPARKDAP_HANDSHAKE_TIMEOUT",
+	"SPARKDAP_WAIT",
+	"SPARKDAP_POST_MORTEM",
+	"SPARKDAP_VERBOSE",
+}
+
+// Options configure the generated wrapper. The zero value is not valid; start
+// from NewOptions.
+type Options struct {
+	// Proxy is the host:port of the sparkdap proxy as seen from executors.
+	Proxy string
+	// TokenEnv names the executor environment variable holding the access
+	// token. Spark sets it from spark.executorEnv.<TokenEnv>.
+	TokenEnv string
+	// Token, if not empty, is baked into the file and used when TokenEnv is
+	// unset on the executor. Anyone who can read the file can read it.
+	Token string
+	// Partitions and Stages restrict debugging to these ids; empty means all.
+	Partitions []int
+	Stages     []int
+	// SampleRate in (0, 1] debugs that fraction of the tasks that pass the
+	// filters, chosen by a hash of stage and partition id so that retries and
+	// reruns pick the same tasks.
+	SampleRate float64
+	// ConnectTimeout bounds the TCP connect to the proxy; pydevd takes whole
+	// seconds, so it is rounded up to a second there.
+	ConnectTimeout time.Duration
+	// HandshakeTimeout bounds the DAP handshake after the TCP connect.
+	HandshakeTimeout time.Duration
+	// Wait stops each selected task at its first line of user code.
+	Wait bool
+	// PostMortem asks the proxy to stop where an exception escapes user code.
+	PostMortem bool
+}
+
+// NewOptions returns Options with the defaults filled in.
+func NewOptions() Options {
+	return Options{
+		Proxy:            DefaultProxy,
+		TokenEnv:         DefaultTokenEnv,
+		SampleRate:       1,
+		ConnectTimeout:   DefaultConnectTimeout,
+		HandshakeTimeout: DefaultHandshakeTimeout,
+	}
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate reports every problem with o, joined, so that a user fixes a
+// command line in one go.
+func (o Options) Validate() error {
+	var errs []error
+	if err := validateProxy(o.Proxy); err != nil {
+		errs = append(errs, err)
+	}
+	if !envNameRE.MatchString(o.TokenEnv) {
+		errs = append(errs, fmt.Errorf("token env %q: not a valid environment variable name", o.TokenEnv))
+	}
+	if strings.ContainsAny(o.Token, "\x00\r\n") {
+		errs = append(errs, errors.New("token: must not contain NUL or line breaks"))
+	}
+	for _, ids := range []struct {
+		name string
+		ids  []int
+	}{{"partitions", o.Partitions}, {"stages", o.Stages}} {
+		for _, id := range ids.ids {
+			if id < 0 {
+				errs = append(errs, fmt.Errorf("%s: %d is negative", ids.name, id))
+			}
+		}
+	}
+	if math.IsNaN(o.SampleRate) || o.SampleRate <= 0 || o.SampleRate > 1 {
+		errs = append(errs, fmt.Errorf("sample rate %v: want a number in (0, 1]; 0 would debug nothing", o.SampleRate))
+	}
+	for _, t := range []struct {
+		name string
+		d    time.Duration
+	}{{"connect timeout", o.ConnectTimeout}, {"handshake timeout", o.HandshakeTimeout}} {
+		if t.d <= 0 || t.d > maxTimeout {
+			errs = append(errs, fmt.Errorf("%s %v: want more than 0 and at most %v", t.name, t.d, maxTimeout))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateProxy(proxy string) error {
+	host, port, err := net.SplitHostPort(proxy)
+	if err != nil {
+		return fmt.Errorf("proxy %q: want host:port: %w", proxy, err)
+	}
+	if host == "" {
+		// Executors are other machines: an empty host would mean "this
+		// executor", which is never where the proxy runs in a cluster.
+		return fmt.Errorf("proxy %q: host is empty", proxy)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("proxy %q: port must be a number in 1..65535", proxy)
+	}
+	return nil
+}
+
+// ParseIDs parses a comma separated list of non-negative ids such as "0,7".
+// An empty string means no restriction.
+func ParseIDs(s string) ([]int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "all" || s == "*" {
+		return nil, nil
+	}
+	var ids []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, err := strconv.Atoi(part)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an id: %w", part, err)
+		}
+		if id < 0 {
+			return nil, fmt.Errorf("%d is negative", id)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}

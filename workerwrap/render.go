@@ -1,0 +1,141 @@
+package workerwrap
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+)
+
+//go:embed template/remote_debug.py.tmpl
+var templateFS embed.FS
+
+var tmpl = template.Must(template.New("remote_debug.py.tmpl").
+	Funcs(template.FuncMap{"py": pyLiteral}).
+	Option("missingkey=error").
+	ParseFS(templateFS, "template/remote_debug.py.tmpl"))
+
+// templateData is Options in the units the Python side wants.
+type templateData struct {
+	Proxy            string
+	TokenEnv         string
+	Token            *string
+	Partitions       []int
+	Stages           []int
+	SampleRate       float64
+	ConnectTimeout   float64
+	HandshakeTimeout float64
+	Wait             bool
+	PostMortem       bool
+}
+
+// Render writes the Python source of remote_debug.py for o to w.
+func Render(w io.Writer, o Options) error {
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("invalid wrapper options: %w", err)
+	}
+	d := templateData{
+		Proxy:            o.Proxy,
+		TokenEnv:         o.TokenEnv,
+		Partitions:       o.Partitions,
+		Stages:           o.Stages,
+		SampleRate:       o.SampleRate,
+		ConnectTimeout:   seconds(o.ConnectTimeout),
+		HandshakeTimeout: seconds(o.HandshakeTimeout),
+		Wait:             o.Wait,
+		PostMortem:       o.PostMortem,
+	}
+	if o.Token != "" {
+		d.Token = &o.Token
+	}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, d); err != nil {
+		return fmt.Errorf("render %s: %w", FileName, err)
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// WriteFile renders the wrapper to path. The file is private to its owner
+// when it embeds a token.
+func WriteFile(path string, o Options) error {
+	var buf bytes.Buffer
+	if err := Render(&buf, o); err != nil {
+		return err
+	}
+	perm := os.FileMode(0o644)
+	if o.Token != "" {
+		perm = 0o600
+	}
+	// Write to a temp file and rename so that a Spark job starting meanwhile
+	// never imports a half-written module.
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".remote_debug-*.py")
+	if err != nil {
+		return fmt.Errorf("write wrapper: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write wrapper %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write wrapper %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write wrapper %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write wrapper: %w", err)
+	}
+	return nil
+}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// pyLiteral formats v as a Python literal. JSON string syntax is a subset of
+// Python's, so strings go through encoding/json.
+func pyLiteral(v any) (string, error) {
+	switch v := v.(type) {
+	case nil:
+		return "None", nil
+	case *string:
+		if v == nil {
+			return "None", nil
+		}
+		return pyLiteral(*v)
+	case string:
+		b, err := json.Marshal(v)
+		return string(b), err
+	case bool:
+		if v {
+			return "True", nil
+		}
+		return "False", nil
+	case int:
+		return strconv.Itoa(v), nil
+	case float64:
+		s := strconv.FormatFloat(v, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eE") {
+			s += ".0"
+		}
+		return s, nil
+	case []int:
+		if len(v) == 0 {
+			return "None", nil
+		}
+		parts := make([]string, len(v))
+		for i, id := range v {
+			parts[i] = strconv.Itoa(id)
+		}
+		return "[" + strings.Join(parts, ", ") + "]", nil
+	}
+	return "", fmt.Errorf("no Python literal for %T", v)
+}

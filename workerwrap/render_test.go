@@ -1,0 +1,127 @@
+package workerwrap
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+func TestRenderGolden(t *testing.T) {
+	tests := []struct {
+		name string
+		opts func(*Options)
+	}{
+		{"defaults", func(*Options) {}},
+		{"filtered", func(o *Options) {
+			o.Proxy = "10.0.0.5:7000"
+			o.TokenEnv = "MY_TOKEN"
+			o.Partitions = []int{0, 7}
+			o.Stages = []int{3}
+			o.SampleRate = 0.25
+			o.ConnectTimeout = 1500 * time.Millisecond
+			o.HandshakeTimeout = 20 * time.Second
+			o.Wait = true
+			o.PostMortem = true
+		}},
+		{"embedded_token", func(o *Options) {
+			o.Token = `not-a-secret "quoted" \ ünï`
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			tc.opts(&o)
+			var buf bytes.Buffer
+			if err := Render(&buf, o); err != nil {
+				t.Fatalf("Render: %v", err)
+			}
+			golden := filepath.Join("testdata", tc.name+".golden")
+			if *update {
+				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read golden (run with -update to create it): %v", err)
+			}
+			if !bytes.Equal(buf.Bytes(), want) {
+				t.Errorf("output differs from %s; run `go test ./workerwrap -run TestRenderGolden -update` and review the diff", golden)
+			}
+		})
+	}
+}
+
+func TestRenderRejectsInvalidOptions(t *testing.T) {
+	o := NewOptions()
+	o.SampleRate = 0
+	var buf bytes.Buffer
+	err := Render(&buf, o)
+	if err == nil || !strings.Contains(err.Error(), "sample rate") {
+		t.Fatalf("Render with sample rate 0: got %v, want a sample rate error", err)
+	}
+	if buf.Len() != 0 {
+		t.Errorf("Render wrote %d bytes despite the error", buf.Len())
+	}
+}
+
+func TestWriteFilePermissions(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		token string
+		perm  os.FileMode
+	}{{"", 0o644}, {"s3cret", 0o600}} {
+		o := NewOptions()
+		o.Token = tc.token
+		path := filepath.Join(dir, FileName)
+		if err := WriteFile(path, o); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != tc.perm {
+			t.Errorf("token %q: mode %v, want %v", tc.token, fi.Mode().Perm(), tc.perm)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("WriteFile left %d files behind, want only %s", len(entries), FileName)
+	}
+}
+
+func TestPyLiteral(t *testing.T) {
+	s := "x"
+	tests := []struct {
+		in   any
+		want string
+	}{
+		{nil, "None"},
+		{(*string)(nil), "None"},
+		{&s, `"x"`},
+		{"a\"b\\c\n", `"a\"b\\c\n"`},
+		{true, "True"},
+		{false, "False"},
+		{3, "3"},
+		{1.0, "1.0"},
+		{0.25, "0.25"},
+		{[]int(nil), "None"},
+		{[]int{0, 7}, "[0, 7]"},
+	}
+	for _, tc := range tests {
+		got, err := pyLiteral(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("pyLiteral(%#v) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	if _, err := pyLiteral(struct{}{}); err == nil {
+		t.Error("pyLiteral(struct{}{}) succeeded, want an error")
+	}
+}

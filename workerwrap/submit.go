@@ -1,0 +1,219 @@
+package workerwrap
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Spark conf keys the injection reads or writes.
+const (
+	ConfDaemonModule = "spark.python.daemon.module"
+	confUseDaemon    = "spark.python.use.daemon"
+	confPyFiles      = "spark.submit.pyFiles"
+	confMaster       = "spark.master"
+	confExecutorEnv  = "spark.executorEnv."
+)
+
+// Injection rewrites a spark-submit command line so that its Python workers
+// run under the wrapper at WrapperPath.
+type Injection struct {
+	// WrapperPath is the generated remote_debug.py on the submitting machine.
+	WrapperPath string
+	// TokenEnv and Token: when Token is set and the master is not local,
+	// spark.executorEnv.<TokenEnv> carries it to the executors. Local-mode
+	// workers inherit it from the environment of spark-submit instead, which
+	// keeps it off the command line.
+	TokenEnv string
+	Token    string
+}
+
+// spark-submit options that take no value (SparkSubmitOptionParser's
+// switches). Every other option is assumed to take one, so that options
+// newer than this list still parse.
+var submitSwitches = map[string]bool{
+	"--help": true, "-h": true, "--verbose": true, "-v": true, "--version": true,
+	"--supervise": true, "--usage-error": true, "--load-spark-defaults": true,
+}
+
+type submitOpt struct {
+	index int    // of the option name in args
+	name  string // e.g. "--conf"
+	value string
+	eq    bool // --name=value form: value lives in args[index]
+}
+
+func (o submitOpt) set(args []string, value string) {
+	if o.eq {
+		args[o.index] = o.name + "=" + value
+	} else {
+		args[o.index+1] = value
+	}
+}
+
+// confKV splits the value of --conf.
+func confKV(v string) (key, value string, ok bool) {
+	key, value, ok = strings.Cut(v, "=")
+	return strings.TrimSpace(key), value, ok && strings.TrimSpace(key) != ""
+}
+
+// Apply returns a copy of args (spark-submit's arguments, without the
+// program name) with the wrapper configured and shipped:
+//
+//   - --conf spark.python.daemon.module=remote_debug, so workers fork from it;
+//   - the wrapper appended to --py-files (or spark.submit.pyFiles), which puts
+//     it in the working directory of cluster executors, where `python -m`
+//     finds it;
+//   - its directory prepended to spark.executorEnv.PYTHONPATH, because in
+//     local mode the shipped copy lands in a userFiles-* directory that is
+//     not on sys.path when the daemon starts.
+//
+// Options the user gave are merged, never duplicated; a conflicting daemon
+// module or a disabled daemon is an error.
+func (in Injection) Apply(args []string) ([]string, error) {
+	if in.WrapperPath == "" || filepath.Base(in.WrapperPath) != FileName {
+		return nil, fmt.Errorf("wrapper path %q: must name a file called %s", in.WrapperPath, FileName)
+	}
+	out := append([]string(nil), args...)
+	var (
+		opts    []submitOpt
+		primary = -1
+	)
+	for i := 0; i < len(out); i++ {
+		a := out[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			primary = i
+			if a == "--" {
+				return nil, errors.New("a second \"--\" in the spark-submit arguments: spark-submit does not accept it")
+			}
+			break
+		}
+		if name, value, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "--") {
+			opts = append(opts, submitOpt{index: i, name: name, value: value, eq: true})
+			continue
+		}
+		if submitSwitches[a] {
+			opts = append(opts, submitOpt{index: i, name: a})
+			continue
+		}
+		if i+1 >= len(out) {
+			return nil, fmt.Errorf("spark-submit option %s needs a value", a)
+		}
+		opts = append(opts, submitOpt{index: i, name: a, value: out[i+1]})
+		i++
+	}
+	if primary < 0 {
+		return nil, errors.New("no application in the spark-submit arguments: give the .py file after the options")
+	}
+
+	var (
+		master                         string
+		pyFiles, confPyFilesOpt        *submitOpt
+		pythonPath                     *submitOpt
+		haveDaemonModule, haveTokenEnv bool
+	)
+	for i := range opts {
+		o := &opts[i]
+		switch o.name {
+		case "--master":
+			master = o.value
+		case "--py-files":
+			pyFiles = o
+		case "--conf", "-c":
+			key, value, ok := confKV(o.value)
+			if !ok {
+				return nil, fmt.Errorf("%s %q: want key=value", o.name, o.value)
+			}
+			switch {
+			case key == ConfDaemonModule:
+				if strings.TrimSpace(value) != ModuleName {
+					return nil, fmt.Errorf("%s=%s is already set; sparkdap needs it to be %s (a custom daemon cannot be combined with sparkdap)", key, value, ModuleName)
+				}
+				haveDaemonModule = true
+			case key == confUseDaemon && strings.EqualFold(strings.TrimSpace(value), "false"):
+				return nil, fmt.Errorf("%s=false: sparkdap hooks the Python daemon, which this turns off", key)
+			case key == confPyFiles:
+				confPyFilesOpt = o
+			case key == confMaster && master == "":
+				master = value
+			case key == confExecutorEnv+"PYTHONPATH":
+				pythonPath = o
+			case in.TokenEnv != "" && key == confExecutorEnv+in.TokenEnv:
+				haveTokenEnv = true
+			}
+		}
+	}
+
+	var add []string
+	if !haveDaemonModule {
+		add = append(add, "--conf", ConfDaemonModule+"="+ModuleName)
+	}
+
+	switch {
+	case pyFiles != nil:
+		merged, err := appendPyFile(pyFiles.value, in.WrapperPath)
+		if err != nil {
+			return nil, fmt.Errorf("--py-files: %w", err)
+		}
+		pyFiles.set(out, merged)
+	case confPyFilesOpt != nil:
+		// spark-submit's --py-files would replace this conf, not add to it.
+		_, value, _ := confKV(confPyFilesOpt.value)
+		merged, err := appendPyFile(value, in.WrapperPath)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", confPyFiles, err)
+		}
+		confPyFilesOpt.set(out, confPyFiles+"="+merged)
+	default:
+		add = append(add, "--py-files", in.WrapperPath)
+	}
+
+	dir := filepath.Dir(in.WrapperPath)
+	if pythonPath != nil {
+		_, value, _ := confKV(pythonPath.value)
+		if value != "" {
+			value = dir + string(filepath.ListSeparator) + value
+		} else {
+			value = dir
+		}
+		pythonPath.set(out, confExecutorEnv+"PYTHONPATH="+value)
+	} else {
+		add = append(add, "--conf", confExecutorEnv+"PYTHONPATH="+dir)
+	}
+
+	if in.Token != "" && !haveTokenEnv && !IsLocalMaster(master) {
+		add = append(add, "--conf", confExecutorEnv+in.TokenEnv+"="+in.Token)
+	}
+
+	res := make([]string, 0, len(out)+len(add))
+	res = append(res, out[:primary]...)
+	res = append(res, add...)
+	res = append(res, out[primary:]...)
+	return res, nil
+}
+
+// IsLocalMaster reports whether master runs executors inside the driver JVM
+// (local, local[N], local[*], local[N,F]); they inherit its environment.
+func IsLocalMaster(master string) bool {
+	m := strings.TrimSpace(master)
+	return m == "local" || strings.HasPrefix(m, "local[")
+}
+
+func appendPyFile(list, path string) (string, error) {
+	var parts []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if filepath.Base(p) == FileName && p != path {
+			return "", fmt.Errorf("already ships a %s (%s); it would shadow the one sparkdap generates", FileName, p)
+		}
+		if p == path {
+			return list, nil
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(append(parts, path), ","), nil
+}
