@@ -3,11 +3,12 @@ module github.com/sparkdap/sparkdap
 go 1.26.0
 
 require (
-	github.com/google/go-dap v0.12.0 // indirect
-	github.com/hashicorp/yamux v0.1.2 // indirect
+	github.com/google/go-dap v0.12.0
+	github.com/rs/zerolog v1.35.1
+)
+
+require (
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
-	github.com/rs/zerolog v1.35.1 // indirect
-	golang.org/x/crypto v0.59.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 )

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sparkdap/sparkdap/dap"
+)
+
+func init() {
+	register("serve", "run the DAP proxy: IDEs attach on one port, executors connect on another", runServe)
+}
+
+// tokenEnv is where sparkdap looks for the executors' access token when no
+// flag gives one; the generated worker wrapper reads the same variable.
+const tokenEnv = "SPARKDAP_TOKEN"
+
+type serveFlags struct {
+	ide, executors      string
+	token, tokenFile    string
+	readyFile           string
+	maxSessions         int
+	maxMessageBytes     int
+	requestTimeout      time.Duration
+	merged              bool
+	logLevel, logFormat string
+}
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	var f serveFlags
+	fs := newFlagSet("serve", stderr)
+	fs.StringVar(&f.ide, "ide", "127.0.0.1:4711", "address the IDE attaches to (DAP over TCP)")
+	fs.StringVar(&f.executors, "executors", "127.0.0.1:5678", "address executors' debugpy.connect reaches")
+	fs.StringVar(&f.token, "token", "", "access token executors must present (default: $"+tokenEnv+", else a random one)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "read the access token from this file")
+	fs.StringVar(&f.readyFile, "ready-file", "", "once listening, write {\"ide\",\"executors\",\"token\"} as JSON to this file (mode 0600)")
+	fs.IntVar(&f.maxSessions, "max-sessions", 0, "debug at most this many executors at once; others run undebugged (0 = no limit)")
+	fs.IntVar(&f.maxMessageBytes, "max-message-bytes", dap.DefaultMaxMessageBytes, "largest DAP message accepted from any peer")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "how long the IDE waits for an executor's answer")
+	fs.BoolVar(&f.merged, "merged", false, "show all executors' threads in one session even if the client supports child sessions")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: sparkdap serve [flags]\n\nExample:\n  SPARKDAP_TOKEN=s3cret sparkdap serve --ide 127.0.0.1:4711 --executors 127.0.0.1:5678\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	token, generated, err := resolveToken(f.token, f.tokenFile)
+	if err != nil {
+		return err
+	}
+	for _, a := range []string{f.ide, f.executors} {
+		if err := warnIfPublic(a, logger); err != nil {
+			return err
+		}
+	}
+	hub := dap.NewHub(dap.Config{
+		Token: token, MaxSessions: f.maxSessions, MaxMessageBytes: f.maxMessageBytes,
+		RequestTimeout: f.requestTimeout, Merged: f.merged, Summary: stderr, Log: logger,
+	})
+	srv, err := dap.Listen(hub, f.ide, f.executors)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "sparkdap: IDE port %s (attach your debugger here), executor port %s\n", srv.IDEAddr(), srv.ExecutorAddr())
+	if generated {
+		fmt.Fprintf(stderr, "sparkdap: no token given; generated one for this run: export %s=%s\n", tokenEnv, token)
+	}
+	if f.readyFile != "" {
+		if err := writeReadyFile(f.readyFile, srv, token); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return srv.Serve(ctx)
+}
+
+func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" {
+		return zerolog.Logger{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	switch format {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+	default:
+		return zerolog.Logger{}, fmt.Errorf("--log-format %q: want console or json", format)
+	}
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// resolveToken picks the executors' token: flag, file, environment, or a
+// fresh random one (reported so the user can pass it to the wrapper).
+func resolveToken(flagToken, file string) (token string, generated bool, err error) {
+	switch {
+	case flagToken != "" && file != "":
+		return "", false, errors.New("give --token or --token-file, not both")
+	case flagToken != "":
+		return flagToken, false, nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", false, fmt.Errorf("--token-file: %w", err)
+		}
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return "", false, fmt.Errorf("--token-file %s is empty", file)
+		}
+		return t, false, nil
+	case os.Getenv(tokenEnv) != "":
+		return os.Getenv(tokenEnv), false, nil
+	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", false, fmt.Errorf("generate token: %w", err)
+	}
+	return hex.EncodeToString(b), true, nil
+}
+
+// warnIfPublic checks an address parses, and says so loudly when it is not
+// loopback: that is allowed, but only as the user's explicit choice.
+func warnIfPublic(addr string, log zerolog.Logger) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: %w (want HOST:PORT)", addr, err)
+	}
+	ip := net.ParseIP(host)
+	if host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	log.Warn().Str("address", addr).Msg("listening beyond loopback: anyone who can reach this port and knows the token can debug")
+	return nil
+}
+
+func writeReadyFile(path string, srv *dap.Server, token string) error {
+	b, _ := json.Marshal(map[string]string{
+		"ide": srv.IDEAddr().String(), "executors": srv.ExecutorAddr().String(), "token": token,
+	})
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	return nil
+}

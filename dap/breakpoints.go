@@ -1,0 +1,190 @@
+package dap
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// bpEntry is the latest breakpoint request of one kind for one source (or the
+// only one, for function and exception breakpoints), with the global ids the
+// IDE knows its breakpoints by and the merged state shown to the IDE.
+type bpEntry struct {
+	key     string
+	command string
+	args    map[string]any
+	owner   *ExecutorSession // nil: set from the root IDE for every executor
+	// answered: the IDE has had the response, so it knows the ids and may get
+	// breakpoint events about them.
+	answered bool
+	ids      []int64
+	merged   []map[string]any // position → breakpoint as the IDE sees it
+}
+
+// BreakpointRegistry keeps what the IDE asked for so it can be fanned out to
+// executors present and replayed to those that connect later. It is guarded
+// by the Hub's lock.
+type BreakpointRegistry struct {
+	entries map[string]*bpEntry // global entries by key
+	order   []string            // replay in the order the IDE set them
+	byID    map[int64]bpRef     // global breakpoint id → where it lives
+	nextID  int64
+}
+
+type bpRef struct {
+	entry *bpEntry
+	index int
+}
+
+func newBreakpointRegistry() *BreakpointRegistry {
+	return &BreakpointRegistry{entries: map[string]*bpEntry{}, byID: map[int64]bpRef{}}
+}
+
+// bpKey identifies what a breakpoint request replaces: all breakpoints of one
+// source, or all function or exception breakpoints.
+func bpKey(command string, args map[string]any) string {
+	if command != "setBreakpoints" {
+		return command
+	}
+	src, _ := args["source"].(map[string]any)
+	if p, ok := src["path"].(string); ok && p != "" {
+		return command + "\x00" + p
+	}
+	if ref, ok := toInt(src["sourceReference"]); ok {
+		return command + "\x00ref:" + strconv.FormatInt(ref, 10)
+	}
+	return command + "\x00"
+}
+
+// newEntry records a breakpoint request. owner nil makes it the global entry
+// for its key, replacing the previous one.
+func (r *BreakpointRegistry) newEntry(command string, args map[string]any, owner *ExecutorSession) *bpEntry {
+	e := &bpEntry{key: bpKey(command, args), command: command, args: args, owner: owner}
+	if bps, ok := args["breakpoints"].([]any); ok {
+		for i := range bps {
+			line := any(nil)
+			if b, ok := bps[i].(map[string]any); ok {
+				line = b["line"]
+			}
+			e.grow(r, i+1)
+			if line != nil {
+				e.merged[i]["line"] = line
+			}
+		}
+	}
+	if owner == nil {
+		if old := r.entries[e.key]; old != nil {
+			r.drop(old)
+		} else {
+			r.order = append(r.order, e.key)
+		}
+		r.entries[e.key] = e
+	}
+	return e
+}
+
+// grow makes room for n positions, giving each new one a global id.
+func (e *bpEntry) grow(r *BreakpointRegistry, n int) {
+	for len(e.ids) < n {
+		r.nextID++
+		id := r.nextID
+		e.ids = append(e.ids, id)
+		e.merged = append(e.merged, map[string]any{
+			"id": json.Number(strconv.FormatInt(id, 10)), "verified": false,
+			"reason": "pending", "message": "waiting for an executor to load this code"})
+		r.byID[id] = bpRef{e, len(e.ids) - 1}
+	}
+}
+
+// drop forgets an entry's ids.
+func (r *BreakpointRegistry) drop(e *bpEntry) {
+	for _, id := range e.ids {
+		delete(r.byID, id)
+	}
+}
+
+// current reports whether e is still in force (not replaced by a newer
+// request), so late answers to old requests are ignored.
+func (r *BreakpointRegistry) current(e *bpEntry) bool {
+	if e.owner != nil {
+		return e.owner.overrides[e.key] == e
+	}
+	return r.entries[e.key] == e
+}
+
+// global returns the entries to replay, in the order they were first set.
+func (r *BreakpointRegistry) global() []*bpEntry {
+	out := make([]*bpEntry, 0, len(r.order))
+	for _, k := range r.order {
+		out = append(out, r.entries[k])
+	}
+	return out
+}
+
+// clear forgets every global entry and returns the requests that remove them
+// from an executor (empty lists), for when the IDE goes away.
+func (r *BreakpointRegistry) clear() []Message {
+	undo := clearRequests(r.global())
+	for _, e := range r.global() {
+		r.drop(e)
+	}
+	r.entries, r.order = map[string]*bpEntry{}, nil
+	return undo
+}
+
+// absorb folds one executor's answer for position i into the merged view:
+// verified if any executor verified it. It reports whether the IDE's view
+// changed.
+func (e *bpEntry) absorb(i int, bp map[string]any) bool {
+	cur := e.merged[i]
+	verified, _ := bp["verified"].(bool)
+	if cur["verified"] == true {
+		return false
+	}
+	next := deepCopy(bp).(map[string]any)
+	next["id"] = json.Number(strconv.FormatInt(e.ids[i], 10))
+	if !verified {
+		// Keep the executor's reason, so a rejected breakpoint says why.
+		if _, ok := next["message"]; !ok {
+			next["message"] = cur["message"]
+		}
+		if next["line"] == nil {
+			next["line"] = cur["line"]
+		}
+		changed := next["message"] != cur["message"]
+		e.merged[i] = next
+		return changed
+	}
+	delete(next, "reason")
+	delete(next, "message")
+	e.merged[i] = next
+	return true
+}
+
+// body is the merged response body the IDE gets.
+func (e *bpEntry) body() map[string]any {
+	bps := make([]any, len(e.merged))
+	for i, b := range e.merged {
+		bps[i] = deepCopy(b)
+	}
+	return map[string]any{"breakpoints": bps}
+}
+
+// clearRequests returns the requests that remove entries' breakpoints from
+// an executor.
+func clearRequests(entries []*bpEntry) []Message {
+	var out []Message
+	for _, e := range entries {
+		args := map[string]any{}
+		switch e.command {
+		case "setBreakpoints":
+			args["source"] = deepCopy(e.args["source"])
+			args["breakpoints"] = []any{}
+		case "setFunctionBreakpoints":
+			args["breakpoints"] = []any{}
+		case "setExceptionBreakpoints":
+			args["filters"] = []any{}
+		}
+		out = append(out, newRequest(e.command, args))
+	}
+	return out
+}

@@ -1,0 +1,23 @@
+// Package dap is sparkdap's Debug Adapter Protocol proxy.
+//
+// A Hub sits between one IDE (any DAP client) and many pydevd instances, one
+// per Spark executor Python worker, that connect out to it with
+// debugpy.connect. Each worker connection is an ExecutorSession: the Hub
+// performs debugpy's adapter handshake on it by itself (pydevdAuthorize with
+// the access token, pydevdSystemInfo, initialize, attach, breakpoint replay,
+// configurationDone), so a worker never blocks waiting for a human. Each IDE
+// connection is an IDESession: the root session sees either every executor's
+// threads merged and labelled, or, when the client supports the
+// startDebugging reverse request, one child IDESession per executor. All
+// per-process ids (threads, frames, variable and source references,
+// breakpoints) are mapped into one global space by an IDTable so they never
+// collide, and released when what they name goes away. Breakpoints live in a
+// BreakpointRegistry that fans them out to every executor present and replays
+// them to those that connect later; the IDE gets one merged answer.
+//
+// Messages travel as generic JSON objects rather than go-dap structs, so a
+// command or field the proxy does not know is forwarded intact; go-dap types
+// are used where the proxy builds or reads a message itself. Every
+// connection's writes are owned by one goroutine (see wire), and nothing that
+// holds a lock ever waits on the network.
+package dap

@@ -1,0 +1,307 @@
+package dap
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// errTimeout is what a request gets when its executor does not answer.
+var errTimeout = errors.New("no answer in time")
+
+// pendingCall is a request sent to an executor and waiting for its response.
+type pendingCall struct {
+	cb    func(Message, error)
+	timer *time.Timer
+}
+
+// ProcessInfo is what pydevdSystemInfo tells about the debuggee.
+type ProcessInfo struct {
+	PID        int64
+	PPID       int64
+	Executable string
+	Python     string
+	Platform   string
+}
+
+// TaskInfo is what the generated worker wrapper reports in its sparkdapTask
+// event: where the worker runs and which Spark task it is running.
+type TaskInfo struct {
+	ExecutorID    string `json:"executorId"`
+	Host          string `json:"host"`
+	PID           int64  `json:"pid"`
+	StageID       *int64 `json:"stageId"`
+	PartitionID   *int64 `json:"partitionId"`
+	AttemptNumber *int64 `json:"attemptNumber"`
+	TaskAttemptID *int64 `json:"taskAttemptId"`
+	Label         string `json:"label"`
+	PostMortem    bool   `json:"postMortem"`
+}
+
+// ExecutorSession is one pydevd connection: one Python worker process.
+type ExecutorSession struct {
+	id     uint64
+	hub    *Hub
+	w      *wire
+	remote string
+	log    zerolog.Logger
+
+	pendMu  sync.Mutex
+	pending map[int64]*pendingCall
+
+	// Guarded by hub.mu.
+	proc      ProcessInfo
+	task      TaskInfo
+	ready     bool                // handshake done: gets fan-outs and routed requests
+	detached  bool                // its child IDE session ended: no more breakpoints
+	threads   map[int64]string    // local thread id → name
+	stopped   map[int64]Message   // local thread id → its last stopped event, as pydevd sent it
+	bpIDs     map[int64]int64     // pydevd breakpoint id → global breakpoint id
+	overrides map[string]*bpEntry // breakpoints its child session set for it alone
+	midLine   bool                // output so far did not end a line (merged-mode prefixes)
+	announced bool                // the IDE has been told (startDebugging sent)
+	announce  *time.Timer
+}
+
+func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {
+	es := &ExecutorSession{
+		id: id, hub: h, w: newWire(withQuickAck(conn)), remote: conn.RemoteAddr().String(),
+		pending: map[int64]*pendingCall{}, threads: map[int64]string{},
+		stopped: map[int64]Message{}, bpIDs: map[int64]int64{}, overrides: map[string]*bpEntry{},
+	}
+	es.log = h.log.With().Uint64("executor", id).Str("remote", es.remote).Logger()
+	return es
+}
+
+// ID is the proxy's number for this session.
+func (es *ExecutorSession) ID() uint64 { return es.id }
+
+// Label names the session for people: executor, host, pid and Spark task
+// where known. Callers hold hub.mu.
+func (es *ExecutorSession) Label() string {
+	var parts []string
+	if es.task.ExecutorID != "" {
+		parts = append(parts, "exec "+es.task.ExecutorID)
+	}
+	host := es.task.Host
+	if host == "" {
+		host, _, _ = net.SplitHostPort(es.remote)
+	}
+	parts = append(parts, host)
+	if es.proc.PID != 0 {
+		parts = append(parts, fmt.Sprintf("pid %d", es.proc.PID))
+	}
+	if es.task.Label != "" {
+		parts = append(parts, es.task.Label)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// request sends a request to pydevd; cb gets its response, or an error if
+// the connection ends or the timeout passes first. cb runs on no lock.
+func (es *ExecutorSession) request(command string, args any, timeout time.Duration, cb func(Message, error)) {
+	pc := &pendingCall{cb: cb}
+	var seq int64
+	err := es.w.send(newRequest(command, args), func(s int64) {
+		seq = s
+		es.pendMu.Lock()
+		es.pending[s] = pc
+		es.pendMu.Unlock()
+	})
+	if err != nil {
+		es.takePending(seq)
+		cb(nil, err)
+		return
+	}
+	t := time.AfterFunc(timeout, func() {
+		if p := es.takePending(seq); p != nil {
+			p.cb(nil, fmt.Errorf("%s: %w (%s)", command, errTimeout, timeout))
+		}
+	})
+	es.pendMu.Lock()
+	pc.timer = t
+	es.pendMu.Unlock()
+}
+
+func (es *ExecutorSession) takePending(seq int64) *pendingCall {
+	es.pendMu.Lock()
+	defer es.pendMu.Unlock()
+	pc := es.pending[seq]
+	delete(es.pending, seq)
+	if pc != nil && pc.timer != nil {
+		pc.timer.Stop()
+	}
+	return pc
+}
+
+// call is request made synchronous, for the handshake. A failed response is
+// an error.
+func (es *ExecutorSession) call(ctx context.Context, command string, args any) (Message, error) {
+	type result struct {
+		m   Message
+		err error
+	}
+	ch := make(chan result, 1)
+	es.request(command, args, es.hub.cfg.HandshakeTimeout, func(m Message, err error) { ch <- result{m, err} })
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, r.err
+		}
+		if !r.m.Success() {
+			return r.m, fmt.Errorf("%s: %s", command, r.m.ErrorMessage())
+		}
+		return r.m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// serve runs the session: handshake, then relaying until the connection ends.
+func (es *ExecutorSession) serve(ctx context.Context) {
+	readDone := make(chan error, 1)
+	go func() { readDone <- es.w.readLoop(es.hub.cfg.MaxMessageBytes, es.handle) }()
+
+	hsCtx, cancel := context.WithTimeout(ctx, es.hub.cfg.HandshakeTimeout)
+	err := es.handshake(hsCtx)
+	cancel()
+	if err != nil {
+		es.w.closeAfterFlush(err)
+		<-readDone
+		es.failPending(err)
+		return
+	}
+	var reason error
+	select {
+	case reason = <-readDone:
+	case <-ctx.Done():
+		reason = ctx.Err()
+		es.w.close(reason)
+		<-readDone
+	}
+	es.w.close(reason)
+	es.failPending(fmt.Errorf("executor %d went away: %w", es.id, reason))
+	es.hub.executorGone(es, reason)
+}
+
+func (es *ExecutorSession) failPending(err error) {
+	es.pendMu.Lock()
+	calls := es.pending
+	es.pending = map[int64]*pendingCall{}
+	es.pendMu.Unlock()
+	for _, pc := range calls {
+		if pc.timer != nil {
+			pc.timer.Stop()
+		}
+		pc.cb(nil, err)
+	}
+}
+
+// errRefused marks a handshake the proxy ended on purpose.
+type errRefused struct{ reason string }
+
+func (e *errRefused) Error() string { return "refused: " + e.reason }
+
+// handshake does what debugpy's adapter does for a new pydevd connection,
+// without waiting for any IDE, so the worker is never held up.
+func (es *ExecutorSession) handshake(ctx context.Context) error {
+	h := es.hub
+	auth, err := es.call(ctx, "pydevdAuthorize", map[string]any{"debugServerAccessToken": nil})
+	if err != nil {
+		return fmt.Errorf("executor %s: authorize: %w", es.remote, err)
+	}
+	token, _ := auth.Body()["clientAccessToken"].(string)
+	if h.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(token), []byte(h.cfg.Token)) != 1 {
+		why := "wrong access token"
+		if token == "" {
+			why = "no access token"
+		}
+		return es.refuse(ctx, why)
+	}
+
+	info, err := es.call(ctx, "pydevdSystemInfo", nil)
+	if err != nil {
+		return fmt.Errorf("executor %s: system info: %w", es.remote, err)
+	}
+	proc := parseSystemInfo(info.Body())
+
+	if !h.admit(es) {
+		return es.refuse(ctx, fmt.Sprintf("session limit reached (--max-sessions %d)", h.cfg.MaxSessions))
+	}
+	h.mu.Lock()
+	es.proc = proc
+	es.log = es.log.With().Int64("pid", proc.PID).Logger()
+	h.mu.Unlock()
+
+	if _, err := es.call(ctx, "initialize", h.executorInitializeArgs()); err != nil {
+		h.unadmit(es)
+		return fmt.Errorf("executor %d: initialize: %w", es.id, err)
+	}
+	if _, err := es.call(ctx, "attach", h.executorAttachArgs()); err != nil {
+		h.unadmit(es)
+		return fmt.Errorf("executor %d: attach: %w", es.id, err)
+	}
+	h.executorReady(es)
+	es.request("configurationDone", nil, h.cfg.HandshakeTimeout, func(m Message, err error) {
+		if err == nil && !m.Success() {
+			err = errors.New(m.ErrorMessage())
+		}
+		if err != nil {
+			es.log.Warn().Err(err).Msg("configurationDone failed")
+		}
+	})
+	return nil
+}
+
+// refuse ends a connection the proxy will not debug. pydevd holds the worker
+// in debugpy.connect until configurationDone, and a bare close would leave it
+// hanging forever; configurationDone then close lets it run on undebugged.
+func (es *ExecutorSession) refuse(ctx context.Context, why string) error {
+	es.log.Warn().Str("reason", why).Msg("executor refused; its worker continues undebugged")
+	es.hub.summary("executor from %s refused: %s; it runs undebugged", es.remote, why)
+	_, _ = es.call(ctx, "configurationDone", nil)
+	return &errRefused{why}
+}
+
+func parseSystemInfo(b map[string]any) ProcessInfo {
+	var p ProcessInfo
+	if proc, ok := b["process"].(map[string]any); ok {
+		p.PID, _ = toInt(proc["pid"])
+		p.PPID, _ = toInt(proc["ppid"])
+		p.Executable, _ = proc["executable"].(string)
+	}
+	if py, ok := b["python"].(map[string]any); ok {
+		if v, ok := py["version"].(string); ok {
+			p.Python = v
+		}
+	}
+	if pl, ok := b["platform"].(map[string]any); ok {
+		p.Platform, _ = pl["name"].(string)
+	}
+	return p
+}
+
+// handle dispatches one message from pydevd.
+func (es *ExecutorSession) handle(m Message) {
+	switch m.Type() {
+	case "response":
+		if pc := es.takePending(m.RequestSeq()); pc != nil {
+			pc.cb(m, nil)
+		} else {
+			es.log.Debug().Int64("request_seq", m.RequestSeq()).Str("command", m.Command()).
+				Msg("dropping response to no pending request (answered after its timeout?)")
+		}
+	case "event":
+		es.hub.executorEvent(es, m)
+	case "request":
+		es.log.Warn().Str("command", m.Command()).Msg("debuggee sent a request; sparkdap serves none")
+		_ = es.w.send(newErrorResponse(m, "sparkdap does not serve %q requests from debuggees", m.Command()), nil)
+	}
+}

@@ -1,0 +1,483 @@
+package dap
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"sync"
+
+	godap "github.com/google/go-dap"
+	"github.com/rs/zerolog"
+)
+
+// IDESession is one connection from a DAP client: the root session, which
+// attached without naming an executor, or a child session bound to one
+// executor (a startDebugging the proxy asked for).
+type IDESession struct {
+	id  uint64
+	hub *Hub
+	w   *wire
+	log zerolog.Logger
+
+	// Guarded by hub.mu once attached.
+	childMode  bool             // root only: executors appear as child sessions
+	configured bool             // configurationDone received
+	executor   *ExecutorSession // child only
+	attached   bool
+
+	goneOnce sync.Once
+}
+
+func newIDESession(h *Hub, id uint64, conn net.Conn) *IDESession {
+	s := &IDESession{id: id, hub: h, w: newWire(conn)}
+	s.log = h.log.With().Uint64("ide", id).Str("remote", conn.RemoteAddr().String()).Logger()
+	return s
+}
+
+func (s *IDESession) reply(m Message) { _ = s.w.send(m, nil) }
+
+func (s *IDESession) fail(req Message, format string, args ...any) {
+	s.log.Debug().Str("command", req.Command()).Msgf("error response: "+format, args...)
+	s.reply(newErrorResponse(req, format, args...))
+}
+
+// serve reads the client's messages until it leaves.
+func (s *IDESession) serve(ctx context.Context) {
+	done := make(chan error, 1)
+	go func() { done <- s.w.readLoop(s.hub.cfg.MaxMessageBytes, s.handle) }()
+	var reason error
+	select {
+	case reason = <-done:
+	case <-ctx.Done():
+		reason = ctx.Err()
+		s.w.close(reason)
+		<-done
+	}
+	s.w.close(reason)
+	if reason != nil && !errors.Is(reason, errClosed) {
+		s.log.Info().Err(reason).Msg("IDE connection ended")
+	}
+	s.gone(false)
+}
+
+func (s *IDESession) gone(terminate bool) {
+	s.goneOnce.Do(func() { s.hub.ideGone(s, terminate) })
+}
+
+// isRoot reports whether s shows every executor (as opposed to one).
+func (s *IDESession) isRoot() bool { return s.executor == nil }
+
+// pydevdCommands are the requests pydevd answers. A request that is in the
+// DAP schema but not here gets no response at all from pydevd, so the proxy
+// answers those itself instead of leaving the IDE waiting.
+var pydevdCommands = map[string]bool{
+	"threads": true, "completions": true, "pause": true, "continue": true, "next": true,
+	"stepIn": true, "stepInTargets": true, "stepOut": true, "stackTrace": true, "exceptionInfo": true,
+	"scopes": true, "evaluate": true, "setExpression": true, "variables": true, "setVariable": true,
+	"modules": true, "source": true, "gotoTargets": true, "goto": true, "setDebuggerProperty": true,
+	"setPydevdSourceMap": true, "pydevdSystemInfo": true,
+}
+
+// dapOnlyCommands are standard DAP requests pydevd leaves unanswered.
+var dapOnlyCommands = map[string]bool{
+	"cancel": true, "restart": true, "terminateThreads": true, "breakpointLocations": true,
+	"dataBreakpointInfo": true, "setDataBreakpoints": true, "setInstructionBreakpoints": true,
+	"readMemory": true, "writeMemory": true, "disassemble": true, "restartFrame": true,
+	"reverseContinue": true, "stepBack": true, "locations": true, "launch": true,
+}
+
+// broadcastCommands change debugger settings: with no executor named they
+// go to every executor.
+var broadcastCommands = map[string]bool{"setDebuggerProperty": true, "setPydevdSourceMap": true}
+
+// handle serves one message from the client, without blocking on any
+// executor: answers come back through callbacks.
+func (s *IDESession) handle(m Message) {
+	h := s.hub
+	switch m.Type() {
+	case "response":
+		if !m.Success() {
+			s.log.Warn().Str("command", m.Command()).Str("error", m.ErrorMessage()).Msg("IDE refused a request")
+		}
+		return
+	case "event":
+		s.log.Debug().Str("event", m.Event()).Msg("ignoring event from IDE")
+		return
+	}
+	cmd := m.Command()
+	switch cmd {
+	case "initialize":
+		s.initialize(m)
+		return
+	case "attach":
+		s.attach(m)
+		return
+	case "launch":
+		s.fail(m, `sparkdap attaches to running executors: use "request": "attach" with "connect" to this address`)
+		return
+	case "disconnect", "terminate":
+		terminate := false
+		if args := m.Arguments(); args != nil {
+			terminate, _ = args["terminateDebuggee"].(bool)
+		}
+		s.reply(newResponse(m, nil))
+		s.gone(terminate && cmd == "disconnect")
+		s.w.closeAfterFlush(errClosed)
+		return
+	}
+	h.mu.Lock()
+	attached := s.attached
+	h.mu.Unlock()
+	if !attached {
+		s.fail(m, "%s before attach: the client must send initialize and attach first", cmd)
+		return
+	}
+	switch cmd {
+	case "setBreakpoints", "setFunctionBreakpoints", "setExceptionBreakpoints":
+		h.setBreakpoints(s, m, s.executor)
+	case "configurationDone":
+		s.reply(newResponse(m, nil))
+		h.ideConfigured(s)
+	case "threads":
+		if s.isRoot() {
+			h.mergedThreads(s, m)
+		} else {
+			h.route(s, m)
+		}
+	case "loadedSources":
+		s.reply(newResponse(m, map[string]any{"sources": []any{}}))
+	default:
+		if dapOnlyCommands[cmd] {
+			s.fail(m, "%s is not supported by pydevd", cmd)
+			return
+		}
+		if broadcastCommands[cmd] && s.isRoot() {
+			h.broadcast(s, m)
+			return
+		}
+		h.route(s, m)
+	}
+}
+
+func (s *IDESession) initialize(m Message) {
+	var args godap.InitializeRequestArguments
+	if a := m.Arguments(); a != nil {
+		if err := fromMap(a, &args); err != nil {
+			s.fail(m, "initialize: bad arguments: %v", err)
+			return
+		}
+	}
+	h := s.hub
+	h.mu.Lock()
+	s.childMode = args.SupportsStartDebuggingRequest && !h.cfg.Merged
+	h.mu.Unlock()
+	caps := godap.Capabilities{
+		SupportsCompletionsRequest:        true,
+		SupportsConditionalBreakpoints:    true,
+		SupportsConfigurationDoneRequest:  true,
+		SupportsDelayedStackTraceLoading:  true,
+		SupportsEvaluateForHovers:         true,
+		SupportsExceptionInfoRequest:      true,
+		SupportsExceptionOptions:          true,
+		SupportsFunctionBreakpoints:       true,
+		SupportsHitConditionalBreakpoints: true,
+		SupportsLogPoints:                 true,
+		SupportsModulesRequest:            true,
+		SupportsSetExpression:             true,
+		SupportsSetVariable:               true,
+		SupportsValueFormattingOptions:    true,
+		SupportsGotoTargetsRequest:        true,
+		SupportsClipboardContext:          true,
+		SupportsStepInTargetsRequest:      true,
+		ExceptionBreakpointFilters: []godap.ExceptionBreakpointsFilter{
+			{Filter: "raised", Label: "Raised Exceptions", Description: "Break whenever any exception is raised."},
+			{Filter: "uncaught", Label: "Uncaught Exceptions", Default: true,
+				Description: "Break when the process is exiting due to unhandled exception."},
+			{Filter: "userUnhandled", Label: "User Uncaught Exceptions",
+				Description: "Break when exception escapes into library code (with PySpark: when it leaves your UDF)."},
+		},
+	}
+	body := toMap(caps)
+	body["supportsDebuggerProperties"] = true // not in go-dap's struct; debugpy's clients use it
+	body["supportsTerminateDebuggee"] = true
+	s.reply(newResponse(m, body))
+}
+
+func (s *IDESession) attach(m Message) {
+	h := s.hub
+	args := m.Arguments()
+	if args == nil {
+		args = map[string]any{}
+	}
+	h.mu.Lock()
+	if s.attached {
+		h.mu.Unlock()
+		s.fail(m, "already attached")
+		return
+	}
+	if v, ok := args["sparkdapExecutor"]; ok {
+		id, _ := toInt(v)
+		es := h.executors[uint64(id)]
+		switch {
+		case es == nil || !es.ready:
+			h.mu.Unlock()
+			s.fail(m, "executor %v is no longer connected", v)
+			return
+		case h.children[es.id] != nil:
+			h.mu.Unlock()
+			s.fail(m, "executor %v already has a debug session", v)
+			return
+		}
+		s.executor = es
+		es.detached = false
+		h.children[es.id] = s
+		s.log = s.log.With().Uint64("executor", es.id).Logger()
+	} else {
+		if h.root != nil {
+			h.mu.Unlock()
+			s.fail(m, "another IDE is already attached to this sparkdap; disconnect it first")
+			return
+		}
+		h.root = s
+		h.attachArgs = deepCopy(args).(map[string]any)
+		for _, es := range h.executors {
+			es.detached = false
+		}
+	}
+	s.attached = true
+	h.mu.Unlock()
+	s.log.Info().Bool("root", s.isRoot()).Bool("childSessions", s.childMode).Msg("IDE attached")
+	s.reply(newResponse(m, nil))
+	s.reply(newEvent("initialized", nil))
+}
+
+// ideConfigured runs when a session's configuration is done: the root
+// learns about the executors already there, a child about its executor's
+// stop if it stopped before the child arrived.
+func (h *Hub) ideConfigured(s *IDESession) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s.configured = true
+	if !s.isRoot() {
+		h.replayStopsLocked(s.executor, s)
+		return
+	}
+	for _, es := range h.readyLocked() {
+		if s.childMode {
+			h.announceLocked(es)
+		} else {
+			h.replayStopsLocked(es, s)
+		}
+	}
+}
+
+// replayStopsLocked re-sends an executor's current stops to a session that
+// did not see them happen.
+func (h *Hub) replayStopsLocked(es *ExecutorSession, s *IDESession) {
+	for _, ev := range es.stopped {
+		out := deepCopy(ev).(Message)
+		if err := h.ids.globalize(es.id, out["body"]); err != nil {
+			continue
+		}
+		delete(out, "pydevd_cmd_id")
+		h.globalBreakpointIDsLocked(es, out)
+		if s.isRoot() {
+			h.mergedViewLocked(es, out)
+		}
+		_ = s.w.send(out, nil)
+	}
+}
+
+// mergedThreads answers threads for the root session: every executor's
+// threads, named with its label. In child-session mode the root has none.
+func (h *Hub) mergedThreads(s *IDESession, req Message) {
+	h.mu.Lock()
+	if s.childMode {
+		h.mu.Unlock()
+		s.reply(newResponse(req, map[string]any{"threads": []any{}}))
+		return
+	}
+	targets := h.readyLocked()
+	h.mu.Unlock()
+	type part struct {
+		es      *ExecutorSession
+		threads []any
+	}
+	parts := make([]part, len(targets))
+	var mu sync.Mutex
+	left := len(targets)
+	finish := func() {
+		all := []any{}
+		h.mu.Lock()
+		for _, p := range parts {
+			if p.es == nil {
+				continue
+			}
+			prefix := "[" + p.es.Label() + "] "
+			for _, t := range p.threads {
+				if th, ok := t.(map[string]any); ok {
+					if tid, ok := toInt(th["id"]); ok {
+						p.es.threads[tid] = ""
+					}
+					out := deepCopy(th).(map[string]any)
+					name, _ := out["name"].(string)
+					out["name"] = prefix + name
+					if err := h.ids.globalize(p.es.id, map[string]any{"threads": []any{out}}); err != nil {
+						continue
+					}
+					all = append(all, out)
+				}
+			}
+		}
+		h.mu.Unlock()
+		s.reply(newResponse(req, map[string]any{"threads": all}))
+	}
+	if left == 0 {
+		finish()
+		return
+	}
+	for i, es := range targets {
+		es.request("threads", nil, h.cfg.FanoutTimeout, func(m Message, err error) {
+			mu.Lock()
+			if err == nil && m.Success() {
+				ts, _ := m.Body()["threads"].([]any)
+				parts[i] = part{es, ts}
+			}
+			left--
+			last := left == 0
+			mu.Unlock()
+			if last {
+				finish()
+			}
+		})
+	}
+}
+
+// broadcast sends a settings request to every executor and answers with the
+// first executor's response.
+func (h *Hub) broadcast(s *IDESession, req Message) {
+	h.mu.Lock()
+	targets := h.readyLocked()
+	h.mu.Unlock()
+	if len(targets) == 0 {
+		s.reply(newResponse(req, nil))
+		return
+	}
+	var once sync.Once
+	for _, es := range targets {
+		es.request(req.Command(), deepCopy(req.Arguments()), h.cfg.FanoutTimeout, func(m Message, err error) {
+			once.Do(func() { h.relay(s, req, es, m, err) })
+		})
+	}
+}
+
+// route forwards a request to the executor that owns the ids it names (or,
+// naming none, to the session's executor, the one that stopped last, or the
+// only one) and relays the answer.
+func (h *Hub) route(s *IDESession, req Message) {
+	var args any
+	if a := req.Arguments(); a != nil {
+		args = deepCopy(a)
+	}
+	sid, found, err := h.ids.localize(args)
+	if err != nil {
+		s.fail(req, "%s: %v", req.Command(), err)
+		return
+	}
+	h.mu.Lock()
+	var es *ExecutorSession
+	switch {
+	case found:
+		es = h.executors[sid]
+		if s.executor != nil && s.executor != es {
+			h.mu.Unlock()
+			s.fail(req, "%s: that id belongs to another executor's session", req.Command())
+			return
+		}
+	case s.executor != nil:
+		es = s.executor
+	case h.focused != nil:
+		es = h.focused
+	default:
+		if ready := h.readyLocked(); len(ready) == 1 {
+			es = ready[0]
+		}
+	}
+	if es == nil || !es.ready {
+		n := len(h.readyLocked())
+		h.mu.Unlock()
+		if n == 0 {
+			s.fail(req, "%s: no executor is connected", req.Command())
+		} else {
+			s.fail(req, "%s: %d executors are connected and none is stopped: pick a thread first", req.Command(), n)
+		}
+		return
+	}
+	h.mu.Unlock()
+	out := Message{}
+	for k, v := range req {
+		out[k] = v
+	}
+	if args != nil {
+		out["arguments"] = args
+	}
+	delete(out, "seq")
+	es.request(req.Command(), out["arguments"], h.cfg.RequestTimeout, func(m Message, err error) {
+		h.relay(s, req, es, m, err)
+	})
+}
+
+// relay passes an executor's response back to the IDE under the IDE's seq
+// and the global ids, and keeps the stop/resume bookkeeping.
+func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, err error) {
+	if err != nil {
+		s.fail(req, "executor %d: %s: %v", es.id, req.Command(), err)
+		return
+	}
+	out := deepCopy(m).(Message)
+	out["request_seq"] = json.Number(itoa(req.Seq()))
+	delete(out, "pydevd_cmd_id")
+	if err := h.ids.globalize(es.id, out["body"]); err != nil {
+		s.fail(req, "executor %d: %s: %v", es.id, req.Command(), err)
+		return
+	}
+	if m.Success() {
+		h.mu.Lock()
+		switch req.Command() {
+		case "continue":
+			h.resumedLocked(s, es, out)
+		case "next", "stepIn", "stepOut", "goto":
+			if tid, ok := toInt(req.Arguments()["threadId"]); ok {
+				if o, ok := h.ids.Local(kindThread, tid); ok {
+					delete(es.stopped, o.local)
+				}
+			}
+		}
+		h.mu.Unlock()
+	}
+	s.reply(out)
+}
+
+// resumedLocked records that continue resumed es. pydevd resumes every
+// thread of the process; a root session that shows other executors too
+// must hear that only this executor's threads run again.
+func (h *Hub) resumedLocked(s *IDESession, es *ExecutorSession, out Message) {
+	var others []int64
+	for tid := range es.stopped {
+		others = append(others, tid)
+	}
+	clear(es.stopped)
+	h.ids.Release(es.id, kindFrame, kindVariables)
+	if !s.isRoot() {
+		return
+	}
+	if b, ok := out["body"].(map[string]any); ok {
+		b["allThreadsContinued"] = false
+	}
+	for _, tid := range others {
+		if g, err := h.ids.Global(kindThread, es.id, tid); err == nil {
+			_ = s.w.send(newEvent("continued", map[string]any{"threadId": g, "allThreadsContinued": false}), nil)
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package dap
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// errClosed is returned when sending on a connection that has gone away.
+var errClosed = errors.New("connection closed")
+
+// defaultMaxQueuedBytes bounds what may wait for a slow reader before the
+// connection is dropped, so one stuck peer cannot make the proxy grow without
+// bound.
+const defaultMaxQueuedBytes = 64 << 20
+
+// wire is one DAP connection. Sends never block: they append to a queue that
+// a single writer goroutine, the only one that writes to conn, drains. That
+// lets callers send while holding their own locks. The outgoing seq counter
+// lives here, so seq order is wire order.
+type wire struct {
+	conn      net.Conn
+	maxQueued int
+
+	mu     sync.Mutex
+	seq    int64
+	queue  [][]byte
+	queued int
+	err    error // why the wire closed; nil while open
+
+	wake chan struct{}
+	done chan struct{}
+}
+
+func newWire(conn net.Conn) *wire {
+	w := &wire{conn: conn, maxQueued: defaultMaxQueuedBytes,
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go w.writeLoop()
+	return w
+}
+
+// send assigns the next seq to m and queues it. onSeq, if set, runs with the
+// seq before the message can reach the peer, so a pending-response entry is
+// in place before any answer can arrive.
+func (w *wire) send(m Message, onSeq func(seq int64)) error {
+	delete(m, "seq")
+	body, err := m.Encode()
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", describe(m), err)
+	}
+	w.mu.Lock()
+	if w.err != nil {
+		w.mu.Unlock()
+		return errClosed
+	}
+	w.seq++
+	seq := w.seq
+	if onSeq != nil {
+		onSeq(seq)
+	}
+	frame := appendFrame(nil, withSeq(body, seq))
+	w.queue = append(w.queue, frame)
+	w.queued += len(frame)
+	over := w.queued > w.maxQueued
+	w.mu.Unlock()
+	if over {
+		w.close(fmt.Errorf("peer is not reading: over %d bytes queued", w.maxQueued))
+		return errClosed
+	}
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// withSeq puts "seq" first in an encoded object, without re-encoding it.
+func withSeq(body []byte, seq int64) []byte {
+	out := make([]byte, 0, len(body)+24)
+	out = append(out, `{"seq":`...)
+	out = strconv.AppendInt(out, seq, 10)
+	if len(body) > 2 { // not "{}"
+		out = append(out, ',')
+	}
+	return append(out, body[1:]...)
+}
+
+func (w *wire) writeLoop() {
+	for {
+		select {
+		case <-w.wake:
+		case <-w.done:
+			return
+		}
+		w.mu.Lock()
+		batch := w.queue
+		w.queue, w.queued = nil, 0
+		w.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		bufs := net.Buffers(batch)
+		if _, err := bufs.WriteTo(w.conn); err != nil {
+			w.close(fmt.Errorf("write: %w", err))
+			return
+		}
+	}
+}
+
+// close shuts the connection once; the first reason wins.
+func (w *wire) close(reason error) {
+	w.mu.Lock()
+	if w.err != nil {
+		w.mu.Unlock()
+		return
+	}
+	if reason == nil {
+		reason = errClosed
+	}
+	w.err = reason
+	w.queue = nil
+	w.mu.Unlock()
+	close(w.done)
+	w.conn.Close()
+}
+
+// closeAfterFlush lets what is queued reach the peer, then closes. Used when
+// the last word matters (a refusal, a final event).
+func (w *wire) closeAfterFlush(reason error) {
+	go func() {
+		for range 100 { // bounded: at most ~1 s
+			w.mu.Lock()
+			empty := len(w.queue) == 0
+			w.mu.Unlock()
+			if empty {
+				break
+			}
+			sleepShort()
+		}
+		w.close(reason)
+	}()
+}
+
+// closedErr is why the wire closed, or nil.
+func (w *wire) closedErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// readLoop decodes messages until the connection ends and hands each to
+// handle, in order, on the caller's goroutine. It returns why it stopped.
+func (w *wire) readLoop(maxBytes int, handle func(Message)) error {
+	fr := NewFrameReader(w.conn, maxBytes)
+	for {
+		body, err := fr.ReadFrame()
+		if err != nil {
+			if closed := w.closedErr(); closed != nil {
+				return closed
+			}
+			return err
+		}
+		m, err := DecodeMessage(body)
+		if err != nil {
+			return fmt.Errorf("malformed message: %w", err)
+		}
+		handle(m)
+	}
+}
+
+// describe names a message for logs.
+func describe(m Message) string {
+	switch m.Type() {
+	case "event":
+		return "event " + m.Event()
+	case "response":
+		return "response " + m.Command()
+	}
+	return m.Type() + " " + m.Command()
+}
+
+func sleepShort() { time.Sleep(10 * time.Millisecond) }
