@@ -201,7 +201,7 @@ func TestCloseReleasesWaiters(t *testing.T) {
 	}
 	select {
 	case <-c.Done():
-	default:
+	case <-ctx.Done():
 		t.Fatal("Done not closed after the adapter hung up")
 	}
 }
