@@ -1,0 +1,203 @@
+package dap
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakePydevd is an in-memory stand-in for pydevd's side of the wire, for
+// fast protocol tests. It hands out the same local ids as every other fake
+// (thread 1, frame 1, …), as real pydevd processes do, so collisions show.
+// The integration tests use real debugpy.
+type fakePydevd struct {
+	t     testing.TB
+	conn  net.Conn
+	token string
+	pid   int
+
+	// verify decides whether a line breakpoint binds; nil binds all.
+	verify func(path string, line int) (bool, string)
+
+	mu       sync.Mutex
+	seq      int64
+	requests []Message
+	bpNext   int64
+	changed  chan struct{}
+	closed   chan struct{}
+}
+
+func dialFake(t testing.TB, addr, token string, pid int) *fakePydevd {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("fake pydevd %d: dial %s: %v", pid, addr, err)
+	}
+	f := &fakePydevd{t: t, conn: c, token: token, pid: pid, changed: make(chan struct{}), closed: make(chan struct{})}
+	go f.serve()
+	t.Cleanup(func() { c.Close() })
+	return f
+}
+
+func (f *fakePydevd) send(m map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq += 2 // pydevd counts 2, 4, 6, …
+	m["seq"] = f.seq
+	b, _ := json.Marshal(m)
+	_, _ = f.conn.Write(appendFrame(nil, b))
+}
+
+func (f *fakePydevd) event(name string, body map[string]any) {
+	f.send(map[string]any{"type": "event", "event": name, "body": body})
+}
+
+func (f *fakePydevd) serve() {
+	defer close(f.closed)
+	fr := NewFrameReader(f.conn, 0)
+	for {
+		b, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		m, err := DecodeMessage(b)
+		if err != nil {
+			f.t.Errorf("fake pydevd %d: proxy sent malformed message: %v", f.pid, err)
+			return
+		}
+		f.mu.Lock()
+		f.requests = append(f.requests, m)
+		close(f.changed)
+		f.changed = make(chan struct{})
+		f.mu.Unlock()
+		body, ok := f.answer(m)
+		resp := map[string]any{"type": "response", "request_seq": m.Seq(), "command": m.Command(), "success": ok}
+		if ok {
+			resp["body"] = body
+		} else {
+			resp["message"] = fmt.Sprint(body["error"])
+		}
+		if m.Command() == "attach" {
+			f.event("initialized", nil)
+		}
+		f.send(resp)
+		if m.Command() == "continue" {
+			f.event("continued", map[string]any{"threadId": 1, "allThreadsContinued": true})
+		}
+	}
+}
+
+// answer plays pydevd: the same answers, with ids from per-process counters.
+func (f *fakePydevd) answer(m Message) (map[string]any, bool) {
+	args := m.Arguments()
+	switch m.Command() {
+	case "pydevdAuthorize":
+		return map[string]any{"clientAccessToken": f.token}, true
+	case "pydevdSystemInfo":
+		return map[string]any{
+			"python":   map[string]any{"version": "3.11.7final0"},
+			"platform": map[string]any{"name": "linux"},
+			"process":  map[string]any{"pid": f.pid, "ppid": 1, "executable": "/usr/bin/python3"}}, true
+	case "initialize", "attach", "configurationDone", "setFunctionBreakpoints", "setExceptionBreakpoints", "disconnect":
+		return map[string]any{}, true
+	case "setBreakpoints":
+		src, _ := args["source"].(map[string]any)
+		path, _ := src["path"].(string)
+		var out []any
+		bps, _ := args["breakpoints"].([]any)
+		for _, b := range bps {
+			line, _ := toInt(b.(map[string]any)["line"])
+			ok, msg := true, ""
+			if f.verify != nil {
+				ok, msg = f.verify(path, int(line))
+			}
+			f.mu.Lock()
+			id := f.bpNext
+			f.bpNext++
+			f.mu.Unlock()
+			bp := map[string]any{"id": id, "verified": ok, "line": line, "source": map[string]any{"path": path}}
+			if msg != "" {
+				bp["message"] = msg
+			}
+			out = append(out, bp)
+		}
+		return map[string]any{"breakpoints": out}, true
+	case "threads":
+		return map[string]any{"threads": []any{map[string]any{"id": 1, "name": "MainThread"}}}, true
+	case "stackTrace":
+		if tid, _ := toInt(args["threadId"]); tid != 1 {
+			return map[string]any{"error": fmt.Sprintf("unknown thread %d", tid)}, false
+		}
+		return map[string]any{"stackFrames": []any{map[string]any{"id": 2, "name": "compute", "line": 5,
+			"column": 1, "source": map[string]any{"path": "/job/udf.py", "sourceReference": 0}}}, "totalFrames": 1}, true
+	case "scopes":
+		return map[string]any{"scopes": []any{map[string]any{"name": "Locals", "variablesReference": 3}}}, true
+	case "variables":
+		if ref, _ := toInt(args["variablesReference"]); ref != 3 {
+			return map[string]any{"error": fmt.Sprintf("unknown reference %d", ref)}, false
+		}
+		return map[string]any{"variables": []any{map[string]any{"name": "pid", "value": fmt.Sprint(f.pid), "variablesReference": 0}}}, true
+	case "evaluate":
+		if fid, _ := toInt(args["frameId"]); fid != 2 {
+			return map[string]any{"error": fmt.Sprintf("unknown frame %d", fid)}, false
+		}
+		return map[string]any{"result": fmt.Sprint(f.pid), "variablesReference": 0}, true
+	case "continue":
+		return map[string]any{"allThreadsContinued": true}, true
+	}
+	// Anything else: echo the arguments, so passthrough can be checked.
+	return map[string]any{"echo": args}, true
+}
+
+// stop reports a breakpoint hit on thread 1, as pydevd does.
+func (f *fakePydevd) stop() {
+	f.event("stopped", map[string]any{"reason": "breakpoint", "threadId": 1, "allThreadsStopped": true,
+		"hitBreakpointIds": []any{0}})
+}
+
+// waitRequest waits until the proxy has sent a request matching match.
+func (f *fakePydevd) waitRequest(command string, match func(Message) bool) Message {
+	f.t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		f.mu.Lock()
+		for _, r := range f.requests {
+			if r.Command() == command && (match == nil || match(r)) {
+				f.mu.Unlock()
+				return r
+			}
+		}
+		changed := f.changed
+		f.mu.Unlock()
+		select {
+		case <-changed:
+		case <-f.closed:
+			f.t.Fatalf("fake pydevd %d: connection closed while waiting for %s; got %s", f.pid, command, f.commands())
+		case <-deadline:
+			f.t.Fatalf("fake pydevd %d: no %s request within 5s; got %s", f.pid, command, f.commands())
+		}
+	}
+}
+
+func (f *fakePydevd) commands() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var names []string
+	for _, r := range f.requests {
+		names = append(names, r.Command())
+	}
+	return strings.Join(names, ",")
+}
+
+func (f *fakePydevd) waitClosed() {
+	f.t.Helper()
+	select {
+	case <-f.closed:
+	case <-time.After(5 * time.Second):
+		f.t.Fatalf("fake pydevd %d: proxy did not close the connection", f.pid)
+	}
+}

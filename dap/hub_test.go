@@ -1,0 +1,494 @@
+package dap
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	godap "github.com/google/go-dap"
+	"github.com/rs/zerolog"
+
+	"github.com/sparkdap/sparkdap/internal/dapclient"
+)
+
+const testToken = "s3cret"
+
+// testProxy is a Hub serving on loopback ports for one test.
+type testProxy struct {
+	t   *testing.T
+	hub *Hub
+	srv *Server
+	ctx context.Context
+}
+
+func startProxy(t *testing.T, mod func(*Config)) *testProxy {
+	t.Helper()
+	cfg := Config{Token: testToken, Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel),
+		LabelWait: 50 * time.Millisecond, FanoutTimeout: 2 * time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	hub := NewHub(cfg)
+	srv, err := Listen(hub, "127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && err != context.DeadlineExceeded {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &testProxy{t: t, hub: hub, srv: srv, ctx: ctx}
+}
+
+// ide attaches a DAP client as the root session.
+func (p *testProxy) ide(childSessions bool, configure func(ctx context.Context, c *dapclient.Client) error) *dapclient.Client {
+	p.t.Helper()
+	c, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { c.Close() })
+	if _, err := c.Initialize(p.ctx, childSessions); err != nil {
+		p.t.Fatal(err)
+	}
+	var conf func(context.Context) error
+	if configure != nil {
+		conf = func(ctx context.Context) error { return configure(ctx, c) }
+	}
+	if err := c.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach", "justMyCode": false}, conf); err != nil {
+		p.t.Fatal(err)
+	}
+	return c
+}
+
+// executor connects a fake pydevd and waits until the proxy has put it in
+// service.
+func (p *testProxy) executor(pid int, verify func(string, int) (bool, string)) *fakePydevd {
+	p.t.Helper()
+	f := dialFake(p.t, p.srv.ExecutorAddr().String(), testToken, pid)
+	f.verify = verify
+	f.waitRequest("configurationDone", nil)
+	return f
+}
+
+func (p *testProxy) waitExecutors(n int) {
+	p.t.Helper()
+	for range 500 {
+		if len(p.hub.Executors()) == n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.t.Fatalf("want %d executors, have %d", n, len(p.hub.Executors()))
+}
+
+func stoppedOn(ctx context.Context, t *testing.T, c *dapclient.Client) int {
+	t.Helper()
+	ev, err := c.StoppedEvent(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev.ThreadId
+}
+
+func TestIDsFromTwoExecutorsNeverCollide(t *testing.T) {
+	p := startProxy(t, nil)
+	c := p.ide(false, nil)
+	ctx := p.ctx
+	a, b := p.executor(101, nil), p.executor(202, nil)
+	a.stop()
+	tidA := stoppedOn(ctx, t, c)
+	b.stop()
+	tidB := stoppedOn(ctx, t, c)
+	if tidA == tidB {
+		t.Fatalf("both executors' thread 1 became global thread %d", tidA)
+	}
+	threads, err := c.Threads(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[int]string{}
+	for _, th := range threads {
+		names[th.Id] = th.Name
+	}
+	if !strings.Contains(names[tidA], "pid 101") || !strings.Contains(names[tidB], "pid 202") {
+		t.Fatalf("thread names do not say which process they belong to: %v", names)
+	}
+	for _, tc := range []struct {
+		tid int
+		pid string
+	}{{tidA, "101"}, {tidB, "202"}} {
+		frames, err := c.StackTrace(ctx, tc.tid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := c.Evaluate(ctx, frames[0].Id, "pid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Result != tc.pid {
+			t.Errorf("evaluate in thread %d's frame %d = %q, want the value from pid %s", tc.tid, frames[0].Id, ev.Result, tc.pid)
+		}
+		scopes, err := c.Scopes(ctx, frames[0].Id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars, err := c.Variables(ctx, scopes[0].VariablesReference)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vars) != 1 || vars[0].Value != tc.pid {
+			t.Errorf("variables of thread %d = %+v, want pid %s", tc.tid, vars, tc.pid)
+		}
+	}
+	// After continue, that executor's frames are gone; asking for one is a
+	// clear error, not a question to the wrong process.
+	framesA, _ := c.StackTrace(ctx, tidA)
+	if err := c.Continue(ctx, tidA); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Evaluate(ctx, framesA[0].Id, "pid")
+	if err == nil || !strings.Contains(err.Error(), "unknown or expired") {
+		t.Fatalf("evaluate on a resumed executor's frame: err = %v, want an 'unknown or expired' error", err)
+	}
+	if n := p.hub.ids.Len(kindFrame); n != 1 {
+		t.Errorf("%d frame ids in use after one executor resumed, want 1 (the other's)", n)
+	}
+}
+
+func TestBreakpointsFanOutWithMergedVerification(t *testing.T) {
+	tests := []struct {
+		name         string
+		verifyA      bool
+		verifyB      bool
+		wantVerified bool
+	}{
+		{"one of two binds", false, true, true},
+		{"both bind", true, true, true},
+		{"none binds", false, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := startProxy(t, nil)
+			c := p.ide(false, nil)
+			verifier := func(ok bool) func(string, int) (bool, string) {
+				return func(string, int) (bool, string) {
+					if ok {
+						return true, ""
+					}
+					return false, "Breakpoint in file that does not exist."
+				}
+			}
+			a := p.executor(1, verifier(tt.verifyA))
+			b := p.executor(2, verifier(tt.verifyB))
+			bps, err := c.SetBreakpoints(p.ctx, "/job/udf.py", 5, 9)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []*fakePydevd{a, b} {
+				f.waitRequest("setBreakpoints", func(m Message) bool {
+					src := m.Arguments()["source"].(map[string]any)
+					return src["path"] == "/job/udf.py" && len(m.Arguments()["breakpoints"].([]any)) == 2
+				})
+			}
+			if len(bps) != 2 {
+				t.Fatalf("got %d breakpoints, want 2", len(bps))
+			}
+			if bps[0].Id == bps[1].Id {
+				t.Errorf("two breakpoints share id %d", bps[0].Id)
+			}
+			for _, bp := range bps {
+				if bp.Verified != tt.wantVerified {
+					t.Errorf("breakpoint line %d verified=%v, want %v (%+v)", bp.Line, bp.Verified, tt.wantVerified, bp)
+				}
+				if !tt.wantVerified && !strings.Contains(bp.Message, "does not exist") {
+					t.Errorf("unverified breakpoint lost the executor's reason: %q", bp.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestBreakpointsReplayedToLateExecutors(t *testing.T) {
+	p := startProxy(t, nil)
+	var set []godap.Breakpoint
+	c := p.ide(false, func(ctx context.Context, c *dapclient.Client) error {
+		var err error
+		set, err = c.SetBreakpoints(ctx, "/job/udf.py", 5)
+		return err
+	})
+	if set[0].Verified {
+		t.Fatalf("breakpoint verified with no executor connected: %+v", set[0])
+	}
+	f := p.executor(7, nil)
+	// The replay must come before configurationDone, or the worker could run
+	// past the line before the breakpoint exists.
+	cmds := f.commands()
+	if i, j := strings.Index(cmds, "setBreakpoints"), strings.Index(cmds, "configurationDone"); i < 0 || i > j {
+		t.Fatalf("executor saw %s: want setBreakpoints before configurationDone", cmds)
+	}
+	ev, err := c.WaitEvent(p.ctx, "breakpoint", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body godap.BreakpointEventBody
+	if err := ev.Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if !body.Breakpoint.Verified || body.Breakpoint.Id != set[0].Id {
+		t.Fatalf("breakpoint event %+v: want id %d verified", body, set[0].Id)
+	}
+	// And the hit is reported under the id the IDE knows.
+	f.stop()
+	st, err := c.StoppedEvent(p.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.HitBreakpointIds) != 1 || st.HitBreakpointIds[0] != set[0].Id {
+		t.Fatalf("stopped hitBreakpointIds = %v, want [%d]", st.HitBreakpointIds, set[0].Id)
+	}
+}
+
+func TestUnknownMessagesPassThroughIntact(t *testing.T) {
+	p := startProxy(t, nil)
+	c := p.ide(false, nil)
+	f := p.executor(5, nil)
+	f.stop()
+	tid := stoppedOn(p.ctx, t, c)
+
+	args := map[string]any{"threadId": tid, "nested": map[string]any{"list": []any{1, "two", 3.5}, "flag": true}}
+	resp, err := c.Request(p.ctx, "sparkCustomThing", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.waitRequest("sparkCustomThing", nil).Arguments()
+	if tidLocal, _ := toInt(got["threadId"]); tidLocal != 1 {
+		t.Errorf("executor got threadId %v, want its own id 1", got["threadId"])
+	}
+	if b, _ := json.Marshal(got["nested"]); string(b) != `{"flag":true,"list":[1,"two",3.5]}` {
+		t.Errorf("unknown argument changed on the way: %s", b)
+	}
+	var echoed struct {
+		Echo struct {
+			ThreadID int            `json:"threadId"`
+			Nested   map[string]any `json:"nested"`
+		} `json:"echo"`
+	}
+	if err := resp.Decode(&echoed); err != nil {
+		t.Fatal(err)
+	}
+	if echoed.Echo.ThreadID != tid || echoed.Echo.Nested["flag"] != true {
+		t.Errorf("response body not relayed intact (with global ids): %+v", echoed)
+	}
+
+	f.event("sparkCustomEvent", map[string]any{"frameId": 2, "payload": map[string]any{"k": "v"}})
+	ev, err := c.WaitEvent(p.ctx, "sparkCustomEvent", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evBody map[string]any
+	_ = ev.Decode(&evBody)
+	if evBody["payload"].(map[string]any)["k"] != "v" {
+		t.Errorf("unknown event body changed: %v", evBody)
+	}
+}
+
+func TestRefusedExecutorsAreLetGo(t *testing.T) {
+	tests := []struct {
+		name  string
+		token string
+		max   int
+		first bool // connect a good executor first
+		want  string
+	}{
+		{"wrong token", "nope", 0, false, "wrong access token"},
+		{"no token", "", 0, false, "no access token"},
+		{"over the session limit", testToken, 1, true, "session limit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var summary strings.Builder
+			var mu = make(chan struct{}, 1)
+			mu <- struct{}{}
+			p := startProxy(t, func(c *Config) { c.MaxSessions = tt.max; c.Summary = lockedWriter{&summary, mu} })
+			if tt.first {
+				p.executor(1, nil)
+			}
+			f := dialFake(t, p.srv.ExecutorAddr().String(), tt.token, 99)
+			// configurationDone is what releases a worker blocked in
+			// debugpy.connect; without it a refused worker would hang.
+			f.waitRequest("configurationDone", nil)
+			f.waitClosed()
+			if cmds := f.commands(); strings.Contains(cmds, "attach") || strings.Contains(cmds, "setBreakpoints") {
+				t.Errorf("refused executor was debugged anyway: %s", cmds)
+			}
+			<-mu
+			got := summary.String()
+			mu <- struct{}{}
+			if !strings.Contains(got, tt.want) {
+				t.Errorf("summary %q does not give the reason %q", got, tt.want)
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	sb *strings.Builder
+	mu chan struct{}
+}
+
+func (w lockedWriter) Write(b []byte) (int, error) {
+	<-w.mu
+	defer func() { w.mu <- struct{}{} }()
+	return w.sb.Write(b)
+}
+
+func TestExecutorLeavingRemovesOnlyItsThreads(t *testing.T) {
+	p := startProxy(t, nil)
+	c := p.ide(false, nil)
+	a, b := p.executor(1, nil), p.executor(2, nil)
+	threads, err := c.Threads(p.ctx)
+	if err != nil || len(threads) != 2 {
+		t.Fatalf("threads = %v, %v; want 2", threads, err)
+	}
+	a.conn.Close()
+	ev, err := c.WaitEvent(p.ctx, "thread", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body godap.ThreadEventBody
+	_ = ev.Decode(&body)
+	if body.Reason != "exited" {
+		t.Fatalf("thread event %+v, want exited", body)
+	}
+	p.waitExecutors(1)
+	threads, err = c.Threads(p.ctx)
+	if err != nil || len(threads) != 1 || !strings.Contains(threads[0].Name, "pid 2") || threads[0].Id == body.ThreadId {
+		t.Fatalf("after executor 1 left: threads = %+v, %v", threads, err)
+	}
+	_ = b
+	p.hub.mu.Lock()
+	_, stillThere := p.hub.ids.sessions[1]
+	p.hub.mu.Unlock()
+	if stillThere {
+		t.Errorf("ids of the departed executor are still held")
+	}
+}
+
+func TestIDEDisconnectResumesAndClears(t *testing.T) {
+	p := startProxy(t, nil)
+	c := p.ide(false, func(ctx context.Context, c *dapclient.Client) error {
+		_, err := c.SetBreakpoints(ctx, "/job/udf.py", 5)
+		return err
+	})
+	f := p.executor(3, nil)
+	f.stop()
+	stoppedOn(p.ctx, t, c)
+	if err := c.Disconnect(p.ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	f.waitRequest("setBreakpoints", func(m Message) bool {
+		bps, _ := m.Arguments()["breakpoints"].([]any)
+		return len(bps) == 0
+	})
+	f.waitRequest("continue", nil)
+	if cmds := f.commands(); strings.Contains(cmds, "disconnect") || strings.Contains(cmds, "terminate") {
+		t.Errorf("IDE leaving ended the executor's debug session: %s", cmds)
+	}
+	// A new IDE can attach and sees the executor still there.
+	c2 := p.ide(false, nil)
+	threads, err := c2.Threads(p.ctx)
+	if err != nil || len(threads) != 1 {
+		t.Fatalf("new IDE: threads = %v, %v", threads, err)
+	}
+}
+
+func TestChildSessionPerExecutor(t *testing.T) {
+	p := startProxy(t, nil)
+	root, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	children := root.FollowChildren(p.ctx, func(ctx context.Context, child *dapclient.Client) error {
+		_, err := child.SetBreakpoints(ctx, "/job/udf.py", 5)
+		return err
+	})
+	if _, err := root.Initialize(p.ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := p.executor(42, nil)
+	f.event("sparkdapTask", map[string]any{"executorId": "3", "host": "worker-1", "pid": 42, "stageId": 3,
+		"partitionId": 7, "attemptNumber": 0, "taskAttemptId": 11, "label": "stage 3 · partition 7 · attempt 0"})
+	var child dapclient.Child
+	select {
+	case child = <-children:
+	case <-p.ctx.Done():
+		t.Fatal("no child session was started")
+	}
+	if child.Err != nil {
+		t.Fatal(child.Err)
+	}
+	defer child.Client.Close()
+	var cfg map[string]any
+	_ = json.Unmarshal(child.Config.Configuration, &cfg)
+	if name, _ := cfg["name"].(string); !strings.Contains(name, "exec 3") || !strings.Contains(name, "partition 7") {
+		t.Errorf("child session name %q lacks the executor and task", cfg["name"])
+	}
+	if cfg["type"] != "debugpy" {
+		t.Errorf("child configuration lost the parent's type: %v", cfg)
+	}
+	f.stop()
+	tid := stoppedOn(p.ctx, t, child.Client)
+	frames, err := child.Client.StackTrace(p.ctx, tid)
+	if err != nil || len(frames) != 1 || frames[0].Source.Path != "/job/udf.py" {
+		t.Fatalf("child stackTrace = %+v, %v", frames, err)
+	}
+	for _, ev := range root.Events() {
+		if ev.Event == "stopped" {
+			t.Errorf("stop reached the root session too: %s", ev.Body)
+		}
+	}
+	threads, err := root.Threads(p.ctx)
+	if err != nil || len(threads) != 0 {
+		t.Errorf("root threads in child-session mode = %v, %v; want none", threads, err)
+	}
+}
+
+func TestMalformedExecutorClosesOnlyItself(t *testing.T) {
+	p := startProxy(t, func(c *Config) { c.MaxMessageBytes = 1 << 20 })
+	c := p.ide(false, nil)
+	good := p.executor(1, nil)
+	tests := []struct{ name, raw string }{
+		{"invalid JSON", "Content-Length: 5\r\n\r\n{nope"},
+		{"oversized", fmt.Sprintf("Content-Length: %d\r\n\r\n", 100<<20)},
+		{"no content length", "Content-Type: x\r\n\r\n{}"},
+		{"not an object", "Content-Length: 2\r\n\r\n[]"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bad := p.executor(100+i, nil)
+			if _, err := bad.conn.Write([]byte(tt.raw)); err != nil {
+				t.Fatal(err)
+			}
+			bad.waitClosed()
+		})
+	}
+	p.waitExecutors(1)
+	good.stop()
+	tid := stoppedOn(p.ctx, t, c)
+	if _, err := c.StackTrace(p.ctx, tid); err != nil {
+		t.Fatalf("the well-behaved executor suffered: %v", err)
+	}
+}
