@@ -53,6 +53,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.merged, "merged", false, "show all executors' threads in one session even if the client supports child sessions")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
+	tun := addTunnelFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: sparkdap serve [flags]\n\nExample:\n  SPARKDAP_TOKEN=s3cret sparkdap serve --ide 127.0.0.1:4711 --executors 127.0.0.1:5678\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -95,6 +96,20 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if tun.enabled() {
+		tunErr := make(chan error, 1)
+		go func() {
+			err := tun.run(ctx, hub, logger, stderr)
+			if err != nil {
+				stop()
+			}
+			tunErr <- err
+		}()
+		if err := srv.Serve(ctx); err != nil {
+			return err
+		}
+		return <-tunErr
+	}
 	return srv.Serve(ctx)
 }
 
