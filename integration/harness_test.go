@@ -1,0 +1,350 @@
+// Package integration runs `sparkdap serve` as a real process against real
+// debugpy workers and drives it as an IDE would, through internal/dapclient.
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sparkdap/sparkdap/internal/dapclient"
+)
+
+// testToken is what the proxy expects from workers unless a test says otherwise.
+const testToken = "integration-token-4b1d"
+
+var (
+	// binDir holds the sparkdap binary, built once per `go test` run by the
+	// first test that needs it.
+	binDir    string
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+
+	pythonOnce sync.Once
+	pythonPath string
+	pythonErr  error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sparkdap-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func sparkdapBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binPath = filepath.Join(binDir, "sparkdap")
+		cmd := exec.Command("go", "build", "-o", binPath, "github.com/sparkdap/sparkdap/cmd/sparkdap")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/sparkdap: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// python returns the real interpreter path with debugpy importable. It
+// skips the test when there is none, unless CI=true.
+func python(t *testing.T) string {
+	t.Helper()
+	pythonOnce.Do(func() {
+		var out []byte
+		// Resolve the interpreter once: version-manager shims (pyenv) cost
+		// a shell start per worker and put a wrapper between us and the pid.
+		out, pythonErr = exec.Command("python3", "-c", "import debugpy, sys; print(sys.executable)").Output()
+		pythonPath = strings.TrimSpace(string(out))
+	})
+	if pythonErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("debugpy is required in CI: python3 -c 'import debugpy': %v", pythonErr)
+		}
+		t.Skipf("skipping: needs python3 with debugpy importable (pip install debugpy): %v", pythonErr)
+	}
+	return pythonPath
+}
+
+func testContext(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// lockedBuffer collects a child process's output while tests read it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// proxy is a running `sparkdap serve`.
+type proxy struct {
+	IDE, Executors, Token string
+	stderr                *lockedBuffer
+}
+
+// Log is everything the proxy has written to stderr so far.
+func (p *proxy) Log() string { return p.stderr.String() }
+
+func startProxy(t *testing.T, ctx context.Context, extra ...string) *proxy {
+	t.Helper()
+	bin := sparkdapBinary(t)
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	args := append([]string{"serve", "--ide", "127.0.0.1:0", "--executors", "127.0.0.1:0",
+		"--token", testToken, "--ready-file", ready, "--log-level", "debug"}, extra...)
+	cmd := exec.Command(bin, args...)
+	p := &proxy{stderr: &lockedBuffer{}}
+	cmd.Stdout = p.stderr
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sparkdap serve: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		// SIGTERM first so a shutdown bug shows up in the log, then force.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("sparkdap serve ignored SIGTERM for 5s")
+		}
+		if t.Failed() {
+			t.Logf("sparkdap serve %s stderr:\n%s", strings.Join(args, " "), p.Log())
+		}
+	})
+
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		data, err := os.ReadFile(ready)
+		if err == nil {
+			var r struct{ IDE, Executors, Token string }
+			if err := json.Unmarshal(data, &r); err != nil {
+				t.Fatalf("ready file %s: %v: %q", ready, err, data)
+			}
+			if r.IDE == "" || r.Executors == "" || r.Token != testToken {
+				t.Fatalf("ready file %s incomplete or wrong token: %s", ready, data)
+			}
+			p.IDE, p.Executors, p.Token = r.IDE, r.Executors, r.Token
+			return p
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("sparkdap serve exited before it was ready: %v\n%s", err, p.Log())
+		case <-ctx.Done():
+			t.Fatalf("sparkdap serve never wrote %s: %v\n%s", ready, ctx.Err(), p.Log())
+		case <-tick.C:
+		}
+	}
+}
+
+// dialIDE connects a DAP client to the proxy's IDE port. SPARKDAP_TRACE=1
+// logs the whole conversation.
+func dialIDE(t *testing.T, ctx context.Context, addr string) *dapclient.Client {
+	t.Helper()
+	c, err := dapclient.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traceClient(t, c, "ide")
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func traceClient(t *testing.T, c *dapclient.Client, name string) {
+	if os.Getenv("SPARKDAP_TRACE") == "1" {
+		c.SetTrace(func(format string, args ...any) { t.Logf(name+": "+format, args...) })
+	}
+}
+
+// workerScript is the absolute path of testdata/worker.py, as debugpy
+// reports it in stack frames.
+func workerScript(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("testdata", "worker.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// breakpointLine returns the 1-based number of the line marked "# BREAKPOINT".
+func breakpointLine(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, "# BREAKPOINT") {
+			return i + 1
+		}
+	}
+	t.Fatalf("no # BREAKPOINT line in %s", path)
+	return 0
+}
+
+// worker is one running testdata/worker.py.
+type worker struct {
+	ID         int
+	PID        int
+	Iterations int
+	stdout     *lockedBuffer
+	stderr     *lockedBuffer
+	lines      chan string
+	exited     chan struct{}
+	exitErr    error
+}
+
+type workerOpts struct {
+	token      string // default: the proxy's
+	iterations int    // default 3
+	gate       string
+}
+
+func startWorker(t *testing.T, ctx context.Context, p *proxy, id int, o workerOpts) *worker {
+	t.Helper()
+	py := python(t)
+	if o.token == "" {
+		o.token = p.Token
+	}
+	if o.iterations == 0 {
+		o.iterations = 3
+	}
+	host, port, err := splitHostPort(p.Executors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-X", "frozen_modules=off", workerScript(t), "--host", host, "--port", port,
+		"--token", o.token, "--id", strconv.Itoa(id), "--iterations", strconv.Itoa(o.iterations)}
+	if o.gate != "" {
+		args = append(args, "--gate", o.gate)
+	}
+	cmd := exec.Command(py, args...)
+	// Keep pydevd's frozen-module warning out of the failure output.
+	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
+	w := &worker{ID: id, Iterations: o.iterations, stdout: &lockedBuffer{}, stderr: &lockedBuffer{},
+		lines: make(chan string, 16), exited: make(chan struct{})}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start worker %d: %v", id, err)
+	}
+	w.PID = cmd.Process.Pid
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			fmt.Fprintln(w.stdout, sc.Text())
+			select {
+			case w.lines <- sc.Text():
+			default: // nobody is listening for progress lines any more
+			}
+		}
+		w.exitErr = cmd.Wait()
+		close(w.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-w.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-w.exited
+		}
+		if t.Failed() {
+			t.Logf("worker %d (pid %d) stdout:\n%s\nstderr:\n%s", id, w.PID, w.stdout, w.stderr)
+		}
+	})
+	return w
+}
+
+func splitHostPort(addr string) (string, string, error) {
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return "", "", fmt.Errorf("address %q has no port", addr)
+	}
+	return addr[:i], addr[i+1:], nil
+}
+
+// waitLine waits for a stdout line starting with prefix.
+func (w *worker) waitLine(t *testing.T, ctx context.Context, prefix string) string {
+	t.Helper()
+	for {
+		select {
+		case line := <-w.lines:
+			if strings.HasPrefix(line, prefix) {
+				return line
+			}
+		case <-w.exited:
+			t.Fatalf("worker %d exited (%v) before printing %q", w.ID, w.exitErr, prefix)
+		case <-ctx.Done():
+			t.Fatalf("worker %d never printed %q: %v", w.ID, prefix, ctx.Err())
+		}
+	}
+}
+
+// value is what compute() holds in "value" on iteration i in this worker.
+func (w *worker) value(i int) int { return w.ID*1000 + i }
+
+// waitSuccess waits for the worker to exit 0 after printing its full result.
+func (w *worker) waitSuccess(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-w.exited:
+	case <-ctx.Done():
+		t.Fatalf("worker %d (pid %d) still running: %v", w.ID, w.PID, ctx.Err())
+	}
+	if w.exitErr != nil {
+		var ee *exec.ExitError
+		if errors.As(w.exitErr, &ee) {
+			t.Fatalf("worker %d (pid %d) exited with %v", w.ID, w.PID, ee)
+		}
+		t.Fatalf("worker %d: %v", w.ID, w.exitErr)
+	}
+	total := 0
+	for i := range w.Iterations {
+		total += w.value(i)
+	}
+	want := fmt.Sprintf("RESULT %d %d %d", w.ID, w.PID, total)
+	if !strings.Contains(w.stdout.String(), want) {
+		t.Fatalf("worker %d output lacks %q:\n%s", w.ID, want, w.stdout)
+	}
+}
