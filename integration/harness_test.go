@@ -54,7 +54,11 @@ func sparkdapBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binPath = filepath.Join(binDir, "sparkdap")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/sparkdap/sparkdap/cmd/sparkdap")
+		args := []string{"build", "-o", binPath}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "github.com/sparkdap/sparkdap/cmd/sparkdap")...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/sparkdap: %w\n%s", err, out)
 		}
@@ -143,6 +147,9 @@ func startProxy(t *testing.T, ctx context.Context, extra ...string) *proxy {
 			_ = cmd.Process.Kill()
 			<-exited
 			t.Errorf("sparkdap serve ignored SIGTERM for 5s")
+		}
+		if strings.Contains(p.Log(), "WARNING: DATA RACE") {
+			t.Errorf("the race detector caught a data race in sparkdap serve")
 		}
 		if t.Failed() {
 			t.Logf("sparkdap serve %s stderr:\n%s", strings.Join(args, " "), p.Log())

@@ -380,3 +380,18 @@ func TestWrongTokenWorkerRunsUndebugged(t *testing.T) {
 		t.Fatalf("proxy log does not mention rejecting the token:\n%s", p.Log())
 	}
 }
+
+// TestWorkersRunWithoutIDE: the proxy completes the executor handshake
+// itself, so workers are never blocked waiting for an IDE to attach.
+func TestWorkersRunWithoutIDE(t *testing.T) {
+	python(t)
+	ctx := testContext(t, 60*time.Second)
+	p := startProxy(t, ctx)
+	var ws []*worker
+	for id := 1; id <= 2; id++ {
+		ws = append(ws, startWorker(t, ctx, p, id, workerOpts{}))
+	}
+	for _, w := range ws {
+		w.waitSuccess(t, ctx)
+	}
+}
