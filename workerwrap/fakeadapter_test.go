@@ -1,0 +1,279 @@
+package workerwrap
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/textproto"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeAdapter is the smallest DAP adapter pydevd accepts: it authorizes,
+// initializes, attaches and sends configurationDone on every connection, then
+// records sparkdapTask events and, for every stopped event, the top stack
+// frame before it continues. It stands in for the real proxy in tests.
+type fakeAdapter struct {
+	t     *testing.T
+	ln    net.Listener
+	token string
+	// hangUpAfterHandshake mimics the proxy's session limit: it completes
+	// the handshake, then disconnects.
+	hangUpAfterHandshake bool
+
+	mu      sync.Mutex
+	conns   int
+	tokens  []any // clientAccessToken as received
+	tasks   []map[string]any
+	stops   []stackFrame
+	errs    []error
+	wg      sync.WaitGroup
+	closeCh chan struct{}
+}
+
+type stackFrame struct {
+	Name   string
+	Path   string
+	Line   int
+	Reason string
+}
+
+func newFakeAdapter(t *testing.T, token string) *fakeAdapter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("fake adapter listen: %v", err)
+	}
+	a := &fakeAdapter{t: t, ln: ln, token: token, closeCh: make(chan struct{})}
+	a.wg.Add(1)
+	go a.accept()
+	t.Cleanup(a.close)
+	return a
+}
+
+func (a *fakeAdapter) addr() string { return a.ln.Addr().String() }
+
+func (a *fakeAdapter) close() {
+	select {
+	case <-a.closeCh:
+		return
+	default:
+	}
+	close(a.closeCh)
+	a.ln.Close()
+	a.wg.Wait()
+}
+
+func (a *fakeAdapter) accept() {
+	defer a.wg.Done()
+	for {
+		c, err := a.ln.Accept()
+		if err != nil {
+			return
+		}
+		a.mu.Lock()
+		a.conns++
+		a.mu.Unlock()
+		a.wg.Add(2)
+		go func() {
+			defer a.wg.Done()
+			<-a.closeCh
+			c.Close()
+		}()
+		go func() {
+			defer a.wg.Done()
+			defer c.Close()
+			if err := a.serve(c); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				a.mu.Lock()
+				a.errs = append(a.errs, err)
+				a.mu.Unlock()
+			}
+		}()
+	}
+}
+
+// debugDAP prints every DAP message the fake adapter exchanges.
+var debugDAP = os.Getenv("SPARKDAP_TEST_DEBUG_DAP") != ""
+
+type dapConn struct {
+	c   net.Conn
+	r   *bufio.Reader
+	seq int
+}
+
+func (d *dapConn) send(msg map[string]any) error {
+	d.seq++
+	msg["seq"] = d.seq
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	if debugDAP {
+		fmt.Printf("-> %s\n", b)
+	}
+	_, err = fmt.Fprintf(d.c, "Content-Length: %d\r\n\r\n%s", len(b), b)
+	return err
+}
+
+func (d *dapConn) read() (map[string]any, error) {
+	tp := textproto.NewReader(d.r)
+	hdr, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.Atoi(hdr.Get("Content-Length"))
+	if err != nil || n <= 0 || n > 16<<20 {
+		return nil, fmt.Errorf("bad Content-Length %q", hdr.Get("Content-Length"))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(d.r, body); err != nil {
+		return nil, err
+	}
+	if debugDAP {
+		fmt.Printf("<- %s\n", body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("decode %q: %w", body, err)
+	}
+	return m, nil
+}
+
+// request sends a request and returns its response, handling events that
+// arrive meanwhile.
+func (a *fakeAdapter) request(d *dapConn, command string, args map[string]any) (map[string]any, error) {
+	if err := d.send(map[string]any{"type": "request", "command": command, "arguments": args}); err != nil {
+		return nil, err
+	}
+	seq := d.seq
+	for i := 0; i < 1000; i++ {
+		m, err := d.read()
+		if err != nil {
+			return nil, fmt.Errorf("waiting for %s response: %w", command, err)
+		}
+		if m["type"] == "response" && int(m["request_seq"].(float64)) == seq {
+			if ok, _ := m["success"].(bool); !ok {
+				return m, fmt.Errorf("%s failed: %v", command, m["message"])
+			}
+			return m, nil
+		}
+		if err := a.event(d, m); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("no %s response in 1000 messages", command)
+}
+
+func (a *fakeAdapter) event(d *dapConn, m map[string]any) error {
+	if m["type"] != "event" {
+		return nil
+	}
+	body, _ := m["body"].(map[string]any)
+	switch m["event"] {
+	case "sparkdapTask":
+		a.mu.Lock()
+		a.tasks = append(a.tasks, body)
+		a.mu.Unlock()
+	case "stopped":
+		tid := body["threadId"]
+		st, err := a.request(d, "stackTrace", map[string]any{"threadId": tid, "startFrame": 0, "levels": 1})
+		if err != nil {
+			return err
+		}
+		var f stackFrame
+		f.Reason, _ = body["reason"].(string)
+		if frames, _ := st["body"].(map[string]any)["stackFrames"].([]any); len(frames) > 0 {
+			top := frames[0].(map[string]any)
+			f.Name, _ = top["name"].(string)
+			f.Line = int(top["line"].(float64))
+			if src, ok := top["source"].(map[string]any); ok {
+				f.Path, _ = src["path"].(string)
+			}
+		}
+		a.mu.Lock()
+		a.stops = append(a.stops, f)
+		a.mu.Unlock()
+		if _, err := a.request(d, "continue", map[string]any{"threadId": tid}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *fakeAdapter) serve(c net.Conn) error {
+	d := &dapConn{c: c, r: bufio.NewReader(c)}
+	// The handshake must finish well before the wrapper's guard gives up.
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	auth, err := a.request(d, "pydevdAuthorize", map[string]any{"debugServerAccessToken": nil})
+	if err != nil {
+		return err
+	}
+	got := auth["body"].(map[string]any)["clientAccessToken"]
+	a.mu.Lock()
+	a.tokens = append(a.tokens, got)
+	a.mu.Unlock()
+	if tok, _ := got.(string); tok != a.token {
+		return nil // refuse: close before configurationDone
+	}
+	if _, err := a.request(d, "initialize", map[string]any{
+		"clientID": "sparkdap-test", "adapterID": "debugpy", "pathFormat": "path",
+		"linesStartAt1": true, "columnsStartAt1": true,
+	}); err != nil {
+		return err
+	}
+	if _, err := a.request(d, "attach", map[string]any{"justMyCode": false}); err != nil {
+		return err
+	}
+	if _, err := a.request(d, "configurationDone", nil); err != nil {
+		return err
+	}
+	if a.hangUpAfterHandshake {
+		return nil
+	}
+	c.SetDeadline(time.Time{})
+	for {
+		m, err := d.read()
+		if err != nil {
+			return err
+		}
+		c.SetDeadline(time.Now().Add(2 * time.Minute))
+		if err := a.event(d, m); err != nil {
+			return err
+		}
+	}
+}
+
+type adapterReport struct {
+	conns  int
+	tokens []any
+	tasks  []map[string]any
+	stops  []stackFrame
+	errs   []error
+}
+
+func (a *fakeAdapter) report() adapterReport {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return adapterReport{a.conns, append([]any(nil), a.tokens...), append([]map[string]any(nil), a.tasks...),
+		append([]stackFrame(nil), a.stops...), append([]error(nil), a.errs...)}
+}
+
+// waitFor polls cond until it holds or ctx ends; pydevd sends events from a
+// writer thread, so they may trail the job's end slightly.
+func waitFor(ctx context.Context, cond func() bool) bool {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return true
+}

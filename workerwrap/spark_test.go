@@ -1,0 +1,371 @@
+package workerwrap
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tests below run real PySpark jobs (local[2], one short job each).
+// Without pyspark they skip, except in CI where a silent skip would hide a
+// broken environment.
+
+type sparkEnv struct {
+	python, sparkSubmit string
+}
+
+func requireSpark(t *testing.T) sparkEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping Spark job in -short mode")
+	}
+	fail := t.Skipf
+	if os.Getenv("CI") == "true" {
+		fail = t.Fatalf
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		fail("python3 not found, needed for the PySpark tests: %v", err)
+		return sparkEnv{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, python, "-c", "import pyspark, debugpy").CombinedOutput(); err != nil {
+		fail("pyspark and debugpy must be importable by %s for the PySpark tests (pip install pyspark debugpy): %v\n%s", python, err, out)
+		return sparkEnv{}
+	}
+	sparkSubmit, err := exec.LookPath("spark-submit")
+	if home := os.Getenv("SPARK_HOME"); home != "" {
+		sparkSubmit, err = filepath.Join(home, "bin", "spark-submit"), nil
+	}
+	if err != nil {
+		fail("spark-submit not found (pip's pyspark puts it on PATH): %v", err)
+		return sparkEnv{}
+	}
+	return sparkEnv{python: python, sparkSubmit: sparkSubmit}
+}
+
+type jobResult struct {
+	Sum, Count int
+	stderr     string
+	elapsed    time.Duration
+}
+
+// runJob runs testdata/job.py under the wrapper built from opts, with the
+// module made importable only by what Injection adds (no PYTHONPATH from us).
+func runJob(t *testing.T, se sparkEnv, opts Options, partitions int, env ...string) jobResult {
+	t.Helper()
+	dir := t.TempDir()
+	wrapper := filepath.Join(dir, "wrapper", FileName)
+	if err := os.Mkdir(filepath.Dir(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(wrapper, opts); err != nil {
+		t.Fatal(err)
+	}
+	job, err := filepath.Abs(filepath.Join("testdata", "job.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "result.json")
+	args, err := Injection{WrapperPath: wrapper}.Apply([]string{
+		"--master", "local[2]",
+		"--conf", "spark.ui.enabled=false",
+		"--conf", "spark.pyspark.python=" + se.python,
+		"--conf", "spark.log.level=WARN",
+		job, out, fmt.Sprint(partitions),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, se.sparkSubmit, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = 10 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err = cmd.Run()
+	res := jobResult{stderr: stderr.String(), elapsed: time.Since(start)}
+	if err != nil {
+		t.Fatalf("spark-submit %q: %v (after %v)\nstdout:\n%s\nstderr:\n%s", args, err, res.elapsed, stdout.String(), res.stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("job wrote no result: %v\nstderr:\n%s", err, res.stderr)
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatalf("result %q: %v", b, err)
+	}
+	t.Logf("job took %v", res.elapsed.Round(time.Millisecond))
+	return res
+}
+
+// Expected result of testdata/job.py: sum of 2*x for x in 0..39.
+const wantSum, wantCount = 1560, 40
+
+// jobTimeout bounds one test job; a healthy one takes about 10 s here.
+var jobTimeout = 3 * time.Minute
+
+var sparkdapLine = regexp.MustCompile(`^sparkdap: \[pid (\d+)\] (.*)$`)
+
+// sparkdapLines returns the wrapper's stderr lines by worker pid.
+func sparkdapLines(stderr string) map[string][]string {
+	lines := map[string][]string{}
+	sc := bufio.NewScanner(strings.NewReader(stderr))
+	for sc.Scan() {
+		if m := sparkdapLine.FindStringSubmatch(sc.Text()); m != nil {
+			lines[m[1]] = append(lines[m[1]], m[2])
+		}
+	}
+	return lines
+}
+
+// checkFailOpen asserts a correct result and exactly one sparkdap line per
+// worker process, matching want.
+func checkFailOpen(t *testing.T, res jobResult, want *regexp.Regexp) {
+	t.Helper()
+	if res.Sum != wantSum || res.Count != wantCount {
+		t.Errorf("job result sum=%d count=%d, want %d and %d", res.Sum, res.Count, wantSum, wantCount)
+	}
+	lines := sparkdapLines(res.stderr)
+	if len(lines) == 0 {
+		t.Fatalf("no sparkdap: line in stderr:\n%s", res.stderr)
+	}
+	for pid, ls := range lines {
+		if len(ls) != 1 {
+			t.Errorf("worker %s printed %d sparkdap lines, want 1: %q", pid, len(ls), ls)
+		}
+		if !want.MatchString(ls[0]) {
+			t.Errorf("worker %s: %q does not match %q", pid, ls[0], want)
+		}
+	}
+	if strings.Contains(res.stderr, "Traceback") {
+		t.Errorf("stderr has a traceback:\n%s", res.stderr)
+	}
+}
+
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func TestSparkFailOpenProxyRefused(t *testing.T) {
+	se := requireSpark(t)
+	o := NewOptions()
+	o.Proxy = closedPort(t)
+	o.ConnectTimeout = time.Second
+	res := runJob(t, se, o, 4)
+	checkFailOpen(t, res, regexp.MustCompile(`^debugger unavailable \(proxy `+regexp.QuoteMeta(o.Proxy)+` unreachable: connection refused\); task runs undebugged$`))
+}
+
+// A proxy that accepts but never speaks is the case that would hang a worker
+// forever in debugpy.connect without the wrapper's guard.
+func TestSparkFailOpenSilentProxy(t *testing.T) {
+	se := requireSpark(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	o := NewOptions()
+	o.Proxy = ln.Addr().String()
+	o.ConnectTimeout = time.Second
+	o.HandshakeTimeout = 2 * time.Second
+	res := runJob(t, se, o, 4)
+	checkFailOpen(t, res, regexp.MustCompile(`did not finish the debug handshake within 2s\); task runs undebugged$`))
+	// Each worker process waits once, for at most connect + handshake
+	// timeout; a generous bound still catches a hang-until-killed.
+	if res.elapsed > 90*time.Second {
+		t.Errorf("job took %v with a silent proxy; the guard should bound the wait to a few seconds per worker", res.elapsed)
+	}
+}
+
+func TestSparkFailOpenNoDebugpy(t *testing.T) {
+	se := requireSpark(t)
+	// A package named debugpy that fails to import, ahead of site-packages.
+	shim := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(shim, "debugpy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shim, "debugpy", "__init__.py"),
+		[]byte("raise ImportError('debugpy disabled by the sparkdap test')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := NewOptions()
+	o.Proxy = closedPort(t)
+	res := runJob(t, se, o, 4, "PYTHONPATH="+shim)
+	checkFailOpen(t, res, regexp.MustCompile(`^debugger unavailable \(cannot import debugpy: ImportError: debugpy disabled by the sparkdap test\); task runs undebugged$`))
+}
+
+func TestSparkSelectsPartition(t *testing.T) {
+	se := requireSpark(t)
+	const token = "test-token-4f1c"
+	a := newFakeAdapter(t, token)
+	o := NewOptions()
+	o.Proxy = a.addr()
+	o.Partitions = []int{1}
+	res := runJob(t, se, o, 4, "SPARKDAP_TOKEN="+token)
+	if res.Sum != wantSum || res.Count != wantCount {
+		t.Errorf("job result sum=%d count=%d, want %d and %d", res.Sum, res.Count, wantSum, wantCount)
+	}
+	if l := sparkdapLines(res.stderr); len(l) != 0 {
+		t.Errorf("unexpected sparkdap lines: %v", l)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitFor(ctx, func() bool { return len(a.report().tasks) >= 1 })
+	a.close()
+	r := a.report()
+	if len(r.errs) > 0 {
+		t.Errorf("fake adapter errors: %v", r.errs)
+	}
+	if r.conns != 1 || len(r.tokens) != 1 || r.tokens[0] != token {
+		t.Errorf("got %d connections with tokens %v, want 1 with %q", r.conns, r.tokens, token)
+	}
+	if len(r.tasks) != 1 {
+		t.Fatalf("got %d sparkdapTask events, want 1: %v", len(r.tasks), r.tasks)
+	}
+	task := r.tasks[0]
+	if task["partitionId"] != 1.0 || task["attemptNumber"] != 0.0 || task["executorId"] != "driver" ||
+		task["postMortem"] != false || task["wait"] != false {
+		t.Errorf("sparkdapTask body = %v", task)
+	}
+	for _, k := range []string{"stageId", "taskAttemptId", "pid"} {
+		if _, ok := task[k].(float64); !ok {
+			t.Errorf("sparkdapTask body %s = %#v, want a number", k, task[k])
+		}
+	}
+	if h, _ := task["host"].(string); h == "" {
+		t.Errorf("sparkdapTask body host = %#v, want the worker's host name", task["host"])
+	}
+	wantLabel := fmt.Sprintf("stage %v · partition 1 · attempt 0", task["stageId"])
+	if task["label"] != wantLabel {
+		t.Errorf("label = %q, want %q", task["label"], wantLabel)
+	}
+}
+
+// markerLine returns the 1-based line of "# BREAKPOINT: <name>" in path.
+func markerLine(t *testing.T, path, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(string(b), "\n") {
+		if strings.HasSuffix(strings.TrimSpace(l), "# BREAKPOINT: "+name) {
+			return i + 1
+		}
+	}
+	t.Fatalf("%s has no BREAKPOINT: %s marker", path, name)
+	return 0
+}
+
+func TestSparkWaitStopsInUserCode(t *testing.T) {
+	se := requireSpark(t)
+	a := newFakeAdapter(t, "")
+	o := NewOptions()
+	o.Proxy = a.addr()
+	o.Partitions = []int{2}
+	o.Wait = true
+	o.PostMortem = true
+	res := runJob(t, se, o, 4)
+	if res.Sum != wantSum || res.Count != wantCount {
+		t.Errorf("job result sum=%d count=%d, want %d and %d", res.Sum, res.Count, wantSum, wantCount)
+	}
+	a.close()
+	r := a.report()
+	if len(r.errs) > 0 {
+		t.Errorf("fake adapter errors: %v", r.errs)
+	}
+	if len(r.tasks) != 1 || r.tasks[0]["partitionId"] != 2.0 || r.tasks[0]["wait"] != true || r.tasks[0]["postMortem"] != true {
+		t.Fatalf("sparkdapTask events = %v, want one for partition 2 with wait and postMortem", r.tasks)
+	}
+	job, _ := filepath.Abs(filepath.Join("testdata", "job.py"))
+	want := stackFrame{Name: "scale", Path: job, Line: markerLine(t, job, "job-scale")}
+	if len(r.stops) != 1 {
+		t.Fatalf("got %d stops, want exactly 1 (at the first user line of the selected task): %+v", len(r.stops), r.stops)
+	}
+	got := r.stops[0]
+	got.Reason = ""
+	if got != want {
+		t.Errorf("stopped at %+v, want %+v", got, want)
+	}
+}
+
+// A proxy that rejects the token closes the connection before
+// configurationDone; pydevd then unregisters its debugger while
+// debugpy.connect keeps spinning. The wrapper must notice at once.
+func TestSparkFailOpenWrongToken(t *testing.T) {
+	se := requireSpark(t)
+	a := newFakeAdapter(t, "the-right-token")
+	o := NewOptions()
+	o.Proxy = a.addr()
+	o.HandshakeTimeout = time.Minute // must not be what ends the wait
+	res := runJob(t, se, o, 4, "SPARKDAP_TOKEN=a-wrong-token")
+	checkFailOpen(t, res, regexp.MustCompile(`^debugger unavailable \(proxy `+regexp.QuoteMeta(o.Proxy)+` closed the connection during the debug handshake; wrong token or session limit reached\?\); task runs undebugged$`))
+	if res.elapsed > 45*time.Second {
+		t.Errorf("job took %v: the wrapper waited for the handshake timeout instead of noticing the closed connection", res.elapsed)
+	}
+	if r := a.report(); r.conns == 0 || len(r.tasks) != 0 {
+		t.Errorf("fake adapter saw %d connections and %d task events, want >0 and 0", r.conns, len(r.tasks))
+	}
+}
+
+// The proxy enforces --max-sessions by finishing the handshake and hanging
+// up; the workers must carry on.
+func TestSparkSurvivesSessionRefusal(t *testing.T) {
+	se := requireSpark(t)
+	a := newFakeAdapter(t, "")
+	a.hangUpAfterHandshake = true
+	o := NewOptions()
+	o.Proxy = a.addr()
+	res := runJob(t, se, o, 4)
+	if res.Sum != wantSum || res.Count != wantCount {
+		t.Errorf("job result sum=%d count=%d, want %d and %d", res.Sum, res.Count, wantSum, wantCount)
+	}
+	for pid, ls := range sparkdapLines(res.stderr) {
+		if len(ls) > 1 {
+			t.Errorf("worker %s printed %d sparkdap lines, want at most 1: %q", pid, len(ls), ls)
+		}
+	}
+	if strings.Contains(res.stderr, "Traceback") {
+		t.Errorf("stderr has a traceback:\n%s", res.stderr)
+	}
+	if r := a.report(); r.conns == 0 {
+		t.Error("no worker connected to the fake adapter")
+	}
+}
