@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/sparkdap/sparkdap/workerwrap"
+)
+
+func init() {
+	register("conf", "print the Spark settings that run a job under remote_debug.py", runConf)
+}
+
+func runConf(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("conf", stderr)
+	wrapper := fs.String("wrapper", workerwrap.FileName, "`path` of the wrapper written by `sparkdap wrap`")
+	wf := addWrapFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (conf takes only flags)", fs.Args())
+	}
+	if _, err := wf.options(); err != nil {
+		return err
+	}
+	path, err := wrapperPath(*wrapper)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+
+	// Flags given here become executor environment overrides, so one
+	// generated file can be retargeted per job.
+	type kv struct{ key, value, shell string }
+	confs := []kv{
+		{key: workerwrap.ConfDaemonModule, value: workerwrap.ModuleName},
+		{key: "spark.executorEnv.PYTHONPATH", value: dir},
+	}
+	for _, e := range wf.envOverrides() {
+		confs = append(confs, kv{key: "spark.executorEnv." + e[0], value: e[1]})
+	}
+	tokenKey := "spark.executorEnv." + wf.tokenEnv
+	confs = append(confs, kv{key: tokenKey, shell: `"$` + wf.tokenEnv + `"`})
+
+	var b strings.Builder
+	fmt.Fprintln(&b, "# spark-submit options (put them before the application .py file):")
+	fmt.Fprintf(&b, "--py-files %s\n", shellQuote(path))
+	for _, c := range confs {
+		if c.shell != "" {
+			fmt.Fprintf(&b, "--conf %s=%s\n", c.key, c.shell)
+		} else {
+			fmt.Fprintf(&b, "--conf %s\n", shellQuote(c.key+"="+c.value))
+		}
+	}
+	fmt.Fprintln(&b, "# spark.executorEnv.PYTHONPATH matters in local mode: shipped files are not on sys.path when the daemon starts.")
+	fmt.Fprintf(&b, "# With an existing --py-files, append %s to it (comma separated).\n", path)
+	fmt.Fprintf(&b, "# The Python workers need debugpy: set PYSPARK_PYTHON to an interpreter that has it.\n\n")
+
+	fmt.Fprintln(&b, "# PySpark, before the first SparkSession or SparkContext of the process:")
+	fmt.Fprintln(&b, "import os")
+	fmt.Fprintln(&b, "from pyspark.sql import SparkSession")
+	fmt.Fprintln(&b, "spark = (")
+	fmt.Fprintln(&b, "    SparkSession.builder")
+	fmt.Fprintf(&b, "    .config(%s, %s)\n", strconv.Quote("spark.submit.pyFiles"), strconv.Quote(path))
+	for _, c := range confs {
+		if c.shell != "" {
+			fmt.Fprintf(&b, "    .config(%s, os.environ.get(%s, \"\"))\n", strconv.Quote(c.key), strconv.Quote(wf.tokenEnv))
+		} else {
+			fmt.Fprintf(&b, "    .config(%s, %s)\n", strconv.Quote(c.key), strconv.Quote(c.value))
+		}
+	}
+	fmt.Fprintln(&b, "    .getOrCreate()")
+	fmt.Fprintln(&b, ")")
+	_, err = io.WriteString(stdout, b.String())
+	return err
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/sparkdap/sparkdap/workerwrap"
+)
+
+func init() {
+	register("submit", "run spark-submit with the worker wrapper generated and injected", func(args []string, stdout, stderr io.Writer) error {
+		err := runSubmit(args, os.Stdin, stdout, stderr)
+		var st exitStatusError
+		if errors.As(err, &st) {
+			// The job's own exit status matters to scripts and schedulers,
+			// and main only knows 0, 1 and 2.
+			exitProcess(int(st))
+		}
+		return err
+	})
+}
+
+// exitProcess is os.Exit, replaceable in tests.
+var exitProcess = os.Exit
+
+// exitStatusError is spark-submit's non-zero exit status.
+type exitStatusError int
+
+func (e exitStatusError) Error() string {
+	return fmt.Sprintf("spark-submit exited with status %d", int(e))
+}
+
+func runSubmit(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("submit", stderr)
+	sparkSubmit := fs.String("spark-submit", "", "spark-submit `binary` (default $SPARK_HOME/bin/spark-submit, else from PATH)")
+	dryRun := fs.Bool("n", false, "print the spark-submit command instead of running it")
+	wf := addWrapFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sparkdap submit [flags] -- <spark-submit arguments>")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	sparkArgs := fs.Args()
+	if len(sparkArgs) == 0 {
+		return errors.New("no spark-submit arguments: put them after --, e.g. sparkdap submit -- --master 'local[2]' app.py")
+	}
+	opts, err := wf.options()
+	if err != nil {
+		return err
+	}
+
+	dir, err := os.MkdirTemp("", "sparkdap-submit-")
+	if err != nil {
+		return fmt.Errorf("temp dir for the wrapper: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	wrapper := filepath.Join(dir, workerwrap.FileName)
+	if err := workerwrap.WriteFile(wrapper, opts); err != nil {
+		return err
+	}
+	inj := workerwrap.Injection{WrapperPath: wrapper, TokenEnv: opts.TokenEnv, Token: os.Getenv(opts.TokenEnv)}
+	finalArgs, err := inj.Apply(sparkArgs)
+	if err != nil {
+		return fmt.Errorf("spark-submit arguments: %w", err)
+	}
+	bin, err := findSparkSubmit(*sparkSubmit)
+	if err != nil {
+		return err
+	}
+	if *dryRun {
+		quoted := make([]string, 0, len(finalArgs)+1)
+		quoted = append(quoted, shellQuote(bin))
+		for _, a := range finalArgs {
+			if inj.Token != "" && strings.Contains(a, inj.Token) {
+				a = strings.ReplaceAll(a, inj.Token, "<redacted>")
+			}
+			quoted = append(quoted, shellQuote(a))
+		}
+		_, err := fmt.Fprintln(stdout, strings.Join(quoted, " "))
+		return err
+	}
+
+	cmd := exec.Command(bin, finalArgs...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	// Local-mode workers inherit the JVM's environment: the wrapper's
+	// directory on PYTHONPATH makes `python -m remote_debug` work even
+	// before Spark has fetched the --py-files copy.
+	cmd.Env = withPythonPath(os.Environ(), dir)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", bin, err)
+	}
+	// Ctrl-C reaches spark-submit through the terminal's process group; we
+	// only must not die first and leave the wrapper directory behind.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			if s == syscall.SIGTERM {
+				_ = cmd.Process.Signal(s)
+			}
+		}
+	}()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if code := ee.ExitCode(); code > 0 {
+			return exitStatusError(code)
+		}
+		return fmt.Errorf("%s: %w", bin, err) // killed by a signal
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", bin, err)
+	}
+	return nil
+}
+
+func findSparkSubmit(explicit string) (string, error) {
+	if explicit != "" {
+		return explicit, nil
+	}
+	if home := os.Getenv("SPARK_HOME"); home != "" {
+		p := filepath.Join(home, "bin", "spark-submit")
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("SPARK_HOME is %s but %w", home, err)
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath("spark-submit")
+	if err != nil {
+		return "", fmt.Errorf("spark-submit not found (set SPARK_HOME, put it on PATH, or pass -spark-submit): %w", err)
+	}
+	return p, nil
+}
+
+func withPythonPath(env []string, dir string) []string {
+	out := make([]string, 0, len(env)+1)
+	found := false
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PYTHONPATH="); ok {
+			found = true
+			if v != "" {
+				kv = "PYTHONPATH=" + dir + string(filepath.ListSeparator) + v
+			} else {
+				kv = "PYTHONPATH=" + dir
+			}
+		}
+		out = append(out, kv)
+	}
+	if !found {
+		out = append(out, "PYTHONPATH="+dir)
+	}
+	return out
+}

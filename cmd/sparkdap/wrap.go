@@ -1,0 +1,61 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/sparkdap/sparkdap/workerwrap"
+)
+
+func init() {
+	register("wrap", "generate remote_debug.py, the Python daemon that attaches Spark workers to sparkdap", runWrap)
+}
+
+func runWrap(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("wrap", stderr)
+	out := fs.String("o", workerwrap.FileName, "write the wrapper to this `path` (a directory, a file named "+workerwrap.FileName+", or - for stdout)")
+	wf := addWrapFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (wrap takes only flags)", fs.Args())
+	}
+	opts, err := wf.options()
+	if err != nil {
+		return err
+	}
+	if *out == "-" {
+		return workerwrap.Render(stdout, opts)
+	}
+	path, err := wrapperPath(*out)
+	if err != nil {
+		return err
+	}
+	if err := workerwrap.WriteFile(path, opts); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "sparkdap: wrote %s; `sparkdap conf -wrapper %s` prints the Spark settings that use it\n", path, path)
+	return nil
+}
+
+// wrapperPath resolves -o: Spark imports the module by name, so the file
+// must be called remote_debug.py.
+func wrapperPath(out string) (string, error) {
+	if fi, err := os.Stat(out); err == nil && fi.IsDir() {
+		out = filepath.Join(out, workerwrap.FileName)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("-o %s: %w", out, err)
+	}
+	if filepath.Base(out) != workerwrap.FileName {
+		return "", fmt.Errorf("-o %s: the file must be named %s, the module Spark is told to run", out, workerwrap.FileName)
+	}
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "", fmt.Errorf("-o %s: %w", out, err)
+	}
+	return abs, nil
+}

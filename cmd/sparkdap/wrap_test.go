@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestWrapWritesFile(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"wrap", "-o", dir, "--partitions", "0,7", "--stages", "3", "--sample-rate", "0.5",
+		"--connect-timeout", "2s", "--wait", "--post-mortem", "--proxy", "10.1.2.3:7000"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "remote_debug.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"proxy": "10.1.2.3:7000"`, `"partitions": [0, 7]`, `"stages": [3]`,
+		`"sample_rate": 0.5`, `"connect_timeout": 2.0`, `"wait": True`, `"post_mortem": True`, `"token": None`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("generated file lacks %s", want)
+		}
+	}
+}
+
+func TestWrapEmbedToken(t *testing.T) {
+	t.Setenv("MY_TOK", "s3cret-value")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"wrap", "-o", "-", "--token-env", "MY_TOK", "--embed-token"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), `"token": "s3cret-value"`) {
+		t.Error("token not embedded")
+	}
+	if strings.Contains(stderr.String(), "s3cret") {
+		t.Error("token printed on stderr")
+	}
+}
+
+func TestWrapFlagErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"wrap", "--partitions", "a"}, 1, `-partitions: "a" is not an id`},
+		{[]string{"wrap", "--sample-rate", "0"}, 1, "sample rate 0"},
+		{[]string{"wrap", "--proxy", "nohost"}, 1, `proxy "nohost": want host:port`},
+		{[]string{"wrap", "--connect-timeout", "3"}, 2, "invalid value"},
+		{[]string{"wrap", "--nope"}, 2, "flag provided but not defined: -nope"},
+		{[]string{"wrap", "-o", "/tmp/other.py"}, 1, "must be named remote_debug.py"},
+		{[]string{"wrap", "extra"}, 1, "wrap takes only flags"},
+		{[]string{"wrap", "--embed-token", "--token-env", "SPARKDAP_TEST_UNSET_VAR"}, 1, "$SPARKDAP_TEST_UNSET_VAR is empty or unset"},
+	}
+	for _, tc := range tests {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.want)
+		}
+	}
+}
+
+func TestConfPrintsOverridesNotToken(t *testing.T) {
+	t.Setenv("SPARKDAP_TOKEN", "s3cret-value")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"conf", "-wrapper", "/opt/sd/remote_debug.py", "--partitions", "1", "--wait"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"--py-files /opt/sd/remote_debug.py\n",
+		"--conf spark.python.daemon.module=remote_debug\n",
+		"--conf spark.executorEnv.PYTHONPATH=/opt/sd\n",
+		"--conf spark.executorEnv.SPARKDAP_PARTITIONS=1\n",
+		"--conf spark.executorEnv.SPARKDAP_WAIT=true\n",
+		`--conf spark.executorEnv.SPARKDAP_TOKEN="$SPARKDAP_TOKEN"`,
+		`.config("spark.python.daemon.module", "remote_debug")`,
+		`.config("spark.submit.pyFiles", "/opt/sd/remote_debug.py")`,
+		`.config("spark.executorEnv.SPARKDAP_TOKEN", os.environ.get("SPARKDAP_TOKEN", ""))`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("conf output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "SPARKDAP_PROXY") || strings.Contains(out, "s3cret") {
+		t.Errorf("conf output has an unrequested override or the token:\n%s", out)
+	}
+}
+
+// fakeSparkSubmit writes a spark-submit stand-in that records its arguments
+// and environment and exits with code.
+func fakeSparkSubmit(t *testing.T, code string) (bin, record string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin = filepath.Join(dir, "spark-submit")
+	record = filepath.Join(dir, "record")
+	script := "#!/bin/sh\n" +
+		"for a in \"$@\"; do printf '%s\\n' \"$a\"; done > " + record + "\n" +
+		"printf 'PYTHONPATH=%s\\nTOKEN=%s\\n' \"$PYTHONPATH\" \"$SPARKDAP_TOKEN\" >> " + record + "\n" +
+		"for a in \"$@\"; do case \"$a\" in *remote_debug.py*) test -f \"${a##*,}\" || echo missing >> " + record + ";; esac; done\n" +
+		"echo out-from-spark; echo err-from-spark >&2\nexit " + code + "\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin, record
+}
+
+func TestSubmitRunsSparkSubmit(t *testing.T) {
+	bin, record := fakeSparkSubmit(t, "0")
+	t.Setenv("SPARKDAP_TOKEN", "tok-1")
+	t.Setenv("PYTHONPATH", "/existing")
+	var stdout, stderr bytes.Buffer
+	err := runSubmit([]string{"-spark-submit", bin, "--partitions", "1", "--", "--master", "local[2]", "--py-files", "dep.py", "app.py", "arg1"},
+		strings.NewReader(""), &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("runSubmit: %v\nstderr: %s", err, stderr.String())
+	}
+	if stdout.String() != "out-from-spark\n" || stderr.String() != "err-from-spark\n" {
+		t.Errorf("stdio not passed through: stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	got := strings.Join(lines, " ")
+	for _, want := range []string{"--master local[2] --py-files dep.py,/", "/remote_debug.py --conf spark.python.daemon.module=remote_debug --conf spark.executorEnv.PYTHONPATH=/",
+		" app.py arg1 PYTHONPATH=/", ":/existing TOKEN=tok-1"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("spark-submit got %q, want it to contain %q", got, want)
+		}
+	}
+	if strings.Contains(got, "missing") {
+		t.Error("the wrapper file did not exist while spark-submit ran")
+	}
+	if strings.Contains(got, "spark.executorEnv.SPARKDAP_TOKEN") {
+		t.Error("token put on the command line of a local-mode job")
+	}
+}
+
+func TestSubmitPropagatesExitStatus(t *testing.T) {
+	bin, _ := fakeSparkSubmit(t, "3")
+	var stdout, stderr bytes.Buffer
+	err := runSubmit([]string{"-spark-submit", bin, "--", "app.py"}, strings.NewReader(""), &stdout, &stderr)
+	var st exitStatusError
+	if !errors.As(err, &st) || int(st) != 3 {
+		t.Fatalf("runSubmit error = %v, want exit status 3", err)
+	}
+}
+
+func TestSubmitErrors(t *testing.T) {
+	bin, record := fakeSparkSubmit(t, "0")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-spark-submit", bin}, "no spark-submit arguments: put them after --"},
+		{[]string{"-spark-submit", bin, "--", "--master", "local"}, "no application"},
+		{[]string{"-spark-submit", bin, "--", "--conf", "spark.python.daemon.module=x", "app.py"}, "is already set"},
+		{[]string{"-spark-submit", bin, "--sample-rate", "2", "--", "app.py"}, "sample rate 2"},
+		{[]string{"-spark-submit", bin, "--master", "local", "app.py"}, "flag provided but not defined: -master"},
+	}
+	for _, tc := range tests {
+		var stdout, stderr bytes.Buffer
+		err := runSubmit(tc.args, strings.NewReader(""), &stdout, &stderr)
+		msg := stderr.String()
+		if err != nil {
+			msg += err.Error()
+		}
+		if err == nil || !strings.Contains(msg, tc.want) {
+			t.Errorf("%q: err %v, output %q; want an error mentioning %q", tc.args, err, msg, tc.want)
+		}
+	}
+	if _, err := os.Stat(record); err == nil {
+		t.Error("spark-submit ran despite the errors")
+	}
+}
+
+func TestSubmitDryRunRedactsToken(t *testing.T) {
+	bin, record := fakeSparkSubmit(t, "0")
+	t.Setenv("SPARKDAP_TOKEN", "tok-secret")
+	var stdout, stderr bytes.Buffer
+	if err := runSubmit([]string{"-spark-submit", bin, "-n", "--", "--master", "yarn", "app.py"}, strings.NewReader(""), &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	out := stdout.String()
+	if strings.Contains(out, "tok-secret") || !strings.Contains(out, "spark.executorEnv.SPARKDAP_TOKEN=<redacted>") {
+		t.Errorf("dry run output %q: want the token conf, redacted", out)
+	}
+	if _, err := os.Stat(record); err == nil {
+		t.Error("spark-submit ran in dry-run mode")
+	}
+}
