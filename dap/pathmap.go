@@ -1,0 +1,365 @@
+package dap
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Roots are the places one executor loads code from, as its worker wrapper
+// reports them: where Spark put shipped files, the worker's directory, its
+// sys.path (zips included) and the driver's script directory, which is
+// where closures pickled from the driver's __main__ claim to live.
+type Roots struct {
+	SparkFiles string   `json:"sparkFiles,omitempty"`
+	Cwd        string   `json:"cwd,omitempty"`
+	DriverDir  string   `json:"driverDir,omitempty"`
+	SysPath    []string `json:"sysPath,omitempty"`
+}
+
+// dirs lists the roots, most specific first, without duplicates.
+func (r Roots) dirs() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range append([]string{r.DriverDir, r.SparkFiles, r.Cwd}, r.SysPath...) {
+		if d == "" || isLibraryDir(d) {
+			continue
+		}
+		d = strings.TrimRight(resolveRemote(d, r.Cwd), "/")
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// isLibraryDir tells sys.path entries that hold Python's and PySpark's own
+// code, never the user's: trying user files there is wasted work.
+func isLibraryDir(d string) bool {
+	for _, m := range []string{"site-packages", "dist-packages", "/lib/python", "pyspark.zip", "py4j-"} {
+		if strings.Contains(d, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// MapRule is an explicit --map REMOTE=LOCAL: a remote prefix, which may be a
+// regular expression (for directories with generated names such as
+// userFiles-<uuid>), and the local directory it stands for.
+type MapRule struct {
+	Remote *regexp.Regexp // anchored at the start
+	Local  string
+	raw    string
+	// literal is the remote prefix when it is not a regular expression;
+	// only those rules can be applied backwards (local → remote).
+	literal string
+}
+
+// regexMeta are the characters that make a --map prefix a regular
+// expression. A dot alone does not: it is everywhere in file names and
+// matches itself either way.
+const regexMeta = `[]()*+?{}|^$\`
+
+// ParseMapRule parses REMOTE_PREFIX=LOCAL_PREFIX.
+func ParseMapRule(s string) (MapRule, error) {
+	remote, local, ok := strings.Cut(s, "=")
+	if !ok || remote == "" || local == "" {
+		return MapRule{}, fmt.Errorf("--map %q: want REMOTE_PREFIX=LOCAL_PREFIX", s)
+	}
+	expr, literal := regexp.QuoteMeta(remote), remote
+	if strings.ContainsAny(remote, regexMeta) {
+		expr, literal = remote, ""
+	}
+	re, err := regexp.Compile("^(?:" + expr + ")")
+	if err != nil {
+		return MapRule{}, fmt.Errorf("--map %q: bad regular expression: %w", s, err)
+	}
+	return MapRule{Remote: re, Local: local, raw: s, literal: literal}, nil
+}
+
+func (r MapRule) String() string { return r.raw }
+
+// ErrAmbiguous is returned when several local files fit a remote path
+// equally well: sparkdap would rather show nothing than the wrong file.
+var ErrAmbiguous = errors.New("ambiguous")
+
+// ErrUnmapped is returned when no local file fits a remote path.
+var ErrUnmapped = errors.New("no local file")
+
+// PathMapper translates between executor paths and the developer's local
+// sources. Rules, in order: explicit --map rules; the executor's learned
+// roots (a path under a root is looked up under the local project root);
+// then the local file whose path shares the longest suffix with the remote
+// path, if exactly one does.
+type PathMapper struct {
+	rules   []MapRule
+	root    string // local project root
+	windows bool   // local paths are Windows paths: case-insensitive, backslashes
+
+	mu    sync.Mutex
+	index map[string][]string // lower-cased base name → local files
+	files func() ([]string, error)
+}
+
+// NewPathMapper maps against the Python files under root on this machine.
+func NewPathMapper(root string, rules []MapRule) (*PathMapper, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("--root %s: %w", root, err)
+	}
+	pm := &PathMapper{rules: rules, root: abs, windows: filepath.Separator == '\\'}
+	pm.files = func() ([]string, error) { return walkPython(abs) }
+	return pm, nil
+}
+
+// newPathMapperFiles maps against a fixed list of local files, in the given
+// style; for tests of other platforms' paths.
+func newPathMapperFiles(root string, windows bool, files []string, rules []MapRule) *PathMapper {
+	return &PathMapper{rules: rules, root: root, windows: windows,
+		files: func() ([]string, error) { return files, nil }}
+}
+
+// skipDirs are never searched for sources: they hold copies or nothing.
+var skipDirs = map[string]bool{".git": true, "node_modules": true, "__pycache__": true, ".venv": true,
+	"venv": true, ".tox": true, ".mypy_cache": true, "site-packages": true}
+
+// maxIndexedFiles bounds the local index, so pointing --root at / does not
+// stall the proxy.
+const maxIndexedFiles = 200000
+
+func walkPython(root string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable corners of a tree are not fatal
+		}
+		if d.IsDir() {
+			if p != root && (skipDirs[d.Name()] || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(d.Name(), ".py") {
+			out = append(out, p)
+			if len(out) >= maxIndexedFiles {
+				return fs.SkipAll
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Refresh forgets the local index; the next lookup re-reads the tree.
+func (pm *PathMapper) Refresh() {
+	pm.mu.Lock()
+	pm.index = nil
+	pm.mu.Unlock()
+}
+
+func (pm *PathMapper) lookup(base string) []string {
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	if pm.index == nil {
+		pm.index = map[string][]string{}
+		files, _ := pm.files()
+		for _, f := range files {
+			k := strings.ToLower(pm.base(f))
+			pm.index[k] = append(pm.index[k], f)
+		}
+	}
+	return pm.index[strings.ToLower(base)]
+}
+
+// local-path helpers in the local style.
+
+func (pm *PathMapper) split(p string) []string {
+	if pm.windows {
+		p = strings.ReplaceAll(p, `\`, "/")
+	}
+	return strings.FieldsFunc(p, func(r rune) bool { return r == '/' })
+}
+
+func (pm *PathMapper) base(p string) string {
+	parts := pm.split(p)
+	if len(parts) == 0 {
+		return ""
+	}
+	return parts[len(parts)-1]
+}
+
+func (pm *PathMapper) join(dir string, rel []string) string {
+	sep := "/"
+	if pm.windows {
+		sep = `\`
+	}
+	return strings.TrimRight(dir, `/\`) + sep + strings.Join(rel, sep)
+}
+
+func (pm *PathMapper) same(a, b string) bool {
+	if pm.windows {
+		return strings.EqualFold(a, b)
+	}
+	return a == b
+}
+
+// under returns p's components below dir, if p is under dir (local style).
+func (pm *PathMapper) under(p, dir string) ([]string, bool) {
+	pp, dp := pm.split(p), pm.split(dir)
+	if len(pp) <= len(dp) {
+		return nil, false
+	}
+	for i := range dp {
+		if !pm.same(pp[i], dp[i]) {
+			return nil, false
+		}
+	}
+	return pp[len(dp):], true
+}
+
+// Mapping is the outcome of one remote → local translation, for the paths
+// report.
+type Mapping struct {
+	Remote, Local, Rule string
+}
+
+// ToLocal finds the local file for an executor's path.
+func (pm *PathMapper) ToLocal(remote string, roots Roots) (Mapping, error) {
+	remote = resolveRemote(remote, roots.Cwd)
+	for _, r := range pm.rules {
+		if loc := r.Remote.FindStringIndex(remote); loc != nil {
+			rest := strings.Split(strings.Trim(remote[loc[1]:], "/"), "/")
+			return Mapping{remote, pm.join(r.Local, rest), "--map " + r.raw}, nil
+		}
+	}
+	parts := strings.Split(strings.Trim(remote, "/"), "/")
+	for _, dir := range roots.dirs() {
+		rel, ok := underRemote(remote, dir)
+		if !ok {
+			continue
+		}
+		rel = insideArchive(rel)
+		if cands := pm.lookup(rel[len(rel)-1]); len(cands) > 0 {
+			want := pm.join(pm.root, rel)
+			for _, c := range cands {
+				if pm.same(c, want) {
+					return Mapping{remote, c, "root " + dir}, nil
+				}
+			}
+		}
+	}
+	return pm.bySuffix(remote, insideArchive(parts))
+}
+
+// bySuffix picks the local file sharing the longest path suffix.
+func (pm *PathMapper) bySuffix(remote string, parts []string) (Mapping, error) {
+	if len(parts) == 0 {
+		return Mapping{}, fmt.Errorf("%s: %w", remote, ErrUnmapped)
+	}
+	cands := pm.lookup(parts[len(parts)-1])
+	best, bestLen := []string(nil), 0
+	for _, c := range cands {
+		cp := pm.split(c)
+		n := 0
+		for n < len(cp) && n < len(parts) && pm.same(cp[len(cp)-1-n], parts[len(parts)-1-n]) {
+			n++
+		}
+		switch {
+		case n > bestLen:
+			best, bestLen = []string{c}, n
+		case n == bestLen && n > 0:
+			best = append(best, c)
+		}
+	}
+	switch len(best) {
+	case 0:
+		return Mapping{}, fmt.Errorf("%s: %w under %s", remote, ErrUnmapped, pm.root)
+	case 1:
+		return Mapping{remote, best[0], fmt.Sprintf("suffix match (%d components)", bestLen)}, nil
+	}
+	sort.Strings(best)
+	return Mapping{}, fmt.Errorf("%s: %w: %d local files fit equally well: %s (add --map)",
+		remote, ErrAmbiguous, len(best), strings.Join(best, ", "))
+}
+
+// maxCandidates bounds how many executor paths one local file is tried as.
+const maxCandidates = 48
+
+// ToRemote lists the executor paths a local file may be known by there, most
+// likely first: the path itself (same machine), reversed literal --map rules,
+// and the file's path below the project root (and each shorter suffix of it)
+// under each learned root and inside each zip on sys.path.
+func (pm *PathMapper) ToRemote(local string, roots Roots) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) {
+		if !seen[p] && len(out) < maxCandidates {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	if !pm.windows {
+		add(local)
+	}
+	for _, r := range pm.rules {
+		if r.literal == "" {
+			continue
+		}
+		if rel, ok := pm.under(local, r.Local); ok {
+			add(strings.TrimRight(r.literal, "/") + "/" + strings.Join(rel, "/"))
+		}
+	}
+	rel, ok := pm.under(local, pm.root)
+	if !ok {
+		parts := pm.split(local)
+		if len(parts) == 0 {
+			return out
+		}
+		rel = parts[len(parts)-1:]
+	}
+	for i := range rel {
+		suffix := strings.Join(rel[i:], "/")
+		for _, dir := range roots.dirs() {
+			add(dir + "/" + suffix)
+		}
+	}
+	return out
+}
+
+// resolveRemote makes a worker-relative path (./deps.zip/pkg/mod.py, as real
+// executors report zip imports) absolute against the worker's directory.
+func resolveRemote(p, cwd string) string {
+	if !strings.HasPrefix(p, "/") && cwd != "" && !strings.HasPrefix(p, "<") {
+		return path.Join(cwd, p)
+	}
+	return path.Clean(p)
+}
+
+func underRemote(p, dir string) ([]string, bool) {
+	dir = strings.TrimRight(dir, "/") + "/"
+	if !strings.HasPrefix(p, dir) || len(p) == len(dir) {
+		return nil, false
+	}
+	return strings.Split(p[len(dir):], "/"), true
+}
+
+// insideArchive drops the components up to and including a .zip or .egg:
+// what follows is the path inside the archive, which is the one that matches
+// the local tree.
+func insideArchive(parts []string) []string {
+	for i := len(parts) - 2; i >= 0; i-- {
+		l := strings.ToLower(parts[i])
+		if strings.HasSuffix(l, ".zip") || strings.HasSuffix(l, ".egg") || strings.HasSuffix(l, ".whl") {
+			return parts[i+1:]
+		}
+	}
+	return parts
+}
