@@ -132,8 +132,8 @@ func (r *BreakpointRegistry) clear() []Message {
 }
 
 // absorb folds one executor's answer for position i into the merged view:
-// verified if any executor verified it. It reports whether the IDE's view
-// changed.
+// verified if any executor verified it. It reports whether the breakpoint
+// just became verified.
 func (e *bpEntry) absorb(i int, bp map[string]any) bool {
 	cur := e.merged[i]
 	verified, _ := bp["verified"].(bool)
@@ -142,17 +142,22 @@ func (e *bpEntry) absorb(i int, bp map[string]any) bool {
 	}
 	next := deepCopy(bp).(map[string]any)
 	next["id"] = json.Number(strconv.FormatInt(e.ids[i], 10))
+	if src, ok := e.args["source"]; ok {
+		next["source"] = deepCopy(src) // the IDE's path, not whichever executor path bound
+	}
 	if !verified {
-		// Keep the executor's reason, so a rejected breakpoint says why.
+		// Keep the executor's reason, so a rejected breakpoint says why; it
+		// reaches the IDE with the response. No event: with several
+		// candidate paths per executor most attempts fail, and only a
+		// binding is news.
 		if _, ok := next["message"]; !ok {
 			next["message"] = cur["message"]
 		}
 		if next["line"] == nil {
 			next["line"] = cur["line"]
 		}
-		changed := next["message"] != cur["message"]
 		e.merged[i] = next
-		return changed
+		return false
 	}
 	delete(next, "reason")
 	delete(next, "message")

@@ -1,6 +1,7 @@
 package dap
 
 import (
+	"bufio"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -43,6 +44,7 @@ type TaskInfo struct {
 	TaskAttemptID *int64 `json:"taskAttemptId"`
 	Label         string `json:"label"`
 	PostMortem    bool   `json:"postMortem"`
+	Roots         *Roots `json:"roots,omitempty"`
 }
 
 // ExecutorSession is one pydevd connection: one Python worker process.
@@ -59,14 +61,18 @@ type ExecutorSession struct {
 	// Guarded by hub.mu.
 	proc      ProcessInfo
 	task      TaskInfo
-	ready     bool                // handshake done: gets fan-outs and routed requests
-	detached  bool                // its child IDE session ended: no more breakpoints
-	threads   map[int64]string    // local thread id → name
-	stopped   map[int64]Message   // local thread id → its last stopped event, as pydevd sent it
-	bpIDs     map[int64]int64     // pydevd breakpoint id → global breakpoint id
-	overrides map[string]*bpEntry // breakpoints its child session set for it alone
-	midLine   bool                // output so far did not end a line (merged-mode prefixes)
-	announced bool                // the IDE has been told (startDebugging sent)
+	roots     Roots                      // where this worker loads code from, for path mapping
+	paths     map[string]pathResult      // executor path → its mapping (cached)
+	remoteOf  map[string]string          // local path → the executor path it was mapped from
+	sentPaths map[string]map[string]bool // breakpoint key → executor paths it was sent to
+	ready     bool                       // handshake done: gets fan-outs and routed requests
+	detached  bool                       // its child IDE session ended: no more breakpoints
+	threads   map[int64]string           // local thread id → name
+	stopped   map[int64]Message          // local thread id → its last stopped event, as pydevd sent it
+	bpIDs     map[int64]int64            // pydevd breakpoint id → global breakpoint id
+	overrides map[string]*bpEntry        // breakpoints its child session set for it alone
+	midLine   bool                       // output so far did not end a line (merged-mode prefixes)
+	announced bool                       // the IDE has been told (startDebugging sent)
 	announce  *time.Timer
 }
 
@@ -167,24 +173,48 @@ func (es *ExecutorSession) call(ctx context.Context, command string, args any) (
 // serve runs the session: handshake, then relaying until the connection ends.
 func (es *ExecutorSession) serve(ctx context.Context) {
 	readDone := make(chan error, 1)
-	go func() { readDone <- es.w.readLoop(es.hub.cfg.MaxMessageBytes, es.handle) }()
+	go func() {
+		br := bufio.NewReaderSize(es.w.conn, 4096)
+		if peekHello(br) {
+			readDone <- es.serveHello(br)
+			return
+		}
+		readDone <- es.w.readFrames(NewFrameReader(br, es.hub.cfg.MaxMessageBytes), es.handle)
+	}()
 
+	// The handshake ends early if the connection does: a hello, or a
+	// worker that died.
 	hsCtx, cancel := context.WithTimeout(ctx, es.hub.cfg.HandshakeTimeout)
+	var readErr error
+	readEnded := make(chan struct{})
+	go func() {
+		readErr = <-readDone
+		close(readEnded)
+		cancel()
+	}()
 	err := es.handshake(hsCtx)
 	cancel()
 	if err != nil {
 		es.w.closeAfterFlush(err)
-		<-readDone
+		<-readEnded
+		var refused *errRefused
+		if !errors.As(err, &refused) && !errors.Is(readErr, errHelloDone) {
+			if readErr != nil && !errors.Is(readErr, errClosed) {
+				err = fmt.Errorf("%w (connection: %v)", err, readErr)
+			}
+			es.log.Warn().Err(err).Msg("executor handshake failed")
+		}
 		es.failPending(err)
 		return
 	}
 	var reason error
 	select {
-	case reason = <-readDone:
+	case <-readEnded:
+		reason = readErr
 	case <-ctx.Done():
 		reason = ctx.Err()
 		es.w.close(reason)
-		<-readDone
+		<-readEnded
 	}
 	es.w.close(reason)
 	es.failPending(fmt.Errorf("executor %d went away: %w", es.id, reason))
@@ -232,13 +262,9 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 	}
 	proc := parseSystemInfo(info.Body())
 
-	if !h.admit(es) {
+	if !h.admit(es, proc) {
 		return es.refuse(ctx, fmt.Sprintf("session limit reached (--max-sessions %d)", h.cfg.MaxSessions))
 	}
-	h.mu.Lock()
-	es.proc = proc
-	es.log = es.log.With().Int64("pid", proc.PID).Logger()
-	h.mu.Unlock()
 
 	if _, err := es.call(ctx, "initialize", h.executorInitializeArgs()); err != nil {
 		h.unadmit(es)

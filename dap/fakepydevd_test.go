@@ -22,6 +22,8 @@ type fakePydevd struct {
 
 	// verify decides whether a line breakpoint binds; nil binds all.
 	verify func(path string, line int) (bool, string)
+	// framePath is the file of the frame it reports stopped in.
+	framePath string
 
 	mu       sync.Mutex
 	seq      int64
@@ -132,8 +134,12 @@ func (f *fakePydevd) answer(m Message) (map[string]any, bool) {
 		if tid, _ := toInt(args["threadId"]); tid != 1 {
 			return map[string]any{"error": fmt.Sprintf("unknown thread %d", tid)}, false
 		}
+		path := f.framePath
+		if path == "" {
+			path = "/job/udf.py"
+		}
 		return map[string]any{"stackFrames": []any{map[string]any{"id": 2, "name": "compute", "line": 5,
-			"column": 1, "source": map[string]any{"path": "/job/udf.py", "sourceReference": 0}}}, "totalFrames": 1}, true
+			"column": 1, "source": map[string]any{"path": path, "sourceReference": 4}}}, "totalFrames": 1}, true
 	case "scopes":
 		return map[string]any{"scopes": []any{map[string]any{"name": "Locals", "variablesReference": 3}}}, true
 	case "variables":

@@ -33,7 +33,11 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 	if max <= 0 {
 		max = DefaultMaxMessageBytes
 	}
-	return &FrameReader{r: bufio.NewReaderSize(r, 4096), max: max}
+	br, ok := r.(*bufio.Reader)
+	if !ok {
+		br = bufio.NewReaderSize(r, 4096)
+	}
+	return &FrameReader{r: br, max: max}
 }
 
 // ReadFrame returns the next message body. io.EOF means a clean end between

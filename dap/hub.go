@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ type Config struct {
 	// LabelWait is how long a new executor's child session waits for the
 	// wrapper's task label before being announced without it.
 	LabelWait time.Duration
+	// Paths translates between executor paths and local sources; nil
+	// passes paths through unchanged.
+	Paths *PathMapper
 	// Merged forces merged threads even for clients that support child
 	// sessions.
 	Merged bool
@@ -78,13 +82,14 @@ type Hub struct {
 	children   map[uint64]*IDESession // executor id → its child IDE session
 	attachArgs map[string]any         // the root IDE's attach arguments
 	focused    *ExecutorSession       // the executor that stopped last
+	hellos     map[helloKey]pendingHello
 }
 
 // NewHub returns a Hub with cfg's settings.
 func NewHub(cfg Config) *Hub {
 	cfg.setDefaults()
 	return &Hub{cfg: cfg, log: cfg.Log, ids: NewIDTable(), executors: map[uint64]*ExecutorSession{},
-		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{}}
+		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{}, hellos: map[helloKey]pendingHello{}}
 }
 
 func (h *Hub) summary(format string, args ...any) {
@@ -122,12 +127,24 @@ type ExecutorStatus struct {
 
 // ---- executor side ----
 
-func (h *Hub) admit(es *ExecutorSession) bool {
+// admit takes a handshaking executor into the Hub, with what its hello
+// said. A worker that said hello already holds a slot under the session
+// limit; one that did not (a plain debugpy.connect) needs a free one.
+func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.cfg.MaxSessions > 0 && len(h.executors) >= h.cfg.MaxSessions {
+	hello, ok := h.claimHelloLocked(es.remote, proc.PID)
+	if !ok && h.cfg.MaxSessions > 0 && len(h.executors)+len(h.hellos) >= h.cfg.MaxSessions {
 		return false
 	}
+	if ok {
+		es.task = hello.TaskInfo
+		if hello.Roots != nil {
+			es.roots = *hello.Roots
+		}
+	}
+	es.proc = proc
+	es.log = es.log.With().Int64("pid", proc.PID).Logger()
 	h.executors[es.id] = es
 	return true
 }
@@ -164,6 +181,13 @@ func (h *Hub) executorAttachArgs() map[string]any {
 	}
 	for _, k := range proxyOnlyKeys {
 		delete(args, k)
+	}
+	if _, ok := args["pathMappings"]; !ok && h.cfg.Paths != nil {
+		// With any mapping in place pydevd gives every path it cannot map
+		// a sourceReference, so code with no local copy can still be shown.
+		// This one never matches: the proxy does the real mapping.
+		args["pathMappings"] = []any{map[string]any{
+			"localRoot": "/nonexistent/sparkdap-local", "remoteRoot": "/nonexistent/sparkdap-remote"}}
 	}
 	return args
 }
@@ -287,6 +311,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		return
 	}
 	delete(out, "pydevd_cmd_id")
+	h.localizePathsLocked(es, out["body"])
 	if m.Event() == "stopped" {
 		h.globalBreakpointIDsLocked(es, out)
 	}
@@ -369,7 +394,16 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if ti.Roots == nil {
+		ti.Roots = es.task.Roots
+	}
 	es.task = ti
+	if ti.Roots != nil && !reflect.DeepEqual(*ti.Roots, es.roots) {
+		es.roots = *ti.Roots
+		for _, e := range h.bps.global() {
+			h.sendBreakpointsLocked(es, e, nil)
+		}
+	}
 	es.log.Info().Str("label", es.Label()).Msg("executor task")
 	h.announceLocked(es)
 }
@@ -410,17 +444,34 @@ func (h *Hub) breakpointChangedLocked(e *bpEntry, i int) {
 
 // sendBreakpointsLocked sends entry e to one executor and folds the answer
 // into the merged view; done, if set, gets the raw outcome.
+// With a PathMapper, a source's breakpoints go to every executor path the
+// local file may have there; done runs once all have answered.
 func (h *Hub) sendBreakpointsLocked(es *ExecutorSession, e *bpEntry, done func()) {
-	es.request(e.command, deepCopy(e.args), h.cfg.FanoutTimeout, func(m Message, err error) {
-		if err == nil {
-			h.absorbBreakpoints(es, e, m)
-		} else {
-			es.log.Warn().Err(err).Str("command", e.command).Msg("breakpoints not set on executor")
+	var requests []map[string]any
+	if paths := h.breakpointTargetsLocked(es, e); paths != nil {
+		for _, p := range paths {
+			args := deepCopy(e.args).(map[string]any)
+			src := args["source"].(map[string]any)
+			src["path"] = p
+			requests = append(requests, args)
 		}
-		if done != nil {
-			done()
-		}
-	})
+	} else {
+		requests = []map[string]any{deepCopy(e.args).(map[string]any)}
+	}
+	var left atomic.Int64
+	left.Store(int64(len(requests)))
+	for _, args := range requests {
+		es.request(e.command, args, h.cfg.FanoutTimeout, func(m Message, err error) {
+			if err == nil {
+				h.absorbBreakpoints(es, e, m)
+			} else {
+				es.log.Warn().Err(err).Str("command", e.command).Msg("breakpoints not set on executor")
+			}
+			if left.Add(-1) == 0 && done != nil {
+				done()
+			}
+		})
+	}
 }
 
 func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, m Message) {

@@ -414,6 +414,7 @@ func (h *Hub) route(s *IDESession, req Message) {
 		}
 		return
 	}
+	h.remotizePathsLocked(es, args)
 	h.mu.Unlock()
 	out := Message{}
 	for k, v := range req {
@@ -442,6 +443,9 @@ func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, 
 		s.fail(req, "executor %d: %s: %v", es.id, req.Command(), err)
 		return
 	}
+	h.mu.Lock()
+	h.localizePathsLocked(es, out["body"])
+	h.mu.Unlock()
 	if m.Success() {
 		h.mu.Lock()
 		switch req.Command() {

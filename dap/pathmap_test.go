@@ -131,7 +131,7 @@ func TestToRemote(t *testing.T) {
 		{name: "literal rule reversed", root: "/home/me/proj", rules: []string{"/srv/code=/home/me/proj"},
 			local: "/home/me/proj/jobs/utils.py", want: []string{"/srv/code/jobs/utils.py"}},
 		{name: "Windows path", windows: true, root: `C:\Users\me\proj`, local: `C:\Users\me\proj\jobs\utils.py`,
-			want: []string{"/tmp/spark-1/userFiles-2/jobs/utils.py", "/work/deps.zip/jobs/utils.py"},
+			want:    []string{"/tmp/spark-1/userFiles-2/jobs/utils.py", "/work/deps.zip/jobs/utils.py"},
 			notWant: []string{`C:\Users\me\proj\jobs\utils.py`}},
 	}
 	for _, tt := range tests {

@@ -151,10 +151,27 @@ func (w *wire) closedErr() error {
 	return w.err
 }
 
+// sendRaw queues bytes that are not a DAP message (the hello reply).
+func (w *wire) sendRaw(b []byte) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.queue = append(w.queue, b)
+		w.queued += len(b)
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
 // readLoop decodes messages until the connection ends and hands each to
 // handle, in order, on the caller's goroutine. It returns why it stopped.
 func (w *wire) readLoop(maxBytes int, handle func(Message)) error {
-	fr := NewFrameReader(w.conn, maxBytes)
+	return w.readFrames(NewFrameReader(w.conn, maxBytes), handle)
+}
+
+func (w *wire) readFrames(fr *FrameReader, handle func(Message)) error {
 	for {
 		body, err := fr.ReadFrame()
 		if err != nil {

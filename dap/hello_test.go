@@ -1,0 +1,162 @@
+package dap
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	godap "github.com/google/go-dap"
+
+	"github.com/sparkdap/sparkdap/internal/dapclient"
+)
+
+// sayHello plays the worker wrapper's hello and returns the proxy's verdict.
+func sayHello(t *testing.T, addr string, hello map[string]any) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	b, _ := json.Marshal(hello)
+	if _, err := c.Write(append(append([]byte(helloPrefix), b...), '\n')); err != nil {
+		t.Fatal(err)
+	}
+	// The proxy may have sent pydevd's first request before it saw the
+	// hello; the reply follows it.
+	br := bufio.NewReader(c)
+	var seen strings.Builder
+	for range 1000 {
+		line, err := br.ReadString('\n')
+		seen.WriteString(line)
+		if i := strings.Index(line, helloPrefix); i >= 0 {
+			return strings.TrimSpace(line[i+len(helloPrefix):])
+		}
+		if err != nil {
+			t.Fatalf("no hello reply; read %q: %v", seen.String(), err)
+		}
+	}
+	t.Fatal("no hello reply")
+	return ""
+}
+
+func TestHelloRefusals(t *testing.T) {
+	p := startProxy(t, func(c *Config) { c.MaxSessions = 1 })
+	addr := p.srv.ExecutorAddr().String()
+	if got := sayHello(t, addr, map[string]any{"token": "bad", "pid": 10}); got != "REFUSED wrong access token" {
+		t.Errorf("wrong token: %q", got)
+	}
+	if got := sayHello(t, addr, map[string]any{"pid": 10}); got != "REFUSED no access token" {
+		t.Errorf("no token: %q", got)
+	}
+	if got := sayHello(t, addr, map[string]any{"token": testToken}); !strings.HasPrefix(got, "REFUSED") {
+		t.Errorf("hello without pid: %q", got)
+	}
+	if got := sayHello(t, addr, map[string]any{"token": testToken, "pid": 11}); got != "OK" {
+		t.Fatalf("first worker: %q", got)
+	}
+	// The slot is held for pid 11; a second worker is over the limit
+	// before it ever loads a debugger.
+	if got := sayHello(t, addr, map[string]any{"token": testToken, "pid": 12}); !strings.Contains(got, "session limit") {
+		t.Errorf("second worker over --max-sessions 1: %q", got)
+	}
+	// pid 11's pydevd then takes its slot.
+	f := dialFake(t, addr, testToken, 11)
+	f.waitRequest("configurationDone", nil)
+	if cmds := f.commands(); !strings.Contains(cmds, "attach") {
+		t.Fatalf("the worker that said hello was refused: %s", cmds)
+	}
+}
+
+func TestHelloRootsMapBreakpointsBeforeUserCode(t *testing.T) {
+	local := "/home/me/proj/jobs/utils.py"
+	shipped := "/tmp/spark-1/userFiles-2/jobs/utils.py"
+	pm := newPathMapperFiles("/home/me/proj", false, []string{local, "/home/me/proj/app.py"}, nil)
+	p := startProxy(t, func(c *Config) { c.Paths = pm })
+	var set []godap.Breakpoint
+	c := p.ide(false, func(ctx context.Context, c *dapclient.Client) error {
+		var err error
+		set, err = c.SetBreakpoints(ctx, local, 5)
+		return err
+	})
+	got := sayHello(t, p.srv.ExecutorAddr().String(), map[string]any{"token": testToken, "pid": 31,
+		"executorId": "4", "host": "node-7", "label": "stage 2 · partition 1 · attempt 0",
+		"roots": map[string]any{"sparkFiles": "/tmp/spark-1/userFiles-2", "cwd": "/work"}})
+	if got != "OK" {
+		t.Fatalf("hello: %q", got)
+	}
+	f := dialFake(t, p.srv.ExecutorAddr().String(), testToken, 31)
+	f.framePath = shipped
+	f.verify = func(path string, line int) (bool, string) {
+		if path == shipped {
+			return true, ""
+		}
+		return false, "Breakpoint in file that does not exist."
+	}
+	f.waitRequest("configurationDone", nil)
+	cmds := f.commands()
+	hit := f.waitRequest("setBreakpoints", func(m Message) bool {
+		return m.Arguments()["source"].(map[string]any)["path"] == shipped
+	})
+	_ = hit
+	if i, j := strings.Index(cmds, "setBreakpoints"), strings.Index(cmds, "configurationDone"); i < 0 || i > j {
+		t.Fatalf("breakpoints were not in place before configurationDone: %s", cmds)
+	}
+	ev, err := c.WaitEvent(p.ctx, "breakpoint", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body godap.BreakpointEventBody
+	_ = ev.Decode(&body)
+	if !body.Breakpoint.Verified || body.Breakpoint.Id != set[0].Id || body.Breakpoint.Source.Path != local {
+		t.Fatalf("breakpoint event %+v: want id %d verified at the local path", body.Breakpoint, set[0].Id)
+	}
+	f.stop()
+	tid := stoppedOn(p.ctx, t, c)
+	threads, _ := c.Threads(p.ctx)
+	if len(threads) != 1 || !strings.Contains(threads[0].Name, "exec 4 · node-7 · pid 31 · stage 2 · partition 1") {
+		t.Errorf("thread is not labelled with the hello's task: %+v", threads)
+	}
+	frames, err := c.StackTrace(p.ctx, tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if frames[0].Source.Path != local || frames[0].Source.SourceReference != 0 {
+		t.Fatalf("frame source %+v: want the local file %s, no sourceReference", frames[0].Source, local)
+	}
+	rep := p.hub.PathReports()
+	if len(rep) != 1 || len(rep[0].Mapped) != 1 || rep[0].Mapped[0].Remote != shipped {
+		t.Errorf("path report %+v lacks the mapping", rep)
+	}
+}
+
+func TestUnmappedSourceKeepsItsReference(t *testing.T) {
+	pm := newPathMapperFiles("/home/me/proj", false, []string{"/home/me/proj/app.py"}, nil)
+	p := startProxy(t, func(c *Config) { c.Paths = pm })
+	c := p.ide(false, nil)
+	f := p.executor(8, nil)
+	f.framePath = "/opt/vendor/lib.py"
+	f.stop()
+	tid := stoppedOn(p.ctx, t, c)
+	frames, err := c.StackTrace(p.ctx, tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := frames[0].Source.SourceReference
+	if frames[0].Source.Path != "/opt/vendor/lib.py" || ref == 0 {
+		t.Fatalf("unmapped frame source %+v: want the executor path with a sourceReference", frames[0].Source)
+	}
+	// The IDE fetches the code through the reference, from that executor.
+	if _, err := c.Request(p.ctx, "source", map[string]any{"sourceReference": ref}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.waitRequest("source", nil)
+	if n, _ := toInt(got.Arguments()["sourceReference"]); n != 4 {
+		t.Fatalf("executor got sourceReference %v, want its own 4", got.Arguments()["sourceReference"])
+	}
+}
