@@ -68,6 +68,10 @@ func (s *IDESession) gone(terminate bool) {
 // isRoot reports whether s shows every executor (as opposed to one).
 func (s *IDESession) isRoot() bool { return s.executor == nil }
 
+// PathsCommand is sparkdap's own request for the path report (see
+// `sparkdap paths`).
+const PathsCommand = "sparkdapPaths"
+
 // pydevdCommands are the requests pydevd answers. A request that is in the
 // DAP schema but not here gets no response at all from pydevd, so the proxy
 // answers those itself instead of leaving the IDE waiting.
@@ -115,6 +119,11 @@ func (s *IDESession) handle(m Message) {
 		return
 	case "launch":
 		s.fail(m, `sparkdap attaches to running executors: use "request": "attach" with "connect" to this address`)
+		return
+	case PathsCommand:
+		// A status query, not a debug session: served without attach, so
+		// it works while an IDE is attached.
+		s.reply(newResponse(m, map[string]any{"executors": h.PathReports()}))
 		return
 	case "disconnect", "terminate":
 		terminate := false

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"strings"
 )
 
 // errUsage reports that flag parsing already printed what was wrong;
@@ -29,5 +30,15 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		}
 		return errUsage
 	}
+	return nil
+}
+
+// multiFlag collects a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string { return strings.Join(*m, ",") }
+
+func (m *multiFlag) Set(v string) error {
+	*m = append(*m, v)
 	return nil
 }

@@ -36,6 +36,9 @@ type serveFlags struct {
 	maxMessageBytes     int
 	requestTimeout      time.Duration
 	merged              bool
+	root                string
+	maps                multiFlag
+	noPathMapping       bool
 	logLevel, logFormat string
 }
 
@@ -51,6 +54,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&f.maxMessageBytes, "max-message-bytes", dap.DefaultMaxMessageBytes, "largest DAP message accepted from any peer")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "how long the IDE waits for an executor's answer")
 	fs.BoolVar(&f.merged, "merged", false, "show all executors' threads in one session even if the client supports child sessions")
+	fs.StringVar(&f.root, "root", ".", "local project root: executor paths are mapped to the Python files under it")
+	fs.Var(&f.maps, "map", "REMOTE_PREFIX=LOCAL_PREFIX path rule, tried first; REMOTE may be a regular expression (repeatable)")
+	fs.BoolVar(&f.noPathMapping, "no-path-mapping", false, "pass paths through unchanged (executors see the same files as the IDE)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
 	tun := addTunnelFlags(fs)
@@ -77,9 +83,23 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	var paths *dap.PathMapper
+	if !f.noPathMapping {
+		var rules []dap.MapRule
+		for _, m := range f.maps {
+			r, err := dap.ParseMapRule(m)
+			if err != nil {
+				return err
+			}
+			rules = append(rules, r)
+		}
+		if paths, err = dap.NewPathMapper(f.root, rules); err != nil {
+			return err
+		}
+	}
 	hub := dap.NewHub(dap.Config{
 		Token: token, MaxSessions: f.maxSessions, MaxMessageBytes: f.maxMessageBytes,
-		RequestTimeout: f.requestTimeout, Merged: f.merged, Summary: stderr, Log: logger,
+		RequestTimeout: f.requestTimeout, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
 	})
 	srv, err := dap.Listen(hub, f.ide, f.executors)
 	if err != nil {

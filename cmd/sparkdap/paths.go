@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/internal/dapclient"
+)
+
+func init() {
+	register("paths", "show how a running proxy maps each executor's paths to local files", runPaths)
+}
+
+func runPaths(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("paths", stderr)
+	ide := fs.String("ide", "127.0.0.1:4711", "the proxy's IDE address")
+	asJSON := fs.Bool("json", false, "print JSON")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: sparkdap paths [--ide HOST:PORT] [--json]\n\nPer executor: its code roots, each path mapped to a local file (and by which rule), each path left unmapped (and why).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := dapclient.Dial(ctx, *ide)
+	if err != nil {
+		return fmt.Errorf("is 'sparkdap serve' running? %w", err)
+	}
+	defer c.Close()
+	var reports []dap.PathReport
+	if err := c.Call(ctx, dap.PathsCommand, nil, &struct {
+		Executors *[]dap.PathReport `json:"executors"`
+	}{&reports}); err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reports)
+	}
+	if len(reports) == 0 {
+		fmt.Fprintln(stdout, "no executor is connected")
+	}
+	for _, r := range reports {
+		fmt.Fprintf(stdout, "executor %d [%s]\n", r.Executor, r.Label)
+		fmt.Fprintf(stdout, "  roots: sparkFiles=%s cwd=%s driverDir=%s sysPath=%v\n", r.Roots.SparkFiles, r.Roots.Cwd, r.Roots.DriverDir, r.Roots.SysPath)
+		for _, m := range r.Mapped {
+			fmt.Fprintf(stdout, "  %s\n    → %s  (%s)\n", m.Remote, m.Local, m.Rule)
+		}
+		for _, u := range r.Unmapped {
+			fmt.Fprintf(stdout, "  unmapped: %s\n", u)
+		}
+	}
+	return nil
+}
