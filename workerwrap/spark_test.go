@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -61,9 +62,29 @@ type jobResult struct {
 	elapsed    time.Duration
 }
 
-// runJob runs testdata/job.py under the wrapper built from opts, with the
-// module made importable only by what Injection adds (no PYTHONPATH from us).
+// runJob runs testdata/job.py under the wrapper built from opts.
 func runJob(t *testing.T, se sparkEnv, opts Options, partitions int, env ...string) jobResult {
+	t.Helper()
+	job, err := filepath.Abs(filepath.Join("testdata", "job.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "result.json")
+	res := runSpark(t, se, opts, []string{job, out, fmt.Sprint(partitions)}, env...)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("job wrote no result: %v\nstderr:\n%s", err, res.stderr)
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatalf("result %q: %v", b, err)
+	}
+	return res
+}
+
+// runSpark runs spark-submit in local[2] with app (options and application)
+// under the wrapper built from opts. The module is importable only through
+// what Injection adds: the tests set no PYTHONPATH for it.
+func runSpark(t *testing.T, se sparkEnv, opts Options, app []string, env ...string) jobResult {
 	t.Helper()
 	dir := t.TempDir()
 	wrapper := filepath.Join(dir, "wrapper", FileName)
@@ -73,18 +94,12 @@ func runJob(t *testing.T, se sparkEnv, opts Options, partitions int, env ...stri
 	if err := WriteFile(wrapper, opts); err != nil {
 		t.Fatal(err)
 	}
-	job, err := filepath.Abs(filepath.Join("testdata", "job.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "result.json")
-	args, err := Injection{WrapperPath: wrapper}.Apply([]string{
+	args, err := Injection{WrapperPath: wrapper}.Apply(append([]string{
 		"--master", "local[2]",
 		"--conf", "spark.ui.enabled=false",
 		"--conf", "spark.pyspark.python=" + se.python,
 		"--conf", "spark.log.level=WARN",
-		job, out, fmt.Sprint(partitions),
-	})
+	}, app...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,13 +116,6 @@ func runJob(t *testing.T, se sparkEnv, opts Options, partitions int, env ...stri
 	res := jobResult{stderr: stderr.String(), elapsed: time.Since(start)}
 	if err != nil {
 		t.Fatalf("spark-submit %q: %v (after %v)\nstdout:\n%s\nstderr:\n%s", args, err, res.elapsed, stdout.String(), res.stderr)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatalf("job wrote no result: %v\nstderr:\n%s", err, res.stderr)
-	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatalf("result %q: %v", b, err)
 	}
 	t.Logf("job took %v", res.elapsed.Round(time.Millisecond))
 	return res
@@ -367,5 +375,56 @@ func TestSparkSurvivesSessionRefusal(t *testing.T) {
 	}
 	if r := a.report(); r.conns == 0 {
 		t.Error("no worker connected to the fake adapter")
+	}
+}
+
+// The example app (RDD lambdas, a module from --py-files, a UDF and
+// mapInPandas) gives the same result with every task traced as without
+// sparkdap (testdata/loans.want.json, from a plain spark-submit run).
+func TestSparkLoansExampleUnchanged(t *testing.T) {
+	se := requireSpark(t)
+	a := newFakeAdapter(t, "")
+	o := NewOptions()
+	o.Proxy = a.addr()
+	o.PostMortem = true
+	ex, err := filepath.Abs(filepath.Join("..", "examples", "loans"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "loans.json")
+	res := runSpark(t, se, o, []string{"--py-files", filepath.Join(ex, "loanlib.py"), filepath.Join(ex, "loans.py"), "--output", out})
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("no result: %v\nstderr:\n%s", err, res.stderr)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "loans.want.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("result under sparkdap:\n%s\nwant:\n%s", got, want)
+	}
+	a.close()
+	r := a.report()
+	if len(r.errs) > 0 {
+		t.Errorf("fake adapter errors: %v", r.errs)
+	}
+	seen := map[float64]bool{}
+	for _, task := range r.tasks {
+		id, _ := task["taskAttemptId"].(float64)
+		if seen[id] {
+			t.Errorf("task %v labelled twice", id)
+		}
+		seen[id] = true
+	}
+	if len(seen) < 4 || r.conns == 0 || r.conns > len(seen) {
+		t.Errorf("%d connections, %d distinct task labels; want every task labelled once over at most one connection per task", r.conns, len(seen))
 	}
 }
