@@ -89,6 +89,11 @@ func runSubmit(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	if fi, err := os.Stat(workerwrap.FileName); err == nil && !fi.IsDir() {
+		// Seen for real: local-mode daemons run in this directory, and
+		// `python -m` puts it ahead of PYTHONPATH, so a stale copy wins.
+		fmt.Fprintf(stderr, "sparkdap: warning: ./%s in the working directory shadows the generated wrapper in local mode; remove it or run from another directory\n", workerwrap.FileName)
+	}
 	cmd := exec.Command(bin, finalArgs...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	// Local-mode workers inherit the JVM's environment: the wrapper's
