@@ -4,7 +4,9 @@ go 1.26.0
 
 require (
 	github.com/google/go-dap v0.12.0
+	github.com/hashicorp/yamux v0.1.2
 	github.com/rs/zerolog v1.35.1
+	golang.org/x/crypto v0.59.0
 )
 
 require (

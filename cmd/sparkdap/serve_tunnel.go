@@ -2,23 +2,55 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"net"
+	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/tunnel"
 )
 
 // tunnelFlags are serve's flags for reaching executors through an SSH
 // gateway (see package tunnel).
 type tunnelFlags struct {
-	ssh string
+	ssh            string
+	identities     stringList
+	knownHosts     string
+	acceptNew      bool
+	mode           string
+	remoteListen   string
+	agentPath      string
+	agentCacheDir  string
+	keepalive      time.Duration
+	maxReconnects  int
+	connectTimeout time.Duration
 }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func addTunnelFlags(fs *flag.FlagSet) *tunnelFlags {
 	t := &tunnelFlags{}
 	fs.StringVar(&t.ssh, "ssh", "", "reach executors through this SSH gateway: user@host[:port]")
+	fs.Var(&t.identities, "ssh-identity", "private key `file` for --ssh, like ssh -i (repeatable; default: ssh-agent, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")
+	fs.StringVar(&t.knownHosts, "ssh-known-hosts", tunnel.DefaultKnownHosts(), "known_hosts `file` the gateway's host key is checked against")
+	fs.BoolVar(&t.acceptNew, "ssh-accept-new-host-key", false, "trust a gateway not yet in known_hosts and add its key there (a changed key is always refused)")
+	fs.StringVar(&t.mode, "ssh-mode", "agent", "agent: run 'sparkdap agent' on the gateway, all executors over one SSH session; forward: plain remote forward (ssh -R), nothing runs on the gateway")
+	fs.StringVar(&t.remoteListen, "remote-listen", "127.0.0.1:5678", "address executors connect to on the gateway (0.0.0.0:PORT for executors on other hosts)")
+	fs.StringVar(&t.agentPath, "agent-path", "", "sparkdap on the gateway (default: sparkdap on the remote PATH, else upload this executable)")
+	fs.StringVar(&t.agentCacheDir, "agent-cache-dir", tunnel.DefaultAgentCacheDir, "gateway `dir` where an uploaded agent is kept")
+	fs.DurationVar(&t.keepalive, "ssh-keepalive", 15*time.Second, "send SSH keepalives this often; 3 unanswered mean the connection is dead and is reconnected")
+	fs.IntVar(&t.maxReconnects, "ssh-max-reconnects", 20, "give up after this many failed reconnects in a row")
+	fs.DurationVar(&t.connectTimeout, "ssh-timeout", 20*time.Second, "bound on connecting and the SSH handshake")
 	return t
 }
 
@@ -26,6 +58,76 @@ func (t *tunnelFlags) enabled() bool { return t.ssh != "" }
 
 // run carries executor connections from the gateway to hub until ctx ends.
 func (t *tunnelFlags) run(ctx context.Context, hub *dap.Hub, log zerolog.Logger, stderr io.Writer) error {
-	<-ctx.Done()
+	target, err := tunnel.ParseTarget(t.ssh)
+	if err != nil {
+		return err
+	}
+	mode := tunnel.Mode(t.mode)
+	if mode != tunnel.ModeAgent && mode != tunnel.ModeForward {
+		return fmt.Errorf("--ssh-mode %q: want agent or forward", t.mode)
+	}
+	if err := warnIfPublic(t.remoteListen, log); err != nil {
+		return fmt.Errorf("--remote-listen: %w", err)
+	}
+	if mode == tunnel.ModeForward && (t.agentPath != "") {
+		return errors.New("--agent-path has no meaning with --ssh-mode forward")
+	}
+	var agentArgs []string
+	if log.GetLevel() <= zerolog.DebugLevel {
+		agentArgs = []string{"--log-level", "debug"}
+	}
+	tlog := log.With().Str("component", "tunnel").Logger()
+	err = tunnel.Run(ctx, tunnel.Config{
+		Dial: tunnel.DialConfig{
+			Target: target, IdentityFiles: t.identities, KnownHostsFile: t.knownHosts,
+			AcceptNewHostKey: t.acceptNew, Timeout: t.connectTimeout, Log: tlog,
+		},
+		Mode: mode, RemoteListen: t.remoteListen,
+		AgentPath: t.agentPath, AgentCacheDir: t.agentCacheDir, AgentArgs: agentArgs,
+		KeepaliveInterval: t.keepalive, MaxAttempts: t.maxReconnects,
+		Handle: hub.ServeExecutor,
+		OnUp: func(u tunnel.Up) {
+			how := "tunnel up"
+			if u.Reconnected {
+				how = fmt.Sprintf("tunnel up again (reconnected after %d attempt(s))", u.Attempts)
+			}
+			fmt.Fprintf(stderr, "sparkdap: %s: executors connect to %s%s\n", how, executorAddr(target.Host, u.Addr), reachNote(u.Addr))
+		},
+		OnDown: func(err error, attempt int, retryIn time.Duration) {
+			if attempt == 0 {
+				fmt.Fprintf(stderr, "sparkdap: tunnel down: %v; reconnecting in %s\n", err, retryIn)
+			} else {
+				fmt.Fprintf(stderr, "sparkdap: tunnel reconnect attempt %d failed: %v; retrying in %s\n", attempt, err, retryIn)
+			}
+		},
+		Log: tlog,
+	})
+	if err != nil {
+		return fmt.Errorf("tunnel: %w", err)
+	}
 	return nil
+}
+
+// executorAddr turns the gateway's listen address into what an executor
+// dials: an unspecified address means "the gateway's own name".
+func executorAddr(gateway, listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = gateway
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func reachNote(listen string) string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return " (on the gateway's loopback only: executors on other hosts need --remote-listen 0.0.0.0:PORT)"
+	}
+	return ""
 }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sparkdap/sparkdap/tunnel"
+)
+
+func init() {
+	register("agent", "gateway side of serve --ssh: carry executor connections to the proxy over stdio (started by serve)", runAgent)
+}
+
+// runAgent is started by `sparkdap serve --ssh` over an SSH session; its
+// stdin and stdout are the yamux session to the proxy. Humans do not run
+// it directly, but it is a normal command so it can be installed on the
+// gateway instead of uploaded.
+func runAgent(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("agent", stderr)
+	listen := fs.String("listen", "127.0.0.1:5678", "address executors' debugpy.connect reaches on this gateway (0.0.0.0:5678 lets other hosts in)")
+	listenRetry := fs.Duration("listen-retry", 30*time.Second, "keep retrying a busy --listen port this long (a previous agent may still be exiting)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "console", "console or json (logs go to stderr)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	logger, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+	if err := warnIfPublic(*listen, logger); err != nil {
+		return err
+	}
+	// stdout carries the tunnel: anything else printed there would corrupt
+	// it, so point os.Stdout at stderr for any stray print.
+	out := os.Stdout
+	if stdout != io.Writer(os.Stdout) {
+		return fmt.Errorf("agent must own the process's stdout")
+	}
+	os.Stdout = os.Stderr
+	defer func() { os.Stdout = out }()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	return tunnel.RunAgent(ctx, os.Stdin, out, []io.Closer{os.Stdin, out}, tunnel.AgentConfig{
+		Listen: *listen, ListenRetry: *listenRetry, Log: logger,
+	})
+}
