@@ -297,7 +297,7 @@ func knownAlgorithms(db ssh.HostKeyCallback, addr string) []string {
 	remote := &net.TCPAddr{IP: net.IPv4zero}
 	var ke *knownhosts.KeyError
 	if err := db(addr, remote, probeKey{}); !errors.As(err, &ke) {
-		return nil
+		ke = &knownhosts.KeyError{}
 	}
 	seen := map[string]bool{}
 	var out []string
@@ -316,7 +316,9 @@ func knownAlgorithms(db ssh.HostKeyCallback, addr string) []string {
 		add(k.Key.Type())
 	}
 	if len(out) == 0 {
-		return nil // x/crypto's default order
+		// Unknown host: ask for ed25519 first like ssh(1), so the
+		// fingerprint we show is the one ssh and ssh-keyscan users know.
+		add(ssh.KeyAlgoED25519)
 	}
 	for _, a := range ssh.SupportedAlgorithms().HostKeys {
 		add(a)
