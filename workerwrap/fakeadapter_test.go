@@ -11,6 +11,7 @@ import (
 	"net/textproto"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,8 +29,13 @@ type fakeAdapter struct {
 	// the handshake, then disconnects.
 	hangUpAfterHandshake bool
 
+	// refuseHello, if set, is the reason every worker hello is refused
+	// with (as the proxy does at its session limit).
+	refuseHello string
+
 	mu      sync.Mutex
-	conns   int
+	conns   int              // pydevd connections
+	hellos  []map[string]any // worker hellos, as received
 	tokens  []any // clientAccessToken as received
 	tasks   []map[string]any
 	stops   []stackFrame
@@ -78,9 +84,6 @@ func (a *fakeAdapter) accept() {
 		if err != nil {
 			return
 		}
-		a.mu.Lock()
-		a.conns++
-		a.mu.Unlock()
 		a.wg.Add(2)
 		go func() {
 			defer a.wg.Done()
@@ -209,6 +212,15 @@ func (a *fakeAdapter) event(d *dapConn, m map[string]any) error {
 
 func (a *fakeAdapter) serve(c net.Conn) error {
 	d := &dapConn{c: c, r: bufio.NewReader(c)}
+	// A worker's hello comes first and unasked; pydevd waits to be spoken
+	// to. The real proxy does not wait (see dap/hello.go); a fake may.
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if b, err := d.r.Peek(len("SPARKDAP/1 ")); err == nil && string(b) == "SPARKDAP/1 " {
+		return a.serveHello(c, d.r)
+	}
+	a.mu.Lock()
+	a.conns++
+	a.mu.Unlock()
 	// The handshake must finish well before the wrapper's guard gives up.
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	auth, err := a.request(d, "pydevdAuthorize", map[string]any{"debugServerAccessToken": nil})
@@ -250,7 +262,33 @@ func (a *fakeAdapter) serve(c net.Conn) error {
 	}
 }
 
+// serveHello answers a worker's hello as the proxy does.
+func (a *fakeAdapter) serveHello(c net.Conn, r *bufio.Reader) error {
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("reading hello: %w", err)
+	}
+	var hello map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "SPARKDAP/1 ")), &hello); err != nil {
+		return fmt.Errorf("malformed hello %q: %w", line, err)
+	}
+	a.mu.Lock()
+	a.hellos = append(a.hellos, hello)
+	a.mu.Unlock()
+	reply := "OK"
+	switch {
+	case a.refuseHello != "":
+		reply = "REFUSED " + a.refuseHello
+	case a.token != "" && hello["token"] != a.token:
+		reply = "REFUSED wrong access token"
+	}
+	_, err = c.Write([]byte("SPARKDAP/1 " + reply + "\n"))
+	return err
+}
+
 type adapterReport struct {
+	hellos []map[string]any
 	conns  int
 	tokens []any
 	tasks  []map[string]any
@@ -261,7 +299,7 @@ type adapterReport struct {
 func (a *fakeAdapter) report() adapterReport {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return adapterReport{a.conns, append([]any(nil), a.tokens...), append([]map[string]any(nil), a.tasks...),
+	return adapterReport{append([]map[string]any(nil), a.hellos...), a.conns, append([]any(nil), a.tokens...), append([]map[string]any(nil), a.tasks...),
 		append([]stackFrame(nil), a.stops...), append([]error(nil), a.errs...)}
 }
 

@@ -233,10 +233,16 @@ func TestSparkFailOpenNoDebugpy(t *testing.T) {
 		[]byte("raise ImportError('debugpy disabled by the sparkdap test')\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The proxy is there and accepts the worker's hello; debugpy is what
+	// is missing on the executor.
+	a := newFakeAdapter(t, "")
 	o := NewOptions()
-	o.Proxy = closedPort(t)
+	o.Proxy = a.addr()
 	res := runJob(t, se, o, 4, "PYTHONPATH="+shim)
 	checkFailOpen(t, res, regexp.MustCompile(`^debugger unavailable \(cannot import debugpy: ImportError: debugpy disabled by the sparkdap test\); task runs undebugged$`))
+	if r := a.report(); len(r.hellos) == 0 || r.conns != 0 {
+		t.Errorf("got %d hellos and %d pydevd connections, want >0 and 0", len(r.hellos), r.conns)
+	}
 }
 
 func TestSparkSelectsPartition(t *testing.T) {
@@ -263,6 +269,13 @@ func TestSparkSelectsPartition(t *testing.T) {
 	}
 	if r.conns != 1 || len(r.tokens) != 1 || r.tokens[0] != token {
 		t.Errorf("got %d connections with tokens %v, want 1 with %q", r.conns, r.tokens, token)
+	}
+	if len(r.hellos) != 1 || r.hellos[0]["token"] != token || r.hellos[0]["partitionId"] != 1.0 {
+		t.Fatalf("got hellos %v, want one for partition 1 with the token", r.hellos)
+	}
+	roots, _ := r.hellos[0]["roots"].(map[string]any)
+	if cwd, _ := roots["cwd"].(string); cwd == "" || roots["sparkFiles"] == nil {
+		t.Errorf("hello roots %v lack the worker's directory or SparkFiles root", roots)
 	}
 	if len(r.tasks) != 1 {
 		t.Fatalf("got %d sparkdapTask events, want 1: %v", len(r.tasks), r.tasks)
@@ -344,12 +357,14 @@ func TestSparkFailOpenWrongToken(t *testing.T) {
 	o.Proxy = a.addr()
 	o.HandshakeTimeout = time.Minute // must not be what ends the wait
 	res := runJob(t, se, o, 4, "SPARKDAP_TOKEN=a-wrong-token")
-	checkFailOpen(t, res, regexp.MustCompile(`^debugger unavailable \(proxy `+regexp.QuoteMeta(o.Proxy)+` closed the connection during the debug handshake; wrong token or session limit reached\?\); task runs undebugged$`))
+	checkFailOpen(t, res, regexp.MustCompile(`^debugger unavailable \(proxy `+regexp.QuoteMeta(o.Proxy)+` refused this worker: wrong access token\); task runs undebugged$`))
 	if res.elapsed > 45*time.Second {
-		t.Errorf("job took %v: the wrapper waited for the handshake timeout instead of noticing the closed connection", res.elapsed)
+		t.Errorf("job took %v: the wrapper waited for the handshake timeout instead of taking the refusal", res.elapsed)
 	}
-	if r := a.report(); r.conns == 0 || len(r.tasks) != 0 {
-		t.Errorf("fake adapter saw %d connections and %d task events, want >0 and 0", r.conns, len(r.tasks))
+	// Refused at the hello: no debugger was loaded, no pydevd connection.
+	if r := a.report(); len(r.hellos) == 0 || r.conns != 0 || len(r.tasks) != 0 {
+		t.Errorf("fake adapter saw %d hellos, %d pydevd connections and %d task events, want >0, 0 and 0",
+			len(r.hellos), r.conns, len(r.tasks))
 	}
 }
 

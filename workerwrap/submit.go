@@ -182,6 +182,14 @@ func (in Injection) Apply(args []string) ([]string, error) {
 		add = append(add, "--conf", confExecutorEnv+"PYTHONPATH="+dir)
 	}
 
+	// Closures pickled from the driver's script name it as their file; the
+	// wrapper and the proxy need its directory to bind breakpoints there.
+	if app := out[primary]; strings.HasSuffix(app, ".py") {
+		if abs, err := filepath.Abs(app); err == nil {
+			add = append(add, "--conf", confExecutorEnv+"SPARKDAP_DRIVER_DIR="+filepath.Dir(abs))
+		}
+	}
+
 	if in.Token != "" && !haveTokenEnv && !IsLocalMaster(master) {
 		add = append(add, "--conf", confExecutorEnv+in.TokenEnv+"="+in.Token)
 	}

@@ -1,6 +1,7 @@
 package workerwrap
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -9,7 +10,9 @@ import (
 func TestInjectionApply(t *testing.T) {
 	const w = "/tmp/sd/remote_debug.py"
 	daemon := []string{"--conf", "spark.python.daemon.module=remote_debug"}
-	pyPath := []string{"--conf", "spark.executorEnv.PYTHONPATH=/tmp/sd"}
+	cwd, _ := os.Getwd()
+	driverDir := []string{"--conf", "spark.executorEnv.SPARKDAP_DRIVER_DIR=" + cwd}
+	pyPath := append([]string{"--conf", "spark.executorEnv.PYTHONPATH=/tmp/sd"}, driverDir...)
 	cat := func(parts ...[]string) []string {
 		var out []string
 		for _, p := range parts {
@@ -58,7 +61,8 @@ func TestInjectionApply(t *testing.T) {
 		{
 			name: "daemon module already right, both conf forms",
 			args: []string{"--conf=spark.python.daemon.module=remote_debug", "-c", "spark.executorEnv.PYTHONPATH=/opt/lib", "app.py"},
-			want: []string{"--conf=spark.python.daemon.module=remote_debug", "-c", "spark.executorEnv.PYTHONPATH=/tmp/sd:/opt/lib", "--py-files", w, "app.py"},
+			want: cat([]string{"--conf=spark.python.daemon.module=remote_debug", "-c", "spark.executorEnv.PYTHONPATH=/tmp/sd:/opt/lib", "--py-files", w},
+				driverDir, []string{"app.py"}),
 		},
 		{
 			name: "switches take no value",
