@@ -36,7 +36,7 @@ type fakeAdapter struct {
 	mu      sync.Mutex
 	conns   int              // pydevd connections
 	hellos  []map[string]any // worker hellos, as received
-	tokens  []any // clientAccessToken as received
+	tokens  []any            // clientAccessToken as received
 	tasks   []map[string]any
 	stops   []stackFrame
 	errs    []error
