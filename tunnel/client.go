@@ -95,7 +95,9 @@ func startAgent(ctx context.Context, client *ssh.Client, cmdline string, log zer
 		s.Close()
 		return nil, ctx.Err()
 	}
-	conn := stdioConn{Reader: br, Writer: stdin, closers: []io.Closer{stdin, s}}
+	// Closing the session, not stdin: x/crypto's CloseWrite races with a
+	// concurrent Write (yamux's send loop), while Close is serialized.
+	conn := stdioConn{Reader: br, Writer: stdin, closers: []io.Closer{s}}
 	sess, err := yamux.Server(conn, yamuxConfig(log))
 	if err != nil {
 		s.Close()
