@@ -270,7 +270,7 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 		h.unadmit(es)
 		return fmt.Errorf("executor %d: initialize: %w", es.id, err)
 	}
-	if _, err := es.call(ctx, "attach", h.executorAttachArgs()); err != nil {
+	if _, err := es.call(ctx, "attach", h.executorAttachArgs(es)); err != nil {
 		h.unadmit(es)
 		return fmt.Errorf("executor %d: attach: %w", es.id, err)
 	}

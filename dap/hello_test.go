@@ -160,3 +160,33 @@ func TestUnmappedSourceKeepsItsReference(t *testing.T) {
 		t.Fatalf("executor got sourceReference %v, want its own 4", got.Arguments()["sourceReference"])
 	}
 }
+
+func TestPostMortemWorkerGetsUserUnhandled(t *testing.T) {
+	p := startProxy(t, nil)
+	p.ide(false, func(ctx context.Context, c *dapclient.Client) error {
+		_, err := c.Request(ctx, "setExceptionBreakpoints", map[string]any{"filters": []any{"raised"}})
+		return err
+	})
+	addr := p.srv.ExecutorAddr().String()
+	if got := sayHello(t, addr, map[string]any{"token": testToken, "pid": 51, "postMortem": true}); got != "OK" {
+		t.Fatalf("hello: %q", got)
+	}
+	f := dialFake(t, addr, testToken, 51)
+	f.waitRequest("configurationDone", nil)
+	attach := f.waitRequest("attach", nil)
+	rules, _ := json.Marshal(attach.Arguments()["rules"])
+	if !strings.Contains(string(rules), `"module":"pyspark"`) {
+		t.Errorf("attach rules %s do not mark PySpark as library code", rules)
+	}
+	exc := f.waitRequest("setExceptionBreakpoints", nil)
+	filters, _ := json.Marshal(exc.Arguments()["filters"])
+	if string(filters) != `["raised","userUnhandled"]` {
+		t.Errorf("exception filters %s: want the IDE's plus userUnhandled", filters)
+	}
+	// A worker without --post-mortem gets the IDE's filters only.
+	g := p.executor(52, nil)
+	plain, _ := json.Marshal(g.waitRequest("setExceptionBreakpoints", nil).Arguments()["filters"])
+	if string(plain) != `["raised"]` {
+		t.Errorf("plain worker's filters %s, want the IDE's", plain)
+	}
+}

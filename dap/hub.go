@@ -172,7 +172,7 @@ var proxyOnlyKeys = []string{"connect", "listen", "host", "port", "processId", "
 
 // executorAttachArgs passes the IDE's debugger settings (justMyCode, rules,
 // showReturnValue, …) on to pydevd, with defaults for when no IDE is there.
-func (h *Hub) executorAttachArgs() map[string]any {
+func (h *Hub) executorAttachArgs(es *ExecutorSession) map[string]any {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	args := map[string]any{"justMyCode": true, "redirectOutput": true}
@@ -189,6 +189,16 @@ func (h *Hub) executorAttachArgs() map[string]any {
 		args["pathMappings"] = []any{map[string]any{
 			"localRoot": "/nonexistent/sparkdap-local", "remoteRoot": "/nonexistent/sparkdap-remote"}}
 	}
+	if es.task.PostMortem {
+		// PySpark's worker catches every exception of a task, so to pydevd
+		// none is ever uncaught. Counting PySpark as library code makes an
+		// exception leaving the user's function "user-unhandled".
+		rules, _ := args["rules"].([]any)
+		for _, m := range []string{"pyspark", "py4j"} {
+			rules = append(rules, map[string]any{"module": m, "include": false})
+		}
+		args["rules"] = rules
+	}
 	return args
 }
 
@@ -199,8 +209,14 @@ func (h *Hub) executorReady(es *ExecutorSession) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	es.ready = true
+	haveExceptions := false
 	for _, e := range h.bps.global() {
 		h.sendBreakpointsLocked(es, e, nil)
+		haveExceptions = haveExceptions || e.command == "setExceptionBreakpoints"
+	}
+	if es.task.PostMortem && !haveExceptions {
+		h.sendBreakpointsLocked(es, &bpEntry{command: "setExceptionBreakpoints", key: "setExceptionBreakpoints",
+			args: map[string]any{"filters": []any{}}}, nil)
 	}
 	if h.root != nil && h.root.childMode && h.root.configured {
 		es.announce = time.AfterFunc(h.cfg.LabelWait, func() { h.announce(es) })
@@ -448,14 +464,17 @@ func (h *Hub) breakpointChangedLocked(e *bpEntry, i int) {
 // local file may have there; done runs once all have answered.
 func (h *Hub) sendBreakpointsLocked(es *ExecutorSession, e *bpEntry, done func()) {
 	var requests []map[string]any
-	if paths := h.breakpointTargetsLocked(es, e); paths != nil {
+	paths := h.breakpointTargetsLocked(es, e)
+	switch {
+	case e.command == "setExceptionBreakpoints" && es.task.PostMortem:
+		requests = []map[string]any{withPostMortem(e.args)}
+	case paths != nil:
 		for _, p := range paths {
 			args := deepCopy(e.args).(map[string]any)
-			src := args["source"].(map[string]any)
-			src["path"] = p
+			args["source"].(map[string]any)["path"] = p
 			requests = append(requests, args)
 		}
-	} else {
+	default:
 		requests = []map[string]any{deepCopy(e.args).(map[string]any)}
 	}
 	var left atomic.Int64
@@ -677,3 +696,17 @@ func ignoreAnswer(es *ExecutorSession) func(Message, error) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// withPostMortem adds the userUnhandled filter to exception breakpoint
+// arguments, for a worker started with --post-mortem.
+func withPostMortem(args map[string]any) map[string]any {
+	out := deepCopy(args).(map[string]any)
+	filters, _ := out["filters"].([]any)
+	for _, f := range filters {
+		if f == "userUnhandled" {
+			return out
+		}
+	}
+	out["filters"] = append(filters, "userUnhandled")
+	return out
+}
