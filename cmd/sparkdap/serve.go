@@ -60,6 +60,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
 	tun := addTunnelFlags(fs)
+	pyc := addPyCharmFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: sparkdap serve [flags]\n\nExample:\n  SPARKDAP_TOKEN=s3cret sparkdap serve --ide 127.0.0.1:4711 --executors 127.0.0.1:5678\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -96,6 +97,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		if paths, err = dap.NewPathMapper(f.root, rules); err != nil {
 			return err
 		}
+	}
+	if pyc.enabled() {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return pyc.run(ctx, f.executors, token, paths, logger, stderr)
+	} else if pyc.ide != "dap" {
+		return fmt.Errorf("--ide-kind %q: want dap or pycharm", pyc.ide)
 	}
 	hub := dap.NewHub(dap.Config{
 		Token: token, MaxSessions: f.maxSessions, MaxMessageBytes: f.maxMessageBytes,
