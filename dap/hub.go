@@ -21,6 +21,11 @@ type Config struct {
 	// Token is the access token executors must present (debugpy.connect's
 	// access_token). Empty accepts any executor: tests only.
 	Token string
+	// IDEToken, if set, is the token DAP clients must present as the
+	// "sparkdapToken" attach argument (and as an argument of the
+	// sparkdapPaths status request). Child sessions get it in the
+	// startDebugging configuration the proxy sends.
+	IDEToken string
 	// MaxSessions caps how many executors are debugged at once; 0 = no cap.
 	// Executors beyond it are let go undebugged.
 	MaxSessions int
@@ -167,7 +172,7 @@ func (h *Hub) executorInitializeArgs() map[string]any {
 // proxyOnlyKeys are attach fields that configure the IDE↔proxy link, not
 // pydevd.
 var proxyOnlyKeys = []string{"connect", "listen", "host", "port", "processId", "request", "type", "name",
-	"preLaunchTask", "postDebugTask", "restart", "sparkdapExecutor", "subProcessId", "__sessionId",
+	"preLaunchTask", "postDebugTask", "restart", "sparkdapExecutor", IDETokenArg, "subProcessId", "__sessionId",
 	"__configurationTarget"}
 
 // executorAttachArgs passes the IDE's debugger settings (justMyCode, rules,

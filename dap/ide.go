@@ -2,8 +2,10 @@ package dap
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 
@@ -72,6 +74,34 @@ func (s *IDESession) isRoot() bool { return s.executor == nil }
 // `sparkdap paths`).
 const PathsCommand = "sparkdapPaths"
 
+// IDETokenArg is the attach (and sparkdapPaths) argument that carries the
+// IDE token when the proxy requires one (Config.IDEToken).
+const IDETokenArg = "sparkdapToken"
+
+// checkIDEToken returns "" if req carries the IDE token the proxy wants (or
+// it wants none), else why not. The compare is constant-time.
+func (h *Hub) checkIDEToken(req Message) string {
+	if h.cfg.IDEToken == "" {
+		return ""
+	}
+	got, present := req.Arguments()[IDETokenArg]
+	tok, _ := got.(string)
+	switch {
+	case !present || tok == "":
+		return `this sparkdap requires an IDE token: add "` + IDETokenArg + `": "<token>" to your attach configuration (the value of serve --ide-token)`
+	case subtle.ConstantTimeCompare([]byte(tok), []byte(h.cfg.IDEToken)) != 1:
+		return `wrong "` + IDETokenArg + `": it does not match serve --ide-token`
+	}
+	return ""
+}
+
+// refuseIDE answers req with why and closes the connection.
+func (s *IDESession) refuseIDE(req Message, why string) {
+	s.log.Warn().Str("command", req.Command()).Str("reason", why).Msg("IDE refused; closing its connection")
+	s.reply(newErrorResponse(req, "%s", why))
+	s.w.closeAfterFlush(fmt.Errorf("refused: %s", why))
+}
+
 // pydevdCommands are the requests pydevd answers. A request that is in the
 // DAP schema but not here gets no response at all from pydevd, so the proxy
 // answers those itself instead of leaving the IDE waiting.
@@ -123,6 +153,10 @@ func (s *IDESession) handle(m Message) {
 	case PathsCommand:
 		// A status query, not a debug session: served without attach, so
 		// it works while an IDE is attached.
+		if why := h.checkIDEToken(m); why != "" {
+			s.refuseIDE(m, why)
+			return
+		}
 		s.reply(newResponse(m, map[string]any{"executors": h.PathReports()}))
 		return
 	case "disconnect", "terminate":
@@ -215,6 +249,10 @@ func (s *IDESession) initialize(m Message) {
 
 func (s *IDESession) attach(m Message) {
 	h := s.hub
+	if why := h.checkIDEToken(m); why != "" {
+		s.refuseIDE(m, why)
+		return
+	}
 	args := m.Arguments()
 	if args == nil {
 		args = map[string]any{}
