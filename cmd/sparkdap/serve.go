@@ -28,9 +28,16 @@ func init() {
 // flag gives one; the generated worker wrapper reads the same variable.
 const tokenEnv = "SPARKDAP_TOKEN"
 
+// ideTokenEnv is where sparkdap looks for the IDE token when no flag gives
+// one. Unlike the executors' token, none is generated: without one the IDE
+// port relies on listening on loopback only.
+const ideTokenEnv = "SPARKDAP_IDE_TOKEN"
+
 type serveFlags struct {
 	ide, executors      string
 	token, tokenFile    string
+	ideToken            string
+	ideTokenFile        string
 	readyFile           string
 	maxSessions         int
 	maxMessageBytes     int
@@ -49,6 +56,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.executors, "executors", "127.0.0.1:5678", "address executors' debugpy.connect reaches")
 	fs.StringVar(&f.token, "token", "", "access token executors must present (default: $"+tokenEnv+", else a random one)")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the access token from this file")
+	fs.StringVar(&f.ideToken, "ide-token", "", "token DAP clients must present as the \"sparkdapToken\" attach argument (default: $"+ideTokenEnv+", else none)")
+	fs.StringVar(&f.ideTokenFile, "ide-token-file", "", "read the IDE token from this file")
 	fs.StringVar(&f.readyFile, "ready-file", "", "once listening, write {\"ide\",\"executors\",\"token\"} as JSON to this file (mode 0600)")
 	fs.IntVar(&f.maxSessions, "max-sessions", 0, "debug at most this many executors at once; others run undebugged (0 = no limit)")
 	fs.IntVar(&f.maxMessageBytes, "max-message-bytes", dap.DefaultMaxMessageBytes, "largest DAP message accepted from any peer")
@@ -79,6 +88,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ideToken, err := resolveIDEToken(f.ideToken, f.ideTokenFile)
+	if err != nil {
+		return err
+	}
 	for _, a := range []string{f.ide, f.executors} {
 		if err := warnIfPublic(a, logger); err != nil {
 			return err
@@ -106,7 +119,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--ide-kind %q: want dap or pycharm", pyc.ide)
 	}
 	hub := dap.NewHub(dap.Config{
-		Token: token, MaxSessions: f.maxSessions, MaxMessageBytes: f.maxMessageBytes,
+		Token: token, IDEToken: ideToken, MaxSessions: f.maxSessions, MaxMessageBytes: f.maxMessageBytes,
 		RequestTimeout: f.requestTimeout, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
 	})
 	srv, err := dap.Listen(hub, f.ide, f.executors)
@@ -183,6 +196,27 @@ func resolveToken(flagToken, file string) (token string, generated bool, err err
 		return "", false, fmt.Errorf("generate token: %w", err)
 	}
 	return hex.EncodeToString(b), true, nil
+}
+
+// resolveIDEToken picks the IDE token: flag, file, environment, or none.
+func resolveIDEToken(flagToken, file string) (string, error) {
+	switch {
+	case flagToken != "" && file != "":
+		return "", errors.New("give --ide-token or --ide-token-file, not both")
+	case flagToken != "":
+		return flagToken, nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--ide-token-file: %w", err)
+		}
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return "", fmt.Errorf("--ide-token-file %s is empty", file)
+		}
+		return t, nil
+	}
+	return os.Getenv(ideTokenEnv), nil
 }
 
 // warnIfPublic checks an address parses, and says so loudly when it is not
