@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/sparkdap/sparkdap/internal/jsonc"
+)
+
+func init() {
+	register("vscode", "write or merge sparkdap's attach configuration into .vscode/launch.json", runVSCode)
+}
+
+// defaultAttachName is the launch configuration sparkdap owns: running
+// `sparkdap vscode` again replaces it and nothing else.
+const defaultAttachName = "sparkdap: attach to Spark workers"
+
+// vscodeAttach is the configuration written, in the key order written.
+type vscodeAttach struct {
+	Name         string              `json:"name"`
+	Type         string              `json:"type"`
+	Request      string              `json:"request"`
+	Connect      vscodeConnect       `json:"connect"`
+	JustMyCode   bool                `json:"justMyCode"`
+	PathMappings []vscodePathMapping `json:"pathMappings,omitempty"`
+}
+
+type vscodeConnect struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+}
+
+type vscodePathMapping struct {
+	LocalRoot  string `json:"localRoot"`
+	RemoteRoot string `json:"remoteRoot"`
+}
+
+func runVSCode(args []string, stdout, stderr io.Writer) error {
+	fset := newFlagSet("vscode", stderr)
+	dir := fset.String("dir", ".", "workspace `folder`; the file written is DIR/.vscode/launch.json")
+	host := fset.String("host", "127.0.0.1", "host of sparkdap serve's IDE port, as VS Code reaches it")
+	port := fset.Int("port", 4711, "sparkdap serve's IDE port (its --ide flag)")
+	name := fset.String("name", defaultAttachName, "name of the configuration; one with the same name is replaced")
+	var maps multiFlag
+	fset.Var(&maps, "map", "REMOTE=LOCAL: add a debugpy pathMappings entry (repeatable). Rarely needed: serve --root/--map map paths in the proxy")
+	dryRun := fset.Bool("n", false, "print the resulting launch.json instead of writing it")
+	fset.Usage = func() {
+		fmt.Fprint(stderr, `usage: sparkdap vscode [--dir .] [--host 127.0.0.1] [--port 4711] [--name NAME] [--map REMOTE=LOCAL]... [-n]
+
+Adds the attach configuration for 'sparkdap serve' to .vscode/launch.json,
+creating the file if needed. Other configurations, their order and the
+file's other keys are kept; a configuration with the same name is replaced.
+launch.json may contain comments and trailing commas (JSONC): they are read,
+but the rewritten file is plain JSON, so comments are lost; sparkdap warns
+and keeps the original as launch.json.bak. An unreadable file is left as it is.
+
+Examples:
+  sparkdap vscode                              # ./.vscode/launch.json, port 4711
+  sparkdap vscode --dir ~/src/myjob --port 4800
+  sparkdap vscode -n                           # show the result, write nothing
+  sparkdap vscode --map /opt/jobs=${workspaceFolder}
+
+Flags:
+`)
+		fset.PrintDefaults()
+	}
+	if err := parseFlags(fset, args); err != nil {
+		return err
+	}
+	if fset.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (vscode takes only flags)", fset.Args())
+	}
+	if *port < 1 || *port > 65535 {
+		return fmt.Errorf("--port %d: want 1..65535", *port)
+	}
+	if strings.TrimSpace(*host) == "" || strings.TrimSpace(*name) == "" {
+		return errors.New("--host and --name must not be empty")
+	}
+	cfg := vscodeAttach{Name: *name, Type: "debugpy", Request: "attach",
+		Connect: vscodeConnect{Host: *host, Port: *port}}
+	for _, m := range maps {
+		remote, local, ok := strings.Cut(m, "=")
+		if !ok || remote == "" || local == "" {
+			return fmt.Errorf("--map %q: want REMOTE=LOCAL", m)
+		}
+		cfg.PathMappings = append(cfg.PathMappings, vscodePathMapping{LocalRoot: local, RemoteRoot: remote})
+	}
+
+	path := filepath.Join(*dir, ".vscode", "launch.json")
+	old, err := os.ReadFile(path)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	res, err := mergeLaunch(old, cfg)
+	if err != nil {
+		return fmt.Errorf("%s: %w; the file was not changed", path, err)
+	}
+	if *dryRun {
+		_, err := stdout.Write(res.data)
+		return err
+	}
+	if exists && bytes.Equal(old, res.data) {
+		fmt.Fprintf(stderr, "sparkdap: %s already has %q for %s; nothing to do\n", path, cfg.Name, hostPort(cfg))
+		return nil
+	}
+	if res.info.Comments > 0 {
+		bak := path + ".bak"
+		if err := os.WriteFile(bak, old, 0o644); err != nil {
+			return fmt.Errorf("keep a copy of %s: %w; the file was not changed", path, err)
+		}
+		fmt.Fprintf(stderr, "sparkdap: warning: %s has %d comment(s); the rewritten file is plain JSON without them. The original is kept as %s\n",
+			path, res.info.Comments, bak)
+	}
+	if err := writeFileAtomic(path, res.data); err != nil {
+		return err
+	}
+	how := "added"
+	if res.replaced {
+		how = "replaced"
+	}
+	if !exists {
+		how = "created the file with"
+	}
+	fmt.Fprintf(stderr, "sparkdap: %s: %s configuration %q (attach to %s)\n", path, how, cfg.Name, hostPort(cfg))
+	fmt.Fprintf(stderr, "sparkdap: next: run 'sparkdap serve --ide %s', then start %q in VS Code's Run and Debug view\n", hostPort(cfg), cfg.Name)
+	return nil
+}
+
+func hostPort(c vscodeAttach) string {
+	return net.JoinHostPort(strings.TrimSuffix(strings.TrimPrefix(c.Connect.Host, "["), "]"), strconv.Itoa(c.Connect.Port))
+}
+
+type mergeResult struct {
+	data     []byte
+	replaced bool // a configuration with the same name was there
+	info     jsonc.Info
+}
+
+// member is one key of a JSON object, in file order.
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+// mergeLaunch puts cfg into launch.json's content old (nil: no file),
+// replacing configurations with the same name and keeping everything else
+// in its order.
+func mergeLaunch(old []byte, cfg vscodeAttach) (mergeResult, error) {
+	var res mergeResult
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(cfg); err != nil {
+		return res, err
+	}
+	mine := json.RawMessage(bytes.TrimSpace(buf.Bytes()))
+
+	var members []member
+	if len(bytes.TrimSpace(old)) > 0 {
+		plain, info, err := jsonc.Standardize(old)
+		if err != nil {
+			return res, err
+		}
+		res.info = info
+		if len(bytes.TrimSpace(plain)) > 0 { // else only comments: as good as empty
+			if members, err = parseObject(plain); err != nil {
+				return res, err
+			}
+		}
+	}
+	hasVersion, hasConfigs := false, false
+	for i := range members {
+		switch members[i].key {
+		case "version":
+			hasVersion = true
+		case "configurations":
+			hasConfigs = true
+			var configs []json.RawMessage
+			if err := json.Unmarshal(members[i].value, &configs); err != nil {
+				return res, errors.New(`"configurations" is not an array`)
+			}
+			out := make([]json.RawMessage, 0, len(configs)+1)
+			for _, c := range configs {
+				var named struct {
+					Name any `json:"name"`
+				}
+				_ = json.Unmarshal(c, &named) // a non-object entry is kept as it is
+				if named.Name == cfg.Name {
+					if !res.replaced {
+						out = append(out, mine)
+					}
+					res.replaced = true
+					continue
+				}
+				out = append(out, c)
+			}
+			if !res.replaced {
+				out = append(out, mine)
+			}
+			b, err := json.Marshal(out)
+			if err != nil {
+				return res, err
+			}
+			members[i].value = b
+		}
+	}
+	if !hasConfigs {
+		b, _ := json.Marshal([]json.RawMessage{mine})
+		members = append([]member{{key: "configurations", value: b}}, members...)
+	}
+	if !hasVersion {
+		members = append([]member{{key: "version", value: json.RawMessage(`"0.2.0"`)}}, members...)
+	}
+
+	var compact bytes.Buffer
+	compact.WriteByte('{')
+	for i, m := range members {
+		if i > 0 {
+			compact.WriteByte(',')
+		}
+		k, _ := json.Marshal(m.key)
+		compact.Write(k)
+		compact.WriteByte(':')
+		compact.Write(m.value)
+	}
+	compact.WriteByte('}')
+	var out bytes.Buffer
+	if err := json.Indent(&out, compact.Bytes(), "", "    "); err != nil {
+		return res, err
+	}
+	out.WriteByte('\n')
+	res.data = out.Bytes()
+	return res, nil
+}
+
+// parseObject reads a JSON object's members in order. Errors carry the
+// line and column (plain has the input's offsets, see jsonc).
+func parseObject(plain []byte) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(plain))
+	dec.UseNumber()
+	where := func(err error) error {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			// The decoder's offsets count from the value it was reading;
+			// a whole-document parse gives the absolute one.
+			var v any
+			if !errors.As(json.Unmarshal(plain, &v), &se) {
+				return fmt.Errorf("invalid JSON: %w", err)
+			}
+			line, col := jsonc.Position(plain, max(int(se.Offset)-1, 0))
+			return fmt.Errorf("invalid JSON at line %d, column %d: %v", line, col, se)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return errors.New("invalid JSON: unexpected end of file")
+		}
+		return fmt.Errorf("invalid JSON: %w", err)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, where(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("launch.json must hold a JSON object ({\"version\": ..., \"configurations\": [...]})")
+	}
+	var members []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, where(err)
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, where(err)
+		}
+		replaced := false
+		for i := range members {
+			if members[i].key == key { // duplicate key: the last one wins, as in encoding/json
+				members[i].value, replaced = v, true
+			}
+		}
+		if !replaced {
+			members = append(members, member{key: key, value: v})
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, where(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return nil, fmt.Errorf("invalid JSON: data after the top-level object (offset %d)", dec.InputOffset())
+		}
+		return nil, where(err)
+	}
+	return members, nil
+}
+
+// writeFileAtomic replaces path by data without a moment where it is
+// half written, keeping an existing file's permissions.
+func writeFileAtomic(path string, data []byte) error {
+	mode := fs.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".launch.json.*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
