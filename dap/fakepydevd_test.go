@@ -20,12 +20,12 @@ type fakePydevd struct {
 	token string
 	pid   int
 
+	mu sync.Mutex
 	// verify decides whether a line breakpoint binds; nil binds all.
 	verify func(path string, line int) (bool, string)
 	// framePath is the file of the frame it reports stopped in.
 	framePath string
 
-	mu       sync.Mutex
 	seq      int64
 	requests []Message
 	bpNext   int64
@@ -35,13 +35,27 @@ type fakePydevd struct {
 
 func dialFake(t testing.TB, addr, token string, pid int) *fakePydevd {
 	t.Helper()
+	return dialFakeVerify(t, addr, token, pid, nil)
+}
+
+// dialFakeVerify is dialFake with a verify function, set before the fake
+// answers anything.
+func dialFakeVerify(t testing.TB, addr, token string, pid int, verify func(string, int) (bool, string)) *fakePydevd {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatalf("fake pydevd %d: dial %s: %v", pid, addr, err)
 	}
-	f := &fakePydevd{t: t, conn: c, token: token, pid: pid, changed: make(chan struct{}), closed: make(chan struct{})}
-	go f.serve()
+	f := newFake(t, c, token, pid, verify)
 	t.Cleanup(func() { c.Close() })
+	return f
+}
+
+// newFake plays pydevd on conn, which the caller closes.
+func newFake(t testing.TB, conn net.Conn, token string, pid int, verify func(string, int) (bool, string)) *fakePydevd {
+	f := &fakePydevd{t: t, conn: conn, token: token, pid: pid, verify: verify,
+		changed: make(chan struct{}), closed: make(chan struct{})}
+	go f.serve()
 	return f
 }
 
@@ -96,6 +110,9 @@ func (f *fakePydevd) serve() {
 // answer plays pydevd: the same answers, with ids from per-process counters.
 func (f *fakePydevd) answer(m Message) (map[string]any, bool) {
 	args := m.Arguments()
+	f.mu.Lock()
+	verify, framePath := f.verify, f.framePath
+	f.mu.Unlock()
 	switch m.Command() {
 	case "pydevdAuthorize":
 		return map[string]any{"clientAccessToken": f.token}, true
@@ -114,8 +131,8 @@ func (f *fakePydevd) answer(m Message) (map[string]any, bool) {
 		for _, b := range bps {
 			line, _ := toInt(b.(map[string]any)["line"])
 			ok, msg := true, ""
-			if f.verify != nil {
-				ok, msg = f.verify(path, int(line))
+			if verify != nil {
+				ok, msg = verify(path, int(line))
 			}
 			f.mu.Lock()
 			id := f.bpNext
@@ -134,7 +151,7 @@ func (f *fakePydevd) answer(m Message) (map[string]any, bool) {
 		if tid, _ := toInt(args["threadId"]); tid != 1 {
 			return map[string]any{"error": fmt.Sprintf("unknown thread %d", tid)}, false
 		}
-		path := f.framePath
+		path := framePath
 		if path == "" {
 			path = "/job/udf.py"
 		}

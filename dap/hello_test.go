@@ -90,14 +90,15 @@ func TestHelloRootsMapBreakpointsBeforeUserCode(t *testing.T) {
 	if got != "OK" {
 		t.Fatalf("hello: %q", got)
 	}
-	f := dialFake(t, p.srv.ExecutorAddr().String(), testToken, 31)
-	f.framePath = shipped
-	f.verify = func(path string, line int) (bool, string) {
+	f := dialFakeVerify(t, p.srv.ExecutorAddr().String(), testToken, 31, func(path string, line int) (bool, string) {
 		if path == shipped {
 			return true, ""
 		}
 		return false, "Breakpoint in file that does not exist."
-	}
+	})
+	f.mu.Lock()
+	f.framePath = shipped
+	f.mu.Unlock()
 	f.waitRequest("configurationDone", nil)
 	cmds := f.commands()
 	hit := f.waitRequest("setBreakpoints", func(m Message) bool {
@@ -140,7 +141,9 @@ func TestUnmappedSourceKeepsItsReference(t *testing.T) {
 	p := startProxy(t, func(c *Config) { c.Paths = pm })
 	c := p.ide(false, nil)
 	f := p.executor(8, nil)
+	f.mu.Lock()
 	f.framePath = "/opt/vendor/lib.py"
+	f.mu.Unlock()
 	f.stop()
 	tid := stoppedOn(p.ctx, t, c)
 	frames, err := c.StackTrace(p.ctx, tid)

@@ -73,8 +73,7 @@ func (p *testProxy) ide(childSessions bool, configure func(ctx context.Context, 
 // service.
 func (p *testProxy) executor(pid int, verify func(string, int) (bool, string)) *fakePydevd {
 	p.t.Helper()
-	f := dialFake(p.t, p.srv.ExecutorAddr().String(), testToken, pid)
-	f.verify = verify
+	f := dialFakeVerify(p.t, p.srv.ExecutorAddr().String(), testToken, pid, verify)
 	f.waitRequest("configurationDone", nil)
 	return f
 }
