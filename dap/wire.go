@@ -25,11 +25,13 @@ type wire struct {
 	conn      net.Conn
 	maxQueued int
 
-	mu     sync.Mutex
-	seq    int64
-	queue  [][]byte
-	queued int
-	err    error // why the wire closed; nil while open
+	mu      sync.Mutex
+	seq     int64
+	queue   [][]byte
+	queued  int
+	writing bool  // writeLoop is writing a batch it took from queue
+	closing error // closeAfterFlush's reason: close once the queue is written
+	err     error // why the wire closed; nil while open
 
 	wake chan struct{}
 	done chan struct{}
@@ -90,20 +92,30 @@ func withSeq(body []byte, seq int64) []byte {
 
 func (w *wire) writeLoop() {
 	for {
-		select {
-		case <-w.wake:
-		case <-w.done:
-			return
-		}
 		w.mu.Lock()
 		batch := w.queue
 		w.queue, w.queued = nil, 0
+		w.writing = len(batch) > 0
+		closing := w.closing
 		w.mu.Unlock()
 		if len(batch) == 0 {
-			continue
+			if closing != nil {
+				w.close(closing)
+				return
+			}
+			select {
+			case <-w.wake:
+				continue
+			case <-w.done:
+				return
+			}
 		}
 		bufs := net.Buffers(batch)
-		if _, err := bufs.WriteTo(w.conn); err != nil {
+		_, err := bufs.WriteTo(w.conn)
+		w.mu.Lock()
+		w.writing = false
+		w.mu.Unlock()
+		if err != nil {
 			w.close(fmt.Errorf("write: %w", err))
 			return
 		}
@@ -127,22 +139,34 @@ func (w *wire) close(reason error) {
 	w.conn.Close()
 }
 
-// closeAfterFlush lets what is queued reach the peer, then closes. Used when
-// the last word matters (a refusal, a final event).
+// closeAfterFlush lets what is queued (and what is sent until then) reach
+// the peer, then closes. Used when the last word matters (a refusal, a final
+// event). It never blocks; a peer that does not read gets flushWait.
 func (w *wire) closeAfterFlush(reason error) {
-	go func() {
-		for range 100 { // bounded: at most ~1 s
-			w.mu.Lock()
-			empty := len(w.queue) == 0
-			w.mu.Unlock()
-			if empty {
-				break
-			}
-			sleepShort()
-		}
+	if reason == nil {
+		reason = errClosed
+	}
+	w.mu.Lock()
+	if w.err != nil || w.closing != nil {
+		w.mu.Unlock()
+		return
+	}
+	w.closing = reason
+	idle := len(w.queue) == 0 && !w.writing
+	w.mu.Unlock()
+	if idle {
 		w.close(reason)
-	}()
+		return
+	}
+	_ = w.conn.SetWriteDeadline(time.Now().Add(flushWait))
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
 }
+
+// flushWait bounds how long closeAfterFlush waits for a peer to read.
+const flushWait = 2 * time.Second
 
 // closedErr is why the wire closed, or nil.
 func (w *wire) closedErr() error {
@@ -198,5 +222,3 @@ func describe(m Message) string {
 	}
 	return m.Type() + " " + m.Command()
 }
-
-func sleepShort() { time.Sleep(10 * time.Millisecond) }
