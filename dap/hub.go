@@ -299,6 +299,15 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 	defer h.mu.Unlock()
 	tid, hasTid := toInt(body["threadId"])
 	switch m.Event() {
+	case "stopped", "continued", "thread":
+		if !hasTid {
+			// Without its thread the IDE cannot tell which executor's
+			// thread it is about; pydevd always names one.
+			es.log.Warn().Str("event", m.Event()).Msg("dropping event without an integer threadId")
+			return
+		}
+	}
+	switch m.Event() {
 	case "stopped":
 		if hasTid {
 			es.stopped[tid] = deepCopy(m).(Message)

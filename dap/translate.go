@@ -93,9 +93,14 @@ func (tr *translator) walk(v any) (any, error) {
 }
 
 // id translates one id value. Zero means "none" for references and is kept;
-// so are non-numeric values such as threadId "*".
+// so are non-numeric values from the IDE such as threadId "*". From an
+// executor, an id that is not an integer is an error: passed through
+// untranslated, 1.0 or "1" could name another executor's thread in the IDE.
 func (tr *translator) id(kind idKind, v any) (any, error) {
 	n, ok := toInt(v)
+	if !ok && tr.toGlobal && v != nil {
+		return nil, fmt.Errorf("%s %v from the executor is not an integer", kind, truncate(fmt.Sprint(v), 32))
+	}
 	if !ok || n == 0 {
 		return v, nil
 	}
