@@ -152,9 +152,9 @@ func TestIDETokenRefusedChildSession(t *testing.T) {
 	if _, err := c.Initialize(p.ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	err = c.Attach(p.ctx, map[string]any{"sparkdapExecutor": ids[0].ID}, nil)
-	if err == nil || !strings.Contains(err.Error(), "requires an IDE token") {
-		t.Fatalf("child attach without token: %v; want a refusal", err)
+	resp, err := c.Request(p.ctx, "attach", map[string]any{"sparkdapExecutor": ids[0].ID})
+	if err != nil || resp.Success || !strings.Contains(resp.Message, "requires an IDE token") {
+		t.Fatalf("child attach without token: %+v, %v; want a refusal", resp, err)
 	}
 	waitClosedByProxy(t, c)
 	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)

@@ -217,6 +217,9 @@ func (es *ExecutorSession) serve(ctx context.Context) {
 		<-readEnded
 	}
 	es.w.close(reason)
+	if isBadInput(reason) {
+		es.log.Warn().Err(reason).Msg("closing executor connection: it broke the protocol")
+	}
 	es.failPending(fmt.Errorf("executor %d went away: %w", es.id, reason))
 	es.hub.executorGone(es, reason)
 }

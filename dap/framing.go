@@ -21,6 +21,9 @@ const maxHeaderBytes = 4096
 // ErrMessageTooLarge is returned when a peer announces a body over the limit.
 var ErrMessageTooLarge = errors.New("message exceeds the size limit")
 
+// ErrMalformedFrame is returned for a header that breaks the framing rules.
+var ErrMalformedFrame = errors.New("malformed frame")
+
 // FrameReader reads Content-Length framed messages. Unlike go-dap's reader it
 // has a configurable limit and reports malformed headers precisely.
 type FrameReader struct {
@@ -52,13 +55,13 @@ func (fr *FrameReader) ReadFrame() ([]byte, error) {
 				return nil, io.EOF
 			}
 			if err == bufio.ErrBufferFull {
-				return nil, errors.New("header line too long")
+				return nil, fmt.Errorf("%w: header line too long", ErrMalformedFrame)
 			}
 			return nil, fmt.Errorf("reading header: %w", noEOF(err))
 		}
 		headerBytes += len(line)
 		if headerBytes > maxHeaderBytes {
-			return nil, errors.New("header block too long")
+			return nil, fmt.Errorf("%w: header block too long", ErrMalformedFrame)
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) == 0 {
@@ -66,18 +69,18 @@ func (fr *FrameReader) ReadFrame() ([]byte, error) {
 		}
 		name, value, ok := strings.Cut(string(line), ":")
 		if !ok {
-			return nil, fmt.Errorf("malformed header %q", truncate(string(line), 64))
+			return nil, fmt.Errorf("%w: malformed header %q", ErrMalformedFrame, truncate(string(line), 64))
 		}
 		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
 			n, err := strconv.Atoi(strings.TrimSpace(value))
 			if err != nil || n < 0 {
-				return nil, fmt.Errorf("bad Content-Length %q", truncate(value, 32))
+				return nil, fmt.Errorf("%w: bad Content-Length %q", ErrMalformedFrame, truncate(value, 32))
 			}
 			length = n
 		}
 	}
 	if length < 0 {
-		return nil, errors.New("missing Content-Length header")
+		return nil, fmt.Errorf("%w: missing Content-Length header", ErrMalformedFrame)
 	}
 	if length > fr.max {
 		return nil, fmt.Errorf("%w: %d bytes announced, limit %d", ErrMessageTooLarge, length, fr.max)

@@ -57,7 +57,10 @@ func (s *IDESession) serve(ctx context.Context) {
 		<-done
 	}
 	s.w.close(reason)
-	if reason != nil && !errors.Is(reason, errClosed) {
+	switch {
+	case isBadInput(reason):
+		s.log.Warn().Err(reason).Msg("closing IDE connection: it broke the protocol")
+	case reason != nil && !errors.Is(reason, errClosed):
 		s.log.Info().Err(reason).Msg("IDE connection ended")
 	}
 	s.gone(false)

@@ -12,6 +12,16 @@ import (
 // errClosed is returned when sending on a connection that has gone away.
 var errClosed = errors.New("connection closed")
 
+// errMalformedMessage marks a frame whose body is not a valid DAP message.
+var errMalformedMessage = errors.New("malformed message")
+
+// isBadInput reports whether a connection ended because its peer broke the
+// protocol (as opposed to leaving), which is worth a warning.
+func isBadInput(err error) bool {
+	return errors.Is(err, ErrMalformedFrame) || errors.Is(err, ErrMessageTooLarge) ||
+		errors.Is(err, errMalformedMessage)
+}
+
 // defaultMaxQueuedBytes bounds what may wait for a slow reader before the
 // connection is dropped, so one stuck peer cannot make the proxy grow without
 // bound.
@@ -206,7 +216,7 @@ func (w *wire) readFrames(fr *FrameReader, handle func(Message)) error {
 		}
 		m, err := DecodeMessage(body)
 		if err != nil {
-			return fmt.Errorf("malformed message: %w", err)
+			return fmt.Errorf("%w: %w", errMalformedMessage, err)
 		}
 		handle(m)
 	}
