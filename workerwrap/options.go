@@ -69,7 +69,17 @@ type Options struct {
 	Wait bool
 	// PostMortem asks the proxy to stop where an exception escapes user code.
 	PostMortem bool
+	// IDE selects the debugger the wrapper loads: IDEDAP (debugpy, for
+	// `sparkdap serve`'s DAP front end) or IDEPyCharm (pydevd-pycharm, for
+	// `sparkdap serve --ide-kind pycharm`).
+	IDE string
 }
+
+// Values of Options.IDE.
+const (
+	IDEDAP     = "dap"
+	IDEPyCharm = "pycharm"
+)
 
 // NewOptions returns Options with the defaults filled in.
 func NewOptions() Options {
@@ -77,6 +87,7 @@ func NewOptions() Options {
 		Proxy:            DefaultProxy,
 		TokenEnv:         DefaultTokenEnv,
 		SampleRate:       1,
+		IDE:              IDEDAP,
 		ConnectTimeout:   DefaultConnectTimeout,
 		HandshakeTimeout: DefaultHandshakeTimeout,
 	}
@@ -90,6 +101,9 @@ func (o Options) Validate() error {
 	var errs []error
 	if err := validateProxy(o.Proxy); err != nil {
 		errs = append(errs, err)
+	}
+	if o.IDE != IDEDAP && o.IDE != IDEPyCharm {
+		errs = append(errs, fmt.Errorf("ide %q: want %s or %s", o.IDE, IDEDAP, IDEPyCharm))
 	}
 	if !envNameRE.MatchString(o.TokenEnv) {
 		errs = append(errs, fmt.Errorf("token env %q: not a valid environment variable name", o.TokenEnv))

@@ -34,6 +34,7 @@ type templateData struct {
 	HandshakeTimeout float64
 	Wait             bool
 	PostMortem       bool
+	PyCharm          bool // load pydevd-pycharm and call pydevd_pycharm.settrace instead of debugpy.connect
 }
 
 // Render writes the Python source of remote_debug.py for o to w.
@@ -51,6 +52,7 @@ func Render(w io.Writer, o Options) error {
 		HandshakeTimeout: seconds(o.HandshakeTimeout),
 		Wait:             o.Wait,
 		PostMortem:       o.PostMortem,
+		PyCharm:          o.IDE == IDEPyCharm,
 	}
 	if o.Token != "" {
 		d.Token = &o.Token

@@ -29,6 +29,11 @@ func TestRenderGolden(t *testing.T) {
 			o.Wait = true
 			o.PostMortem = true
 		}},
+		{"pycharm", func(o *Options) {
+			o.IDE = IDEPyCharm
+			o.Partitions = []int{1}
+			o.Wait = true
+		}},
 		{"embedded_token", func(o *Options) {
 			o.Token = `not-a-secret "quoted" \ ünï`
 		}},

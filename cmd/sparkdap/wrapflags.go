@@ -22,6 +22,7 @@ type wrapFlags struct {
 	handshakeTimeout time.Duration
 	wait             bool
 	postMortem       bool
+	ide              string
 }
 
 func addWrapFlags(fs *flag.FlagSet) *wrapFlags {
@@ -37,6 +38,7 @@ func addWrapFlags(fs *flag.FlagSet) *wrapFlags {
 	fs.DurationVar(&w.handshakeTimeout, "handshake-timeout", d.HandshakeTimeout, "give up if the proxy has not finished the debug handshake after this `duration`")
 	fs.BoolVar(&w.wait, "wait", false, "stop each selected task at its first line of user code")
 	fs.BoolVar(&w.postMortem, "post-mortem", false, "stop where an exception escapes user code")
+	fs.StringVar(&w.ide, "ide", d.IDE, "`kind` of front end the workers attach to: dap (debugpy; serve's default) or pycharm (pydevd-pycharm; serve --ide-kind pycharm)")
 	return w
 }
 
@@ -50,6 +52,7 @@ func (w *wrapFlags) options() (workerwrap.Options, error) {
 	o.HandshakeTimeout = w.handshakeTimeout
 	o.Wait = w.wait
 	o.PostMortem = w.postMortem
+	o.IDE = w.ide
 	var err error
 	if o.Partitions, err = workerwrap.ParseIDs(w.partitions); err != nil {
 		return o, fmt.Errorf("-partitions: %w", err)
