@@ -1,0 +1,442 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/sparkdap/sparkdap/dap"
+)
+
+// debugpyPython is a real interpreter with debugpy, or the test skips
+// (fails in CI).
+func debugpyPython(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("python3", "-c", "import debugpy, sys; print(sys.executable)").Output()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("python3 with debugpy is required in CI: %v", err)
+		}
+		t.Skipf("needs python3 with debugpy importable: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// freeAddr is a loopback address nobody listens on (just now).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func runDoctorCmd(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := run(append([]string{"doctor", "--timeout", "60s"}, args...), &stdout, &stderr)
+	t.Logf("sparkdap doctor %s → exit %d in %s\n%s%s", strings.Join(args, " "), code, time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
+	return code, stdout.String()
+}
+
+// line returns the output line of the check whose name starts with name.
+func checkLine(t *testing.T, out, name string) string {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if len(l) > 6 && strings.HasPrefix(l[6:], name) {
+			if i+1 < len(lines) && strings.HasPrefix(lines[i+1], "      fix: ") {
+				return l + "\n" + lines[i+1]
+			}
+			return l
+		}
+	}
+	t.Fatalf("no %q check in:\n%s", name, out)
+	return ""
+}
+
+func wantCheck(t *testing.T, out, name string, v verdict, wants ...string) {
+	t.Helper()
+	l := checkLine(t, out, name)
+	if !strings.HasPrefix(l, string(v)+" ") {
+		t.Errorf("check %q: want %s, got %q", name, v, l)
+	}
+	for _, w := range wants {
+		if !strings.Contains(l, w) {
+			t.Errorf("check %q lacks %q: %q", name, w, l)
+		}
+	}
+}
+
+func TestDoctorHealthyNothingRunning(t *testing.T) {
+	py := debugpyPython(t)
+	code, out := runDoctorCmd(t, "--ide", freeAddr(t), "--executors", freeAddr(t), "--python", py)
+	if code != 0 {
+		t.Fatalf("exit %d on a healthy machine", code)
+	}
+	wantCheck(t, out, "IDE port", vOK, "free")
+	wantCheck(t, out, "executor port", vOK, "free")
+	wantCheck(t, out, "Python", vOK, "debugpy 1.")
+	wantCheck(t, out, "Spark version", vOK, "pyspark ")
+	wantCheck(t, out, "Java", vOK)
+	wantCheck(t, out, "SSH gateway", vSkip)
+	wantCheck(t, out, "test connection", vOK, "temporary proxy")
+	if !strings.Contains(out, "all checks passed") {
+		t.Error("no summary line")
+	}
+}
+
+// startHub runs an in-process sparkdap proxy, as `sparkdap serve` would.
+func startHub(t *testing.T, token string) (ide, exe string) {
+	t.Helper()
+	hub := dap.NewHub(dap.Config{Token: token, Log: zerolog.Nop()})
+	srv, err := dap.Listen(hub, "127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return srv.IDEAddr().String(), srv.ExecutorAddr().String()
+}
+
+func TestDoctorRunningProxy(t *testing.T) {
+	py := debugpyPython(t)
+	ide, exe := startHub(t, "doctor-tok")
+	t.Run("right token", func(t *testing.T) {
+		code, out := runDoctorCmd(t, "--ide", ide, "--executors", exe, "--python", py, "--token", "doctor-tok")
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		wantCheck(t, out, "IDE port", vOK, "a sparkdap is already serving here (0 executor(s) connected)")
+		wantCheck(t, out, "executor port", vOK, "a sparkdap is already serving here")
+		wantCheck(t, out, "test connection", vOK, "listed on the IDE port by the running sparkdap serve")
+	})
+	t.Run("wrong token", func(t *testing.T) {
+		code, out := runDoctorCmd(t, "--ide", ide, "--executors", exe, "--python", py, "--token", "nope")
+		if code != 1 {
+			t.Fatalf("exit %d, want 1", code)
+		}
+		wantCheck(t, out, "test connection", vFail, "the proxy refused the worker: wrong access token", "fix: export SPARKDAP_TOKEN")
+	})
+	t.Run("no token", func(t *testing.T) {
+		t.Setenv(tokenEnv, "")
+		code, out := runDoctorCmd(t, "--ide", ide, "--executors", exe, "--python", py)
+		if code != 1 {
+			t.Fatalf("exit %d, want 1", code)
+		}
+		wantCheck(t, out, "test connection", vFail, "no executor token was given")
+	})
+	t.Run("ports of different proxies", func(t *testing.T) {
+		code, out := runDoctorCmd(t, "--ide", ide, "--executors", freeAddr(t), "--python", py, "--token", "doctor-tok")
+		if code != 1 {
+			t.Fatalf("exit %d, want 1", code)
+		}
+		wantCheck(t, out, "test connection", vFail, "only one of --ide and --executors is a sparkdap")
+	})
+}
+
+// squatter holds a port with something that is not sparkdap: it answers
+// like a web server and hangs up.
+func squatter(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	return l.Addr().String()
+}
+
+// silent holds a port and never says anything.
+func silent(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return l.Addr().String()
+}
+
+func TestDoctorPortBusy(t *testing.T) {
+	py := debugpyPython(t)
+	web, quiet := squatter(t), silent(t)
+	start := time.Now()
+	code, out := runDoctorCmd(t, "--ide", web, "--executors", quiet, "--python", py)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	_, port, _ := net.SplitHostPort(web)
+	wantCheck(t, out, "IDE port", vFail, "in use by another program (it does not answer as sparkdap)", "ss -ltnp 'sport = :"+port+"'", "another --ide")
+	wantCheck(t, out, "executor port", vFail, "in use by another program", "another --executors")
+	// The Python side is still checked, against a temporary proxy.
+	wantCheck(t, out, "test connection", vOK, "temporary proxy")
+	if !strings.Contains(out, "2 of 7 checks failed") {
+		t.Error("summary does not count the two failures")
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("a silent port cost %s: probes must be bounded", d)
+	}
+}
+
+func TestDoctorPythonWithoutDebugpy(t *testing.T) {
+	py := debugpyPython(t)
+	// An interpreter that exists but has no debugpy: the same Python with
+	// site-packages switched off, as a bare system or venv-less Python is.
+	shim := filepath.Join(t.TempDir(), "python-without-debugpy")
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec "+shellQuote(py)+" -S \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PYSPARK_PYTHON", shim) // what Spark would use: no --python
+	code, out := runDoctorCmd(t, "--ide", freeAddr(t), "--executors", freeAddr(t))
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	wantCheck(t, out, "Python "+shim+" ($PYSPARK_PYTHON)", vFail,
+		"cannot import debugpy: ModuleNotFoundError: No module named 'debugpy'", "fix: "+shim+" -m pip install debugpy")
+	wantCheck(t, out, "Spark version", vSkip)
+	wantCheck(t, out, "test connection", vSkip, "needs a Python with debugpy")
+
+	t.Setenv("PYSPARK_PYTHON", filepath.Join(t.TempDir(), "no-such-python"))
+	code, out = runDoctorCmd(t, "--ide", freeAddr(t), "--executors", freeAddr(t))
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	wantCheck(t, out, "Python", vFail, "not found", "set PYSPARK_PYTHON")
+}
+
+func TestDoctorSparkVersionAndJava(t *testing.T) {
+	dir := t.TempDir()
+	// A fake Python whose pyspark is old, and a java that is missing.
+	fake := filepath.Join(dir, "python")
+	script := "#!/bin/sh\ncase \"$2\" in *pyspark*) echo 3.3.2;; *) echo '1.8.0 3.11.0 /fake/python';; esac\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := &doctor{f: doctorFlags{python: fake, java: filepath.Join(dir, "java"), timeout: 10 * time.Second}, out: &bytes.Buffer{}}
+	ctx := context.Background()
+	py, ok := d.checkPython(ctx)
+	if !ok {
+		t.Fatalf("fake python refused: %+v", d.results)
+	}
+	d.checkSpark(ctx, py)
+	d.checkJava(ctx)
+	out := d.out.(*bytes.Buffer).String()
+	wantCheck(t, out, "Spark version", vWarn, "pyspark 3.3.2", "3.5 and 4.x")
+	wantCheck(t, out, "Java (--java)", vFail, "not found", "install a JDK")
+}
+
+// sshServer is a minimal SSH server: it accepts the one client key and
+// refuses sessions.
+type sshServer struct {
+	addr    string
+	hostKey ssh.PublicKey
+}
+
+func startSSHServer(t *testing.T, clientKey ssh.PublicKey) sshServer {
+	t.Helper()
+	_, hostPriv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
+		if bytes.Equal(k.Marshal(), clientKey.Marshal()) {
+			return nil, nil
+		}
+		return nil, errors.New("unknown key")
+	}}
+	cfg.AddHostKey(hostSigner)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
+				if err != nil {
+					return
+				}
+				defer sc.Close()
+				go ssh.DiscardRequests(reqs)
+				for ch := range chans {
+					_ = ch.Reject(ssh.Prohibited, "no sessions here")
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	return sshServer{addr: l.Addr().String(), hostKey: hostSigner.PublicKey()}
+}
+
+func writeClientKey(t *testing.T, dir string) (string, ssh.PublicKey) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "id_ed25519")
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, signer.PublicKey()
+}
+
+func TestDoctorSSH(t *testing.T) {
+	t.Setenv("SSH_AUTH_SOCK", "")
+	dir := t.TempDir()
+	key, pub := writeClientKey(t, dir)
+	otherKey, _ := writeClientKey(t, t.TempDir())
+	srv := startSSHServer(t, pub)
+	known := filepath.Join(dir, "known_hosts")
+	empty := filepath.Join(dir, "empty_known_hosts")
+	line := knownhosts.Line([]string{knownhosts.Normalize(srv.addr)}, srv.hostKey)
+	if err := os.WriteFile(known, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	closed := freeAddr(t)
+
+	tests := []struct {
+		name      string
+		target    string
+		key       string
+		known     string
+		v         verdict
+		wants     []string
+		maxDurSec int
+	}{
+		{name: "reachable and trusted", target: "me@" + srv.addr, key: key, known: known, v: vOK,
+			wants: []string{"connected, host key verified against " + known, "authenticated as me"}},
+		{name: "unknown host key", target: "me@" + srv.addr, key: key, known: empty, v: vFail,
+			wants: []string{"is not in known_hosts", "SHA256:", "fix: check the fingerprint", "--ssh-accept-new-host-key"}},
+		{name: "changed host key", target: "me@" + srv.addr, key: key, known: changedKnownHosts(t, srv.addr), v: vFail,
+			wants: []string{"host key for", "changed", "fix: find out why the key changed"}},
+		{name: "key refused", target: "me@" + srv.addr, key: otherKey, known: known, v: vFail,
+			wants: []string{"refused every key", "fix: load your key into ssh-agent"}},
+		{name: "nothing listening", target: "me@" + closed, key: key, known: known, v: vFail,
+			wants: []string{"connection refused", "fix: nothing listens on " + closed}},
+		{name: "host that does not resolve", target: "me@no-such-gateway.invalid", key: key, known: known, v: vFail,
+			wants: []string{"no-such-gateway.invalid", "fix: no-such-gateway.invalid does not resolve"}},
+		{name: "bad target", target: "me@", key: key, known: known, v: vFail, wants: []string{"want user@host[:port]"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			d := &doctor{f: doctorFlags{ssh: tt.target, identities: stringList{tt.key}, knownHosts: tt.known,
+				sshTimeout: 10 * time.Second}, out: &out}
+			d.checkSSH(context.Background())
+			t.Log(out.String())
+			wantCheck(t, out.String(), "SSH gateway", tt.v, tt.wants...)
+		})
+	}
+}
+
+// changedKnownHosts lists another key for addr, as after a reinstall (or
+// an attack).
+func changedKnownHosts(t *testing.T, addr string) string {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "known_hosts")
+	line := knownhosts.Line([]string{knownhosts.Normalize(addr)}, s.PublicKey())
+	if err := os.WriteFile(path, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestDoctorFlagErrors(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"doctor", "extra"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "doctor takes only flags") {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+	d := &doctor{out: &stdout}
+	if st := d.checkPort(context.Background(), "IDE port", "nonsense", "--ide", d.probeIDE); st != portError {
+		t.Errorf("bad address: state %v", st)
+	}
+	if !strings.Contains(stdout.String(), "not HOST:PORT") {
+		t.Errorf("output %q", stdout.String())
+	}
+}
