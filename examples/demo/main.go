@@ -40,14 +40,35 @@ func main() {
 }
 
 // prefixed copies a child's output line by line behind a label, so the
-// proxy's, Spark's and the demo's own lines can be told apart.
+// proxy's, Spark's and the demo's own lines can be told apart. Unless
+// verbose, only lines that keep matter to a reader: sparkdap's own, and
+// errors.
 func prefixed(label string, r io.Reader, wg *sync.WaitGroup) {
 	defer wg.Done()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	hidden := 0
 	for sc.Scan() {
-		fmt.Fprintf(os.Stderr, "  %s | %s\n", label, sc.Text())
+		line := sc.Text()
+		if !*verbose && !strings.Contains(line, "sparkdap:") && !strings.Contains(line, "ERROR") &&
+			!strings.Contains(line, "Traceback") && !strings.Contains(line, "Error:") {
+			hidden++
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "  %s | %s\n", label, line)
 	}
+	if hidden > 0 {
+		fmt.Fprintf(os.Stderr, "  %s | (%d more lines not shown; run with --verbose to see them)\n", label, hidden)
+	}
+}
+
+var verbose = flag.Bool("verbose", false, "show all of Spark's and the proxy's output")
+
+func logLevel() string {
+	if *verbose {
+		return "debug"
+	}
+	return "warn"
 }
 
 func say(format string, args ...any) { fmt.Printf("\n▶ "+format+"\n", args...) }
@@ -83,7 +104,7 @@ func run(ctx context.Context, sparkdap, example, partitions string) error {
 	// 1. The proxy.
 	ready := filepath.Join(tmp, "ready.json")
 	serve := exec.CommandContext(ctx, sparkdap, "serve", "--ide", "127.0.0.1:0", "--executors", "127.0.0.1:0",
-		"--token", token, "--ready-file", ready, "--root", example)
+		"--token", token, "--ready-file", ready, "--root", example, "--log-level", logLevel())
 	serveErr, _ := serve.StderrPipe()
 	if err := serve.Start(); err != nil {
 		return fmt.Errorf("start sparkdap serve: %w", err)
@@ -192,7 +213,12 @@ func run(ctx context.Context, sparkdap, example, partitions string) error {
 	if err != nil {
 		return err
 	}
-	say("the job finished normally. Its result (%d bytes of JSON) starts: %.160s…", len(b), strings.TrimSpace(string(b)))
+	var result map[string]any
+	if err := json.Unmarshal(b, &result); err != nil {
+		return fmt.Errorf("job result %s: %w", out, err)
+	}
+	compact, _ := json.Marshal(result)
+	say("the job finished normally. Its result:\n  %s", compact)
 	return nil
 }
 
