@@ -29,8 +29,8 @@ const helloPrefix = "SPARKDAP/1 "
 // maxHelloBytes bounds the hello line.
 const maxHelloBytes = 64 << 10
 
-// helloTTL is how long a hello waits for its pydevd connection.
-const helloTTL = 30 * time.Second
+// DefaultHelloTTL is how long a hello waits for its pydevd connection.
+const DefaultHelloTTL = 30 * time.Second
 
 // maxPendingHellos bounds hellos waiting for their pydevd connection.
 const maxPendingHellos = 10000
@@ -48,7 +48,7 @@ type helloKey struct {
 
 type pendingHello struct {
 	hello Hello
-	at    time.Time
+	timer *time.Timer // expires it after Config.HelloTTL
 }
 
 // peekHello reports whether the connection starts with a hello, without
@@ -96,25 +96,33 @@ func (h *Hub) acceptHello(remote string, hello Hello) string {
 		return "wrong access token"
 	}
 	ip, _, _ := net.SplitHostPort(remote)
-	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for k, p := range h.hellos {
-		if now.Sub(p.at) > helloTTL {
-			delete(h.hellos, k)
-		}
-	}
 	key := helloKey{ip, hello.PID}
-	if _, again := h.hellos[key]; !again {
+	old, again := h.hellos[key]
+	if !again {
 		if len(h.hellos) >= maxPendingHellos {
 			return "too many workers connecting at once"
 		}
 		if h.cfg.MaxSessions > 0 && len(h.executors)+len(h.hellos) >= h.cfg.MaxSessions {
 			return fmt.Sprintf("session limit reached (--max-sessions %d)", h.cfg.MaxSessions)
 		}
+	} else {
+		old.timer.Stop()
 	}
 	hello.Token = ""
-	h.hellos[key] = pendingHello{hello: hello, at: now}
+	p := &pendingHello{hello: hello}
+	// A timer per hello rather than a sweep on the next hello: a worker
+	// whose debugpy.connect never came must not hold a session slot, or
+	// memory, until someone else says hello.
+	p.timer = time.AfterFunc(h.cfg.HelloTTL, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.hellos[key] == p {
+			delete(h.hellos, key)
+		}
+	})
+	h.hellos[key] = p
 	return ""
 }
 
@@ -124,10 +132,12 @@ func (h *Hub) claimHelloLocked(remote string, pid int64) (Hello, bool) {
 	ip, _, _ := net.SplitHostPort(remote)
 	key := helloKey{ip, pid}
 	p, ok := h.hellos[key]
-	if ok {
-		delete(h.hellos, key)
+	if !ok {
+		return Hello{}, false
 	}
-	return p.hello, ok
+	p.timer.Stop()
+	delete(h.hellos, key)
+	return p.hello, true
 }
 
 // serveHello answers a hello connection and closes it.

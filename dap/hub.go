@@ -38,6 +38,9 @@ type Config struct {
 	// FanoutTimeout bounds how long a request sent to every executor waits for
 	// stragglers before answering with what it has.
 	FanoutTimeout time.Duration
+	// HelloTTL is how long an accepted hello waits for its worker's pydevd
+	// connection before its session slot is given back.
+	HelloTTL time.Duration
 	// LabelWait is how long a new executor's child session waits for the
 	// wrapper's task label before being announced without it.
 	LabelWait time.Duration
@@ -65,6 +68,9 @@ func (c *Config) setDefaults() {
 	if c.FanoutTimeout <= 0 {
 		c.FanoutTimeout = 5 * time.Second
 	}
+	if c.HelloTTL <= 0 {
+		c.HelloTTL = DefaultHelloTTL
+	}
 	if c.LabelWait <= 0 {
 		c.LabelWait = 500 * time.Millisecond
 	}
@@ -87,14 +93,14 @@ type Hub struct {
 	children   map[uint64]*IDESession // executor id → its child IDE session
 	attachArgs map[string]any         // the root IDE's attach arguments
 	focused    *ExecutorSession       // the executor that stopped last
-	hellos     map[helloKey]pendingHello
+	hellos     map[helloKey]*pendingHello
 }
 
 // NewHub returns a Hub with cfg's settings.
 func NewHub(cfg Config) *Hub {
 	cfg.setDefaults()
 	return &Hub{cfg: cfg, log: cfg.Log, ids: NewIDTable(), executors: map[uint64]*ExecutorSession{},
-		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{}, hellos: map[helloKey]pendingHello{}}
+		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{}, hellos: map[helloKey]*pendingHello{}}
 }
 
 func (h *Hub) summary(format string, args ...any) {
