@@ -144,7 +144,6 @@ func TestCompletionBashReal(t *testing.T) {
 	}
 }
 
-
 // zsh and fish, where installed, must at least parse their scripts.
 func TestCompletionZshFishParse(t *testing.T) {
 	for _, c := range []struct{ shell, check string }{{"zsh", "-n"}, {"fish", "--no-execute"}} {
