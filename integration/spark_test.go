@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	godap "github.com/google/go-dap"
+
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 )
 
@@ -178,6 +180,7 @@ type sparkStop struct {
 	locals   map[string]string
 	frameID  int
 	threadID int
+	frames   []godap.StackFrame
 }
 
 // nextStop waits for a stopped event and reads the top frame and its
@@ -221,6 +224,7 @@ func nextStop(t *testing.T, ctx context.Context, ide *dapclient.Client, job *spa
 	if err != nil || len(frames) == 0 {
 		t.Fatalf("stackTrace: %v (%d frames)", err, len(frames))
 	}
+	s.frames = frames
 	top := frames[0]
 	if top.Source != nil {
 		s.path = top.Source.Path
@@ -333,6 +337,9 @@ func TestSparkStopsInEveryKindOfExecutorCode(t *testing.T) {
 	seen := map[string]sparkStop{}
 	for len(seen) < len(want) {
 		s := nextStop(t, ctx, ide, job)
+		if len(seen) == 0 {
+			checkLibrarySource(t, ctx, ide, s)
+		}
 		name := ""
 		for n, w := range want {
 			if w.path == s.path && w.line == s.line {
@@ -509,4 +516,32 @@ func TestSparkPartitionFilter(t *testing.T) {
 	if !strings.Contains(attached[0][1], "partition 1 ·") {
 		t.Errorf("the session is not partition 1's: %s", attached[0][1])
 	}
+}
+
+// checkLibrarySource: a frame of code with no local copy (PySpark's own
+// worker.py inside pyspark.zip) keeps a sourceReference, and the IDE gets
+// the code through it from the executor.
+func checkLibrarySource(t *testing.T, ctx context.Context, ide *dapclient.Client, s sparkStop) {
+	t.Helper()
+	for _, f := range s.frames {
+		if f.Source == nil || !strings.HasSuffix(f.Source.Path, "pyspark/worker.py") {
+			continue
+		}
+		if f.Source.SourceReference == 0 {
+			t.Errorf("frame %s in %s has no sourceReference: the IDE could not show it", f.Name, f.Source.Path)
+			return
+		}
+		var body struct {
+			Content string `json:"content"`
+		}
+		if err := ide.Call(ctx, "source", map[string]any{"source": f.Source, "sourceReference": f.Source.SourceReference}, &body); err != nil {
+			t.Errorf("source of %s: %v", f.Source.Path, err)
+			return
+		}
+		if !strings.Contains(body.Content, "def main(") {
+			t.Errorf("source of %s does not look like PySpark's worker.py: %.200q", f.Source.Path, body.Content)
+		}
+		return
+	}
+	t.Errorf("no pyspark/worker.py frame in the stack: %+v", s.frames)
 }
