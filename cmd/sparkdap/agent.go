@@ -26,6 +26,21 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	listenRetry := fs.Duration("listen-retry", 30*time.Second, "keep retrying a busy --listen port this long (a previous agent may still be exiting)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "console", "console or json (logs go to stderr)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: sparkdap agent [--listen ADDR] [flags]
+
+The gateway side of 'sparkdap serve --ssh': started by serve over SSH, with
+the tunnel on its stdin and stdout. You do not run it by hand; install it on
+the gateway to spare serve the upload.
+
+Examples:
+  sparkdap serve --ssh me@edge.example.com --agent-path /usr/local/bin/sparkdap
+  # which runs on the gateway:  /usr/local/bin/sparkdap agent --listen 127.0.0.1:5678
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -161,3 +161,19 @@ func TestCompletionZshFishParse(t *testing.T) {
 		}
 	}
 }
+
+// Every command's -h shows examples, and runs nothing.
+func TestEveryCommandHelpHasExamples(t *testing.T) {
+	for name, c := range commands {
+		var stdout, stderr bytes.Buffer
+		if err := c.run([]string{"-h"}, &stdout, &stderr); err != errHelp {
+			t.Errorf("%s -h: %v, want the help", name, err)
+		}
+		if !strings.Contains(stderr.String(), "Example") || !strings.Contains(stderr.String(), "sparkdap "+name) {
+			t.Errorf("%s -h has no examples:\n%s", name, stderr.String())
+		}
+		if stdout.Len() > 0 {
+			t.Errorf("%s -h wrote to stdout: %q", name, stdout.String())
+		}
+	}
+}

@@ -18,6 +18,20 @@ func runConf(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("conf", stderr)
 	wrapper := fs.String("wrapper", workerwrap.FileName, "`path` of the wrapper written by `sparkdap wrap`")
 	wf := addWrapFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: sparkdap conf [-wrapper PATH] [flags]
+
+Prints the spark-submit options and a SparkSession.builder snippet that run
+a job under a wrapper written by 'sparkdap wrap' (notebooks, schedulers).
+
+Examples:
+  sparkdap wrap -o . && sparkdap conf -wrapper ./remote_debug.py
+  sparkdap conf -wrapper ./remote_debug.py --partitions 2 --proxy 10.0.0.5:5678
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -34,7 +34,13 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'sparkdap <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "\nExamples:")
+	fmt.Fprintln(w, "  sparkdap doctor                 # is this machine ready?")
+	fmt.Fprintln(w, "  sparkdap vscode                 # add the attach configuration to .vscode/launch.json")
+	fmt.Fprintln(w, "  sparkdap serve --root .         # then attach the IDE to 127.0.0.1:4711")
+	fmt.Fprintln(w, "  sparkdap submit --partitions 0 -- --master 'local[2]' app.py")
+	fmt.Fprintln(w, "  source <(sparkdap completion bash)")
+	fmt.Fprintln(w, "\nRun 'sparkdap <command> -h' for a command's flags and examples.")
 }
 
 func main() {

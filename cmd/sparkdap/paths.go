@@ -20,7 +20,7 @@ func runPaths(args []string, stdout, stderr io.Writer) error {
 	ide := fs.String("ide", "127.0.0.1:4711", "the proxy's IDE address")
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: sparkdap paths [--ide HOST:PORT] [--json]\n\nPer executor: its code roots, each path mapped to a local file (and by which rule), each path left unmapped (and why).\n\nFlags:\n")
+		fmt.Fprintf(stderr, "usage: sparkdap paths [--ide HOST:PORT] [--json]\n\nPer executor: its code roots, each path mapped to a local file (and by which rule), each path left unmapped (and why).\n\nExamples:\n  sparkdap paths\n  sparkdap paths --ide 127.0.0.1:4800 --json | jq '.[].unmapped'\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {

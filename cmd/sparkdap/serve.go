@@ -71,7 +71,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	tun := addTunnelFlags(fs)
 	pyc := addPyCharmFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: sparkdap serve [flags]\n\nExample:\n  SPARKDAP_TOKEN=s3cret sparkdap serve --ide 127.0.0.1:4711 --executors 127.0.0.1:5678\n\nFlags:\n")
+		fmt.Fprintf(stderr, "usage: sparkdap serve [flags]\n\nExamples:\n  SPARKDAP_TOKEN=s3cret sparkdap serve --ide 127.0.0.1:4711 --executors 127.0.0.1:5678\n  sparkdap serve --root ~/src/myjob --map '/tmp/spark-[^/]+/userFiles-[0-9a-f-]+=/home/me/src/myjob'\n  sparkdap serve --root ~/src/myjob --ssh me@edge.example.com --remote-listen 0.0.0.0:5678\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {

@@ -43,7 +43,19 @@ func runSubmit(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	dryRun := fs.Bool("n", false, "print the spark-submit command instead of running it")
 	wf := addWrapFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sparkdap submit [flags] -- <spark-submit arguments>")
+		fmt.Fprint(stderr, `usage: sparkdap submit [flags] -- <spark-submit arguments>
+
+Generates the worker wrapper and runs spark-submit with it injected
+(--py-files, spark.python.daemon.module, the token in the executors' env).
+
+Examples:
+  export SPARKDAP_TOKEN=$(openssl rand -hex 16)     # the token sparkdap serve uses
+  sparkdap submit --partitions 1 -- --master 'local[2]' --py-files loanlib.py loans.py
+  sparkdap submit --proxy edge.example.com:5678 --stages 3 --sample-rate 0.1 -- --master yarn app.py
+  sparkdap submit -n -- --master 'local[2]' app.py  # print the spark-submit command only
+
+Flags:
+`)
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {

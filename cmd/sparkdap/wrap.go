@@ -18,6 +18,21 @@ func runWrap(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("wrap", stderr)
 	out := fs.String("o", workerwrap.FileName, "write the wrapper to this `path` (a directory, a file named "+workerwrap.FileName+", or - for stdout)")
 	wf := addWrapFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: sparkdap wrap [-o PATH] [flags]
+
+Writes remote_debug.py, the worker wrapper, for jobs not started with
+'sparkdap submit' ('sparkdap conf' prints the settings that use it).
+
+Examples:
+  sparkdap wrap -o .                                  # ./remote_debug.py
+  sparkdap wrap -o /tmp --proxy edge.example.com:5678 --partitions 0
+  sparkdap wrap -o - --wait | less                    # read what it does
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
