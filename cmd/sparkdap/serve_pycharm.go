@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
+	"fmt"
 	"io"
 
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/pycharm"
 )
 
 // pycharmFlags are serve's flags for presenting executors to PyCharm's
@@ -27,7 +28,20 @@ func addPyCharmFlags(fs *flag.FlagSet) *pycharmFlags {
 
 func (p *pycharmFlags) enabled() bool { return p.ide == "pycharm" }
 
-// run serves executors to PyCharm until ctx ends.
+// run serves executors to PyCharm until ctx ends. The proxy connects to
+// PyCharm when the first selected worker says hello, so start PyCharm's
+// debug server first; workers that come while it is not listening run
+// undebugged.
 func (p *pycharmFlags) run(ctx context.Context, executors, token string, paths *dap.PathMapper, log zerolog.Logger, stderr io.Writer) error {
-	return errors.New("--ide-kind pycharm is not implemented yet")
+	if err := warnIfPublic(p.pycharm, log); err != nil {
+		return fmt.Errorf("--pycharm: %w", err)
+	}
+	px, err := pycharm.Listen(pycharm.Config{
+		Token: token, PyCharm: p.pycharm, Paths: paths, Log: log, Summary: stderr,
+	}, executors)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "sparkdap: executor port %s; PyCharm's Python Debug Server expected at %s\n", px.Addr(), p.pycharm)
+	return px.Serve(ctx)
 }

@@ -1,0 +1,26 @@
+// Package pycharm presents Spark executors to PyCharm's "Python Debug
+// Server" as one pydevd debuggee.
+//
+// PyCharm does not speak DAP to its debuggees: pydevd_pycharm.settrace
+// connects to PyCharm with pydevd's own line protocol (CMD_ID\tSEQ\tPAYLOAD\n,
+// payloads URL-quoted by pydevd, thread and frame state as XML), and PyCharm's
+// server side serves one connection at a time (PyRemoteDebugProcess builds a
+// single-connection RemoteDebugger over ServerModeDebuggerTransport, which
+// accepts once; its multi-process debugger is used only for processes PyCharm
+// launches itself). So the proxy holds one connection to PyCharm and
+// multiplexes every selected executor behind it. Executors connect to the
+// proxy's executor port with the same hello the DAP flavour uses (token,
+// session limit, task label, code roots) and then with pydevd; the proxy asks
+// each new pydevd connection for its threads to learn its pid, which ties it
+// to its hello. Towards PyCharm there is one handshake: PyCharm's CMD_VERSION
+// is answered by the first executor's pydevd. Commands that name a thread
+// (pydevd's ids, pid_<pid>_id_<n>, are unique per process) go to the executor
+// with that pid; all others are broadcast, and the settings among them
+// (version, breakpoints, exception breakpoints, run and the like) are recorded
+// and replayed to executors that join later. Sequence numbers are translated
+// both ways, thread names get the executor's task label, breakpoint files
+// are rewritten from the developer's path to each candidate executor path
+// (dap.PathMapper.ToRemote) and frame files back (ToLocal), so PyCharm needs
+// no path mappings. Commands the proxy does not know pass through unchanged.
+// When PyCharm goes away the executors are let go and run on undebugged.
+package pycharm

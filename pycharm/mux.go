@@ -1,0 +1,697 @@
+package pycharm
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sparkdap/sparkdap/dap"
+)
+
+// Config configures the PyCharm front end of the proxy.
+type Config struct {
+	// Token is what executors must present in their hello; empty accepts
+	// any (tests only).
+	Token string
+	// PyCharm is where PyCharm's Python Debug Server listens.
+	PyCharm string
+	// MaxSessions caps the executors debugged at once; 0 = no cap.
+	MaxSessions int
+	// Paths maps executor paths to local ones; nil passes them through.
+	Paths *dap.PathMapper
+	// Log gets diagnostics; Summary (optional) one line per worker event.
+	Log     zerolog.Logger
+	Summary io.Writer
+	// DialTimeout bounds connecting to PyCharm (default 3 s).
+	DialTimeout time.Duration
+	// VersionTimeout is how long PyCharm's CMD_VERSION waits for an
+	// executor's pydevd to answer it before the proxy answers with
+	// FallbackVersion (default 5 s).
+	VersionTimeout time.Duration
+	// FallbackVersion answers CMD_VERSION when no executor does in time.
+	FallbackVersion string
+}
+
+// The proxy speaks first on every executor connection, because pydevd never
+// does: it asks for the thread list, whose ids carry the worker's pid. A
+// hello connection skips it; a pydevd connection answers it.
+const probeSeq = 1
+
+// helloTTL is how long an accepted hello waits for its pydevd connection;
+// identifyTimeout bounds a new connection's first bytes and pydevd's answer
+// to the probe.
+const (
+	helloTTL        = 30 * time.Second
+	identifyTimeout = 15 * time.Second
+)
+
+// noResponse lists the commands from PyCharm that pydevd never answers:
+// nothing is kept waiting for them.
+var noResponse = map[int]bool{
+	CmdRun: true, CmdThreadSuspend: true, CmdThreadRun: true, 107: true, 108: true, 109: true, 144: true,
+	CmdSetBreak: true, CmdRemoveBreak: true, CmdAddExceptionBreak: true, CmdRemoveExceptionBreak: true,
+	CmdAddDjangoExceptionBreak: true, CmdRemoveDjangoExcBreak: true, CmdSetPyException: true,
+	CmdSetPropertyTrace: true, CmdEnableDontTrace: true, CmdShowReturnValues: true, 140: true,
+	CmdSetUnitTestDebugging: true, CmdRedirectOutput: true, CmdSetProjectRoots: true, CmdStopOnStart: true,
+	119: true, 118: true, 127: true, 206: true,
+}
+
+// recordedByID are settings PyCharm sends once per session: the last of
+// each is replayed to executors that join later.
+var recordedByID = map[int]bool{
+	CmdSetPyException: true, CmdSetPropertyTrace: true, CmdEnableDontTrace: true, CmdShowReturnValues: true,
+	CmdStopOnStart: true, CmdPydevdJSONConfig: true, CmdSetUnitTestDebugging: true,
+	CmdSetUserTypeRenderers: true, CmdRedirectOutput: true, CmdSetProjectRoots: true,
+}
+
+// Proxy multiplexes executors' pydevd connections into one connection to
+// PyCharm.
+type Proxy struct {
+	cfg Config
+	ln  net.Listener
+	log zerolog.Logger
+
+	dialMu sync.Mutex // one dial to PyCharm at a time
+
+	mu     sync.Mutex
+	ide    *peer    // the connection to PyCharm, nil when none
+	st     *session // PyCharm's session state, with ide
+	execs  map[int64]*executor
+	hellos map[int64]pendingHello // by pid
+	conns  map[net.Conn]bool      // every open executor-side connection
+	closed bool
+}
+
+type pendingHello struct {
+	ip    string
+	hello Hello
+	at    time.Time
+}
+
+// session is what PyCharm told the proxy since it connected: replayed to
+// every executor that joins.
+type session struct {
+	version    *Message
+	versionAns *answer
+	settings   []setting
+	run        bool
+	seq        int // last seq the proxy gave a message of its own to PyCharm
+}
+
+type setting struct {
+	key string
+	m   Message
+}
+
+// answer is shared by the copies of one broadcast request: the first
+// executor's response goes to PyCharm, the others are dropped.
+type answer struct {
+	done  bool
+	timer *time.Timer
+}
+
+type request struct {
+	ideSeq  int
+	ans     *answer // broadcast: first answer wins
+	swallow bool    // the proxy's own (replay): never forwarded
+}
+
+type executor struct {
+	pid     int64
+	ip      string
+	hello   Hello
+	label   string
+	p       *peer
+	paths   *pathRewriter
+	seq     int // last seq the proxy used towards this executor (odd)
+	pending map[int]request
+	bps     map[string][]string // breakpoint key → executor files it was set on
+	threads map[string]bool
+}
+
+// Listen opens the executor port.
+func Listen(cfg Config, executors string) (*Proxy, error) {
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 3 * time.Second
+	}
+	if cfg.VersionTimeout <= 0 {
+		cfg.VersionTimeout = 5 * time.Second
+	}
+	if cfg.FallbackVersion == "" {
+		cfg.FallbackVersion = "sparkdap"
+	}
+	ln, err := net.Listen("tcp", executors)
+	if err != nil {
+		return nil, fmt.Errorf("executor port: %w", err)
+	}
+	return &Proxy{cfg: cfg, ln: ln, log: cfg.Log, execs: map[int64]*executor{},
+		hellos: map[int64]pendingHello{}, conns: map[net.Conn]bool{}}, nil
+}
+
+// Addr is the executor port's address.
+func (p *Proxy) Addr() net.Addr { return p.ln.Addr() }
+
+// Serve accepts executors until ctx ends, then closes every connection.
+func (p *Proxy) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { p.Close() })
+	defer stop()
+	for {
+		conn, err := p.ln.Accept()
+		if err != nil {
+			p.mu.Lock()
+			closed := p.closed
+			p.mu.Unlock()
+			if closed {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			conn.Close()
+			continue
+		}
+		p.conns[conn] = true
+		p.mu.Unlock()
+		go p.serveConn(conn)
+	}
+}
+
+// Close stops the proxy: the executors are let go, PyCharm's connection
+// ends.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	ide := p.ide
+	conns := p.conns
+	p.conns = map[net.Conn]bool{}
+	p.mu.Unlock()
+	p.ln.Close()
+	if ide != nil {
+		ide.close()
+	}
+	for c := range conns {
+		c.Close()
+	}
+}
+
+func (p *Proxy) summary(format string, args ...any) {
+	if p.cfg.Summary != nil {
+		fmt.Fprintf(p.cfg.Summary, "sparkdap: "+format+"\n", args...)
+	}
+}
+
+func (p *Proxy) forget(conn net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, conn)
+	p.mu.Unlock()
+	conn.Close()
+}
+
+// serveConn tells a hello from a pydevd connection and serves it.
+func (p *Proxy) serveConn(conn net.Conn) {
+	defer p.forget(conn)
+	log := p.log.With().Str("remote", conn.RemoteAddr().String()).Logger()
+	_ = conn.SetDeadline(time.Now().Add(identifyTimeout))
+	if _, err := conn.Write(Message{ID: CmdListThreads, Seq: probeSeq}.Marshal()); err != nil {
+		return
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	if _, err := br.Peek(1); err != nil {
+		log.Debug().Err(err).Msg("connection closed before it said anything")
+		return
+	}
+	if isHello(br) {
+		p.serveHello(conn, br, log)
+		return
+	}
+	// pydevd: read up to the probe's answer; keep anything before it.
+	var early []Message
+	var pid int64
+	for pid == 0 {
+		m, err := ReadMessage(br, MaxLineBytes)
+		if err != nil {
+			log.Warn().Err(err).Msg("pydevd connection ended before it said which process it is")
+			return
+		}
+		if m.Seq == probeSeq && (m.ID == CmdReturn || m.ID == CmdError) {
+			for _, t := range ThreadIDs(m.Payload) {
+				if id, ok := ThreadPID(t); ok {
+					pid = id
+					break
+				}
+			}
+			if pid == 0 {
+				log.Warn().Str("answer", m.String()).Msg("pydevd's thread list names no thread; closing")
+				return
+			}
+			continue
+		}
+		early = append(early, m)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	e, err := p.join(conn, pid)
+	if err != nil {
+		log.Warn().Err(err).Int64("pid", pid).Msg("pydevd connection refused; the worker runs undebugged")
+		return
+	}
+	log = log.With().Int64("pid", pid).Str("label", e.label).Logger()
+	log.Info().Msg("executor joined the PyCharm session")
+	p.summary("worker %s pid %d attached (%s)", e.hello.Host, pid, e.hello.Label)
+	for _, m := range early {
+		p.fromExecutor(e, m)
+	}
+	for {
+		m, err := ReadMessage(br, MaxLineBytes)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				log.Debug().Err(err).Msg("executor connection ended")
+			}
+			break
+		}
+		p.fromExecutor(e, m)
+	}
+	p.leave(e)
+	log.Info().Msg("executor left the PyCharm session")
+	p.summary("worker %s pid %d detached", e.hello.Host, pid)
+}
+
+func remoteIP(conn net.Conn) string {
+	ip, _, _ := net.SplitHostPort(conn.RemoteAddr().String())
+	return ip
+}
+
+// serveHello answers a hello: token, session limit, PyCharm reachable.
+func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) {
+	reply := func(s string) {
+		_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_, _ = conn.Write([]byte(helloPrefix + s + "\n"))
+	}
+	hello, err := readHello(br)
+	if err != nil {
+		log.Warn().Err(err).Msg("bad hello")
+		reply("REFUSED bad hello")
+		return
+	}
+	if reason := p.acceptHello(remoteIP(conn), hello); reason != "" {
+		log.Warn().Str("reason", reason).Int64("pid", hello.PID).Str("host", hello.Host).
+			Msg("worker refused; it runs undebugged")
+		p.summary("worker %s pid %d refused: %s; it runs undebugged", hello.Host, hello.PID, reason)
+		reply("REFUSED " + reason)
+		return
+	}
+	log.Debug().Int64("pid", hello.PID).Str("label", hello.Label).Msg("hello accepted")
+	reply("OK")
+}
+
+func (p *Proxy) acceptHello(ip string, hello Hello) string {
+	if p.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(hello.Token), []byte(p.cfg.Token)) != 1 {
+		if hello.Token == "" {
+			return "no access token"
+		}
+		return "wrong access token"
+	}
+	if err := p.ensurePyCharm(); err != nil {
+		return err.Error()
+	}
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for pid, h := range p.hellos {
+		if now.Sub(h.at) > helloTTL {
+			delete(p.hellos, pid)
+		}
+	}
+	if e, ok := p.execs[hello.PID]; ok && e.ip != ip {
+		return fmt.Sprintf("pid %d is already debugged on another host (thread ids would clash)", hello.PID)
+	}
+	if h, ok := p.hellos[hello.PID]; ok && h.ip != ip {
+		return fmt.Sprintf("pid %d is already connecting from another host (thread ids would clash)", hello.PID)
+	}
+	if _, again := p.hellos[hello.PID]; !again && p.cfg.MaxSessions > 0 &&
+		len(p.execs)+len(p.hellos) >= p.cfg.MaxSessions {
+		return fmt.Sprintf("session limit reached (--max-sessions %d)", p.cfg.MaxSessions)
+	}
+	hello.Token = ""
+	p.hellos[hello.PID] = pendingHello{ip: ip, hello: hello, at: now}
+	return ""
+}
+
+// ensurePyCharm connects to PyCharm's debug server unless connected.
+func (p *Proxy) ensurePyCharm() error {
+	p.dialMu.Lock()
+	defer p.dialMu.Unlock()
+	p.mu.Lock()
+	connected, closed := p.ide != nil, p.closed
+	p.mu.Unlock()
+	if closed {
+		return errors.New("proxy shutting down")
+	}
+	if connected {
+		return nil
+	}
+	conn, err := net.DialTimeout("tcp", p.cfg.PyCharm, p.cfg.DialTimeout)
+	if err != nil {
+		p.log.Warn().Err(err).Str("pycharm", p.cfg.PyCharm).Msg("cannot reach PyCharm's debug server")
+		return fmt.Errorf("PyCharm's Python Debug Server is not listening at %s", p.cfg.PyCharm)
+	}
+	ide := newPeer(conn)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		ide.close()
+		return errors.New("proxy shutting down")
+	}
+	p.ide, p.st = ide, &session{}
+	p.mu.Unlock()
+	p.log.Info().Str("pycharm", p.cfg.PyCharm).Msg("connected to PyCharm's debug server")
+	p.summary("connected to PyCharm at %s", p.cfg.PyCharm)
+	go p.readPyCharm(ide, conn)
+	return nil
+}
+
+func (p *Proxy) readPyCharm(ide *peer, conn net.Conn) {
+	br := bufio.NewReaderSize(conn, 64<<10)
+	for {
+		m, err := ReadMessage(br, MaxLineBytes)
+		if err != nil {
+			p.log.Debug().Err(err).Msg("PyCharm connection ended")
+			break
+		}
+		p.fromPyCharm(ide, m)
+	}
+	ide.close()
+	p.mu.Lock()
+	if p.ide != ide {
+		p.mu.Unlock()
+		return
+	}
+	p.ide, p.st = nil, nil
+	var gone []*executor
+	for pid, e := range p.execs {
+		gone = append(gone, e)
+		delete(p.execs, pid)
+	}
+	closed := p.closed
+	p.mu.Unlock()
+	for _, e := range gone {
+		e.p.close()
+	}
+	if !closed {
+		p.log.Info().Int("executors", len(gone)).Msg("PyCharm closed the debug connection; executors run on undebugged")
+		p.summary("PyCharm closed the debug connection; %d worker(s) let go", len(gone))
+	}
+}
+
+// join registers an identified pydevd connection and replays PyCharm's
+// session to it.
+func (p *Proxy) join(conn net.Conn, pid int64) (*executor, error) {
+	ip := remoteIP(conn)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h, ok := p.hellos[pid]
+	if !ok || h.ip != ip {
+		return nil, errors.New("no hello from this process (a worker without the sparkdap wrapper, or its hello expired)")
+	}
+	delete(p.hellos, pid)
+	if p.st == nil {
+		return nil, errors.New("PyCharm is not connected")
+	}
+	if _, dup := p.execs[pid]; dup {
+		return nil, fmt.Errorf("pid %d is already connected", pid)
+	}
+	e := &executor{pid: pid, ip: ip, hello: h.hello, p: newPeer(conn), seq: probeSeq,
+		paths: newPathRewriter(p.cfg.Paths, h.hello.Roots), pending: map[int]request{},
+		bps: map[string][]string{}, threads: map[string]bool{}}
+	e.label = labelOf(h.hello.TaskInfo)
+	p.execs[pid] = e
+	st := p.st
+	if st.version != nil {
+		p.forward(e, *st.version, request{ans: st.versionAns, swallow: st.versionAns.done})
+	}
+	for _, s := range st.settings {
+		p.toExecutor(e, s.m, request{swallow: true})
+	}
+	if st.run {
+		p.forward(e, Message{ID: CmdRun}, request{swallow: true})
+	}
+	return e, nil
+}
+
+// labelOf is the thread-name prefix of an executor's task, in the DAP
+// flavour's merged-mode style.
+func labelOf(t dap.TaskInfo) string {
+	var parts []string
+	if t.ExecutorID != "" {
+		parts = append(parts, "exec "+t.ExecutorID)
+	}
+	if t.Host != "" {
+		parts = append(parts, t.Host)
+	}
+	parts = append(parts, "pid "+strconv.FormatInt(t.PID, 10))
+	if t.Label != "" {
+		parts = append(parts, t.Label)
+	}
+	return "[" + strings.Join(parts, " · ") + "] "
+}
+
+// leave forgets an executor whose connection ended: PyCharm is told its
+// threads are gone and gets errors for what it still waits for.
+func (p *Proxy) leave(e *executor) {
+	e.p.close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.execs[e.pid] != e {
+		return
+	}
+	delete(p.execs, e.pid)
+	if p.ide == nil {
+		return
+	}
+	var seqs []int
+	for _, r := range e.pending {
+		if !r.swallow && r.ans == nil {
+			seqs = append(seqs, r.ideSeq)
+		}
+	}
+	sort.Ints(seqs)
+	for _, s := range seqs {
+		p.ide.send(ErrorMessage(s, fmt.Sprintf("sparkdap: the worker (pid %d) went away", e.pid)))
+	}
+	threads := make([]string, 0, len(e.threads))
+	for t := range e.threads {
+		threads = append(threads, t)
+	}
+	sort.Strings(threads)
+	for _, t := range threads {
+		p.ide.send(Message{ID: CmdThreadKill, Seq: p.nextIDESeq(), Payload: PyQuote(t, payloadSafe)})
+	}
+}
+
+// nextIDESeq numbers the proxy's own messages to PyCharm (pydevd's style:
+// even). Callers hold p.mu and p.st is set.
+func (p *Proxy) nextIDESeq() int {
+	p.st.seq += 2
+	return p.st.seq
+}
+
+// forward sends m to one executor under a fresh sequence number, noting
+// what to do with the answer. Callers hold p.mu.
+func (p *Proxy) forward(e *executor, m Message, r request) {
+	e.seq += 2
+	r.ideSeq = m.Seq
+	m.Seq = e.seq
+	if !noResponse[m.ID] {
+		e.pending[m.Seq] = r
+	}
+	e.p.send(m)
+}
+
+// toExecutor forwards m with breakpoint files rewritten for e. Callers hold
+// p.mu.
+func (p *Proxy) toExecutor(e *executor, m Message, r request) {
+	key, file, ok := BreakpointKey(m)
+	if !ok {
+		p.forward(e, m, r)
+		return
+	}
+	var files []string
+	if m.ID == CmdSetBreak {
+		files = e.paths.toRemote(file)
+		e.bps[key] = files
+	} else {
+		if files = e.bps[key]; files == nil {
+			files = e.paths.toRemote(file)
+		}
+		delete(e.bps, key)
+	}
+	for _, f := range files {
+		p.forward(e, WithBreakpointFile(m, f), r)
+	}
+}
+
+// fromPyCharm routes one command from PyCharm.
+func (p *Proxy) fromPyCharm(ide *peer, m Message) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ide != ide || p.st == nil {
+		return
+	}
+	st := p.st
+	p.log.Debug().Str("msg", m.String()).Msg("from PyCharm")
+	switch {
+	case m.ID == CmdVersion:
+		ans := &answer{}
+		st.version, st.versionAns = &m, ans
+		for _, e := range p.execs {
+			p.forward(e, m, request{ans: ans})
+		}
+		seq := m.Seq
+		ans.timer = time.AfterFunc(p.cfg.VersionTimeout, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if ans.done || p.ide != ide {
+				return
+			}
+			ans.done = true
+			p.log.Info().Msg("no executor answered PyCharm's version request in time; the proxy answered it")
+			ide.send(Message{ID: CmdVersion, Seq: seq, Payload: PyQuote(p.cfg.FallbackVersion, payloadSafe)})
+		})
+		return
+	case m.ID == CmdSetProtocol:
+		// Executors stay on pydevd's default quoted-line protocol: the
+		// proxy answers for them.
+		if strings.TrimSpace(m.Payload) != "quoted-line" {
+			ide.send(ErrorMessage(m.Seq, "sparkdap: only the quoted-line protocol is supported"))
+			return
+		}
+		ide.send(Message{ID: CmdSetProtocol, Seq: m.Seq})
+		return
+	case m.ID == CmdRun:
+		st.run = true
+	case m.ID == CmdSetBreak || m.ID == CmdRemoveBreak:
+		if key, _, ok := BreakpointKey(m); ok {
+			st.record("bp\t"+key, m, m.ID == CmdSetBreak)
+		}
+	case m.ID == CmdAddExceptionBreak || m.ID == CmdRemoveExceptionBreak:
+		name, _, _ := strings.Cut(m.Payload, "\t")
+		st.record("exc\t"+name, m, m.ID == CmdAddExceptionBreak)
+	case m.ID == CmdAddDjangoExceptionBreak || m.ID == CmdRemoveDjangoExcBreak:
+		name, _, _ := strings.Cut(m.Payload, "\t")
+		st.record("django\t"+name, m, m.ID == CmdAddDjangoExceptionBreak)
+	case recordedByID[m.ID]:
+		st.record("cmd\t"+strconv.Itoa(m.ID), m, true)
+	default:
+		if thread, all := RoutedThread(m.Payload); thread != "" && !all {
+			pid, _ := ThreadPID(thread)
+			e := p.execs[pid]
+			if e == nil {
+				if !noResponse[m.ID] {
+					ide.send(ErrorMessage(m.Seq, fmt.Sprintf("sparkdap: thread %s: its worker is gone", thread)))
+				}
+				return
+			}
+			p.forward(e, m, request{})
+			return
+		}
+	}
+	// Broadcast: every executor gets it; the first answer goes back.
+	ans := &answer{}
+	for _, e := range p.sortedExecs() {
+		p.toExecutor(e, m, request{ans: ans})
+	}
+}
+
+func (p *Proxy) sortedExecs() []*executor {
+	out := make([]*executor, 0, len(p.execs))
+	for _, e := range p.execs {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
+	return out
+}
+
+// record keeps (or with keep false, drops) a setting for replay.
+func (st *session) record(key string, m Message, keep bool) {
+	for i, s := range st.settings {
+		if s.key == key {
+			st.settings = append(st.settings[:i], st.settings[i+1:]...)
+			break
+		}
+	}
+	if keep {
+		st.settings = append(st.settings, setting{key: key, m: m})
+	}
+}
+
+// fromExecutor relays one message from an executor's pydevd to PyCharm.
+func (p *Proxy) fromExecutor(e *executor, m Message) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.execs[e.pid] != e || p.ide == nil {
+		return
+	}
+	if m.ID == CmdSparkdapTask {
+		var t dap.TaskInfo
+		if err := json.Unmarshal([]byte(PyUnquote(m.Payload)), &t); err == nil {
+			if t.PID == 0 {
+				t.PID = e.pid
+			}
+			e.label = labelOf(t)
+			e.hello.TaskInfo.Label = t.Label
+		}
+		return
+	}
+	if r, ok := e.pending[m.Seq]; ok && m.Seq%2 == 1 {
+		delete(e.pending, m.Seq)
+		if r.swallow {
+			return
+		}
+		if r.ans != nil {
+			if r.ans.done {
+				return
+			}
+			r.ans.done = true
+			if r.ans.timer != nil {
+				r.ans.timer.Stop()
+			}
+		}
+		m.Seq = r.ideSeq
+	} else {
+		m.Seq = p.nextIDESeq()
+	}
+	switch m.ID {
+	case CmdThreadCreate:
+		for _, t := range ThreadIDs(m.Payload) {
+			e.threads[t] = true
+		}
+	case CmdThreadKill:
+		delete(e.threads, strings.TrimSpace(PyUnquote(m.Payload)))
+	}
+	m.Payload = RewriteFrameFiles(m.Payload, e.paths.toLocal)
+	if m.ID == CmdThreadCreate || m.ID == CmdReturn {
+		m.Payload = PrefixThreadNames(m.Payload, e.label)
+	}
+	p.ide.send(m)
+}
