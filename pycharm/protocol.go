@@ -212,11 +212,11 @@ func RoutedThread(payload string) (thread string, all bool) {
 func breakFileField(id int, fields []string) int {
 	switch id {
 	case CmdSetBreak:
+		if _, err := strconv.Atoi(fields[0]); err == nil && len(fields) > 3 {
+			return 2 // id, type, file, line, …
+		}
 		if len(fields) > 2 {
-			if _, err := strconv.Atoi(fields[0]); err == nil {
-				return 2
-			}
-			return 1
+			return 1 // type, file, line, …
 		}
 	case CmdRemoveBreak:
 		if len(fields) > 2 {
