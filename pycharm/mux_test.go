@@ -1,0 +1,225 @@
+package pycharm_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/pycharm"
+	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
+)
+
+// fakeWorker plays one wrapper + pydevd-pycharm process: hello, then a
+// pydevd connection that answers the proxy's probe and CMD_VERSION, and
+// records everything else it gets.
+type fakeWorker struct {
+	pid  int64
+	conn net.Conn
+	got  chan pycharm.Message
+}
+
+func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, partition int64, roots dap.Roots) *fakeWorker {
+	t.Helper()
+	h := map[string]any{"token": "tok", "pid": pid, "host": "node-1", "executorId": "1",
+		"label": fmt.Sprintf("stage 0 · partition %d · attempt 0", partition), "roots": roots}
+	b, _ := json.Marshal(h)
+	hc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(hc, "SPARKDAP/1 %s\n", b)
+	_ = hc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	sc := bufio.NewScanner(hc)
+	for sc.Scan() {
+		if i := strings.Index(sc.Text(), "SPARKDAP/1 "); i >= 0 {
+			if reply := sc.Text()[i+11:]; reply != "OK" {
+				t.Fatalf("hello refused: %s", reply)
+			}
+			break
+		}
+	}
+	hc.Close()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &fakeWorker{pid: pid, conn: c, got: make(chan pycharm.Message, 100)}
+	tid := fmt.Sprintf("pid_%d_id_1", pid)
+	go func() {
+		br := bufio.NewReader(c)
+		for {
+			m, err := pycharm.ReadMessage(br, 1<<20)
+			if err != nil {
+				close(w.got)
+				return
+			}
+			switch m.ID {
+			case pycharm.CmdListThreads:
+				w.send(pycharm.Message{ID: pycharm.CmdReturn, Seq: m.Seq, Payload: pycharm.PyQuote(
+					`<xml><thread name="MainThread" id="`+tid+`" /></xml>`, `/<>_=" `)})
+			case pycharm.CmdVersion:
+				w.send(pycharm.Message{ID: pycharm.CmdVersion, Seq: m.Seq, Payload: fmt.Sprintf("v-%d", pid)})
+			case pycharm.CmdGetFrame:
+				w.send(pycharm.Message{ID: pycharm.CmdGetFrame, Seq: m.Seq, Payload: pycharm.PyQuote(
+					fmt.Sprintf(`<xml><var name="pid" type="int" value="%d" /></xml>`, pid), `/<>_=" `)})
+			default:
+				w.got <- m
+			}
+		}
+	}()
+	t.Cleanup(func() { c.Close() })
+	return w
+}
+
+func (w *fakeWorker) send(m pycharm.Message) { _, _ = w.conn.Write(m.Marshal()) }
+
+func (w *fakeWorker) waitFor(t *testing.T, id int) pycharm.Message {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case m, ok := <-w.got:
+			if !ok {
+				t.Fatalf("worker %d: connection closed waiting for %d", w.pid, id)
+			}
+			if m.ID == id {
+				return m
+			}
+		case <-timeout:
+			t.Fatalf("worker %d: no command %d", w.pid, id)
+		}
+	}
+}
+
+func TestMultiplexer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "job.py"), []byte("x = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := dap.NewPathMapper(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ide, err := pycharmtest.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ide.Close()
+	px, err := pycharm.Listen(pycharm.Config{Token: "tok", PyCharm: ide.Addr(), Paths: paths,
+		Log: zerolog.Nop(), VersionTimeout: 5 * time.Second}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go px.Serve(ctx)
+	defer px.Close()
+	addr := px.Addr().String()
+
+	rootsA := dap.Roots{SparkFiles: "/spark/a/userFiles-1"}
+	a := startWorker(t, ctx, addr, 101, 0, rootsA)
+	if err := ide.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, err := ide.Handshake(ctx)
+	if err != nil || v != "v-101" {
+		t.Fatalf("handshake answered %q, %v; want worker 101's version", v, err)
+	}
+	local := filepath.Join(root, "job.py")
+	if err := ide.SetBreakpoint(1, local, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ide.Send(pycharm.CmdRun); err != nil {
+		t.Fatal(err)
+	}
+	// Breakpoint fanned out to worker A's candidate paths, then run.
+	files := map[string]bool{}
+	for {
+		m := a.waitFor(t, pycharm.CmdSetBreak)
+		_, f, _ := pycharm.BreakpointKey(m)
+		files[f] = true
+		if f == "/spark/a/userFiles-1/job.py" {
+			break
+		}
+	}
+	a.waitFor(t, pycharm.CmdRun)
+
+	// A late joiner gets version, breakpoint and run replayed.
+	b := startWorker(t, ctx, addr, 202, 1, dap.Roots{SparkFiles: "/spark/b/userFiles-2"})
+	for {
+		m := b.waitFor(t, pycharm.CmdSetBreak)
+		if _, f, _ := pycharm.BreakpointKey(m); f == "/spark/b/userFiles-2/job.py" {
+			break
+		}
+	}
+	b.waitFor(t, pycharm.CmdRun)
+
+	// B announces its thread and suspends in its copy of job.py.
+	tidB := "pid_202_id_1"
+	q := func(s string) string { return pycharm.PyQuote(s, `/<>_=" `) }
+	b.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 2, Payload: q(`<xml><thread name="MainThread" id="` + tidB + `" /></xml>`)})
+	b.send(pycharm.Message{ID: pycharm.CmdThreadSuspend, Seq: 4, Payload: q(`<xml><thread id="` + tidB +
+		`" stop_reason="111"><frame id="77" name="f" file="/spark/b/userFiles-2/job.py" line="1"></frame></thread></xml>`)})
+	created, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadCreate })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ths, _, _ := pycharmtest.ParseXML(created.Payload)
+	if len(ths) != 1 || ths[0].Name != "[exec 1 · node-1 · pid 202 · stage 0 · partition 1 · attempt 0] MainThread" {
+		t.Errorf("thread create %+v", ths)
+	}
+	susp, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadSuspend })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ths, _, _ = pycharmtest.ParseXML(susp.Payload)
+	if len(ths) != 1 || ths[0].Frames[0].File != local {
+		t.Errorf("suspend frames %+v, want the local file %s", ths, local)
+	}
+	if susp.Seq == created.Seq || susp.Seq%2 != 0 {
+		t.Errorf("event seqs %d, %d: want distinct, even", created.Seq, susp.Seq)
+	}
+
+	// A thread command goes to its owner only, with its answer's seq
+	// translated back.
+	fr, err := ide.Request(ctx, pycharm.CmdGetFrame, tidB, "77", "FRAME", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, vars, _ := pycharmtest.ParseXML(fr.Payload); len(vars) != 1 || vars[0].Value != "202" {
+		t.Errorf("frame of %s answered by %+v", tidB, vars)
+	}
+	// A thread whose worker is unknown gets an error, not silence.
+	if _, err := ide.Request(ctx, pycharm.CmdGetFrame, "pid_999_id_1", "1", "FRAME", "0"); err == nil {
+		t.Errorf("GET_FRAME for an unknown worker's thread: want CMD_ERROR")
+	}
+	// Resume goes to B only.
+	if _, err := ide.Send(pycharm.CmdThreadRun, tidB); err != nil {
+		t.Fatal(err)
+	}
+	if m := b.waitFor(t, pycharm.CmdThreadRun); m.Payload != tidB {
+		t.Errorf("B got resume %q", m.Payload)
+	}
+	select {
+	case m := <-a.got:
+		t.Errorf("A got %v, meant for B", m)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	// B leaves: PyCharm hears its thread is gone.
+	b.conn.Close()
+	kill, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadKill })
+	if err != nil || pycharm.PyUnquote(kill.Payload) != tidB {
+		t.Errorf("thread kill %v, %v", kill, err)
+	}
+}
