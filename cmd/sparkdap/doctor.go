@@ -659,18 +659,17 @@ func (d *doctor) waitListed(ctx context.Context, ideAddr string, pid int) *pathE
 		if err == nil && n == 1 {
 			return nil
 		}
+		var refused *sparkdapRefusal
+		if errors.As(err, &refused) { // asking again will not help
+			return &pathError{err: err, fix: "pass the proxy's IDE token: --ide-token or $" + ideTokenEnv}
+		}
 		last = err
 		select {
 		case <-ctx.Done():
 			if last == nil {
 				last = errors.New("the worker connected but the IDE port does not list it")
 			}
-			fix := ""
-			var refused *sparkdapRefusal
-			if errors.As(last, &refused) {
-				fix = "pass the proxy's IDE token: --ide-token or $" + ideTokenEnv
-			}
-			return &pathError{err: last, fix: fix}
+			return &pathError{err: last, fix: "the proxy admitted the worker but does not list it: see sparkdap serve's log (--log-level debug)"}
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -106,8 +106,12 @@ func TestDoctorHealthyNothingRunning(t *testing.T) {
 
 // startHub runs an in-process sparkdap proxy, as `sparkdap serve` would.
 func startHub(t *testing.T, token string) (ide, exe string) {
+	return startHubConfig(t, dap.Config{Token: token, Log: zerolog.Nop()})
+}
+
+func startHubConfig(t *testing.T, cfg dap.Config) (ide, exe string) {
 	t.Helper()
-	hub := dap.NewHub(dap.Config{Token: token, Log: zerolog.Nop()})
+	hub := dap.NewHub(cfg)
 	srv, err := dap.Listen(hub, "127.0.0.1:0", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +157,24 @@ func TestDoctorRunningProxy(t *testing.T) {
 		}
 		wantCheck(t, out, "test connection", vFail, "only one of --ide and --executors is a sparkdap")
 	})
+}
+
+func TestDoctorProxyWithIDEToken(t *testing.T) {
+	py := debugpyPython(t)
+	t.Setenv(ideTokenEnv, "")
+	ide, exe := startHubConfig(t, dap.Config{Token: "exe-tok", IDEToken: "ide-tok", Log: zerolog.Nop()})
+	code, out := runDoctorCmd(t, "--ide", ide, "--executors", exe, "--python", py, "--token", "exe-tok")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	wantCheck(t, out, "IDE port", vOK, "a sparkdap is already serving here", "requires an IDE token")
+	wantCheck(t, out, "test connection", vFail, "requires an IDE token", "fix: pass the proxy's IDE token: --ide-token or $"+ideTokenEnv)
+
+	code, out = runDoctorCmd(t, "--ide", ide, "--executors", exe, "--python", py, "--token", "exe-tok", "--ide-token", "ide-tok")
+	if code != 0 {
+		t.Fatalf("exit %d with both tokens", code)
+	}
+	wantCheck(t, out, "test connection", vOK, "running sparkdap serve")
 }
 
 // squatter holds a port with something that is not sparkdap: it answers

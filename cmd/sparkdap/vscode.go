@@ -32,6 +32,7 @@ type vscodeAttach struct {
 	Connect      vscodeConnect       `json:"connect"`
 	JustMyCode   bool                `json:"justMyCode"`
 	PathMappings []vscodePathMapping `json:"pathMappings,omitempty"`
+	IDEToken     string              `json:"sparkdapToken,omitempty"`
 }
 
 type vscodeConnect struct {
@@ -52,9 +53,10 @@ func runVSCode(args []string, stdout, stderr io.Writer) error {
 	name := fset.String("name", defaultAttachName, "name of the configuration; one with the same name is replaced")
 	var maps multiFlag
 	fset.Var(&maps, "map", "REMOTE=LOCAL: add a debugpy pathMappings entry (repeatable). Rarely needed: serve --root/--map map paths in the proxy")
+	withToken := fset.Bool("ide-token", false, "add \"sparkdapToken\": \"${env:"+ideTokenEnv+"}\", for a serve started with --ide-token (VS Code reads the variable from its own environment)")
 	dryRun := fset.Bool("n", false, "print the resulting launch.json instead of writing it")
 	fset.Usage = func() {
-		fmt.Fprint(stderr, `usage: sparkdap vscode [--dir .] [--host 127.0.0.1] [--port 4711] [--name NAME] [--map REMOTE=LOCAL]... [-n]
+		fmt.Fprint(stderr, `usage: sparkdap vscode [--dir .] [--host 127.0.0.1] [--port 4711] [--name NAME] [--map REMOTE=LOCAL]... [--ide-token] [-n]
 
 Adds the attach configuration for 'sparkdap serve' to .vscode/launch.json,
 creating the file if needed. Other configurations, their order and the
@@ -68,6 +70,7 @@ Examples:
   sparkdap vscode --dir ~/src/myjob --port 4800
   sparkdap vscode -n                           # show the result, write nothing
   sparkdap vscode --map /opt/jobs=${workspaceFolder}
+  sparkdap vscode --ide-token                  # serve runs with --ide-token / $SPARKDAP_IDE_TOKEN
 
 Flags:
 `)
@@ -87,6 +90,9 @@ Flags:
 	}
 	cfg := vscodeAttach{Name: *name, Type: "debugpy", Request: "attach",
 		Connect: vscodeConnect{Host: *host, Port: *port}}
+	if *withToken {
+		cfg.IDEToken = "${env:" + ideTokenEnv + "}"
+	}
 	for _, m := range maps {
 		remote, local, ok := strings.Cut(m, "=")
 		if !ok || remote == "" || local == "" {

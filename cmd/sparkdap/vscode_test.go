@@ -95,8 +95,9 @@ func TestVSCodeMerge(t *testing.T) {
 			existing:  ptr(`{"configurations": [{"name": "` + defaultAttachName + `"}]}`),
 			wantNames: []string{defaultAttachName, "sparkdap prod"}, wantKeys: []string{"version", "configurations"},
 			check: func(t *testing.T, lf launchFile) {
-				if lf.names[1] != "sparkdap prod" || lf.sparkda != nil {
-					t.Errorf("names %v", lf.names)
+				first := lf.raw["configurations"].([]any)[0].(map[string]any)
+				if lf.names[1] != "sparkdap prod" || len(first) != 1 {
+					t.Errorf("names %v, first configuration %v (want it untouched)", lf.names, first)
 				}
 			},
 		},
@@ -135,6 +136,15 @@ func TestVSCodeMerge(t *testing.T) {
 				}
 				if lf.sparkda["connect"].(map[string]any)["host"] != "10.0.0.5" {
 					t.Errorf("host not set: %v", lf.sparkda)
+				}
+			},
+		},
+		{
+			name: "IDE token from the environment", args: []string{"--ide-token"},
+			wantNames: []string{defaultAttachName}, wantKeys: []string{"version", "configurations"},
+			check: func(t *testing.T, lf launchFile) {
+				if lf.sparkda["sparkdapToken"] != "${env:SPARKDAP_IDE_TOKEN}" {
+					t.Errorf("sparkdapToken %v", lf.sparkda["sparkdapToken"])
 				}
 			},
 		},
@@ -196,6 +206,9 @@ func TestVSCodeMerge(t *testing.T) {
 				if _, ok := c["pathMappings"]; ok != (len(tt.args) > 0 && tt.args[0] == "--map") {
 					t.Errorf("pathMappings present = %v: %v", ok, c)
 				}
+			}
+			if tt.check != nil {
+				tt.check(t, lf)
 			}
 			bak, bakErr := os.ReadFile(path + ".bak")
 			warned := strings.Contains(stderr.String(), "comment(s)")
