@@ -1,0 +1,264 @@
+package dap
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sparkdap/sparkdap/internal/dapclient"
+)
+
+// The fuzz targets below drive a live Hub over in-memory pipes: arbitrary
+// bytes from one peer, then a well-behaved IDE and executor that must be
+// served as if nothing had happened, and a Hub that shuts down cleanly.
+
+// pipeHub is a Hub serving connections made with net.Pipe.
+type pipeHub struct {
+	t      *testing.T
+	hub    *Hub
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newPipeHub(t *testing.T) *pipeHub {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	p := &pipeHub{t: t, ctx: ctx, cancel: cancel, hub: NewHub(Config{
+		Token: testToken, Log: zerolog.Nop(), MaxMessageBytes: 1 << 16, LabelWait: time.Millisecond,
+		HandshakeTimeout: 5 * time.Second, RequestTimeout: 5 * time.Second, FanoutTimeout: 5 * time.Second})}
+	t.Cleanup(p.shutdown)
+	return p
+}
+
+// shutdown ends every session and fails the test if one does not end.
+func (p *pipeHub) shutdown() {
+	p.cancel()
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		p.t.Fatal("hub sessions still running 10s after shutdown")
+	}
+}
+
+// executorConn connects an executor; done closes when the Hub is through
+// with it.
+func (p *pipeHub) executorConn() (c net.Conn, done chan struct{}) {
+	return p.conn(p.hub.ServeExecutor)
+}
+
+func (p *pipeHub) ideConn() (c net.Conn, done chan struct{}) {
+	return p.conn(p.hub.ServeIDE)
+}
+
+func (p *pipeHub) conn(serve func(context.Context, net.Conn)) (net.Conn, chan struct{}) {
+	ours, theirs := net.Pipe()
+	done := make(chan struct{})
+	p.wg.Add(1)
+	go func() { defer p.wg.Done(); defer close(done); serve(p.ctx, theirs) }()
+	p.t.Cleanup(func() { ours.Close() })
+	return ours, done
+}
+
+// waitDone waits (bounded) until the Hub is through with a connection.
+func (p *pipeHub) waitDone(what string, done chan struct{}) {
+	p.t.Helper()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		p.t.Fatalf("the hub still serves %s 10s after it closed", what)
+	}
+}
+
+// spew writes data to c while draining what the hub sends back, then
+// closes c.
+func spew(c net.Conn, data []byte) {
+	go func() { _, _ = io.Copy(io.Discard, c) }()
+	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, _ = c.Write(data)
+	c.Close()
+}
+
+// goodIDE attaches a merged-mode IDE that sets a breakpoint on
+// /job/udf.py:5.
+func (p *pipeHub) goodIDE() *dapclient.Client {
+	p.t.Helper()
+	conn, _ := p.ideConn()
+	c := dapclient.New(conn)
+	p.t.Cleanup(func() { c.Close() })
+	if _, err := c.Initialize(p.ctx, false); err != nil {
+		p.t.Fatalf("good IDE: %v", err)
+	}
+	if err := c.Attach(p.ctx, map[string]any{"request": "attach"}, func(ctx context.Context) error {
+		_, err := c.SetBreakpoints(ctx, "/job/udf.py", 5)
+		return err
+	}); err != nil {
+		p.t.Fatalf("good IDE: %v", err)
+	}
+	return c
+}
+
+// goodExecutor connects a fake pydevd and waits until it is in service.
+func (p *pipeHub) goodExecutor(pid int) *fakePydevd {
+	p.t.Helper()
+	conn, _ := p.executorConn()
+	f := newFake(p.t, conn, testToken, pid, nil)
+	f.waitRequest("configurationDone", nil)
+	return f
+}
+
+// check is what a user of the well-behaved pair sees: the executor got the
+// breakpoint, its thread is listed, it stops and its stack can be read.
+func (p *pipeHub) check(c *dapclient.Client, f *fakePydevd) {
+	p.t.Helper()
+	f.waitRequest("setBreakpoints", func(m Message) bool {
+		src, _ := m.Arguments()["source"].(map[string]any)
+		bps, _ := m.Arguments()["breakpoints"].([]any)
+		return src["path"] == "/job/udf.py" && len(bps) == 1
+	})
+	threads, err := c.Threads(p.ctx)
+	if err != nil || len(threads) != 1 {
+		p.t.Fatalf("good IDE threads = %+v, %v; want the good executor's one", threads, err)
+	}
+	tid := threads[0].Id
+	f.stop()
+	if _, err := c.WaitEvent(p.ctx, "stopped", func(b json.RawMessage) bool {
+		var body struct{ ThreadID int }
+		return json.Unmarshal(b, &body) == nil && body.ThreadID == tid
+	}); err != nil {
+		p.t.Fatal(err)
+	}
+	frames, err := c.StackTrace(p.ctx, tid)
+	if err != nil || len(frames) != 1 || frames[0].Source == nil || frames[0].Source.Path != "/job/udf.py" {
+		p.t.Fatalf("good IDE stackTrace = %+v, %v", frames, err)
+	}
+}
+
+func addFrameSeeds(f *testing.F, withBool bool) {
+	seeds := []string{
+		frame(`{"seq":1,"type":"request","command":"initialize","arguments":{"supportsStartDebuggingRequest":true}}`) +
+			frame(`{"seq":2,"type":"request","command":"attach","arguments":{}}`) +
+			frame(`{"seq":3,"type":"request","command":"setBreakpoints","arguments":{"source":{"path":"/x.py"},"breakpoints":[{"line":1}]}}`) +
+			frame(`{"seq":4,"type":"request","command":"configurationDone"}`) +
+			frame(`{"seq":5,"type":"request","command":"threads"}`),
+		frame(`{"seq":1,"type":"event","event":"stopped","body":{"threadId":1,"reason":"breakpoint","hitBreakpointIds":[0,"x"]}}`) +
+			frame(`{"seq":2,"type":"event","event":"breakpoint","body":{"reason":"changed","breakpoint":{"id":0,"verified":true}}}`) +
+			frame(`{"seq":3,"type":"event","event":"thread","body":{"reason":"exited","threadId":1}}`),
+		frame(`{"seq":1,"type":"response","request_seq":1,"command":"pydevdAuthorize","success":true,"body":{"clientAccessToken":"s3cret"}}`) +
+			frame(`{"seq":2,"type":"response","request_seq":2,"command":"pydevdSystemInfo","success":true,"body":{"process":{"pid":9}}}`) +
+			frame(`{"seq":3,"type":"response","request_seq":3,"command":"initialize","success":true}`) +
+			frame(`{"seq":4,"type":"response","request_seq":4,"command":"attach","success":true}`) +
+			frame(`{"seq":5,"type":"event","event":"sparkdapTask","body":{"pid":9,"roots":{"cwd":"/w"}}}`),
+		"SPARKDAP/1 {\"token\":\"s3cret\",\"pid\":7,\"roots\":{\"cwd\":\"/w\"}}\n",
+		frame(`{"seq":1,"type":"request","command":"disconnect","arguments":{"terminateDebuggee":true}}`),
+		frame(`{"seq":1,"type":"request","command":"attach","arguments":{"sparkdapExecutor":1}}`) +
+			frame(`{"seq":2,"type":"request","command":"stackTrace","arguments":{"threadId":"*"}}`),
+		"Content-Length: 99999999999\r\n\r\n",
+		"Content-Length: 5\r\n\r\n{nope",
+	}
+	for _, s := range seeds {
+		if withBool {
+			f.Add([]byte(s), true)
+			f.Add([]byte(s), false)
+		} else {
+			f.Add([]byte(s))
+		}
+	}
+}
+
+// FuzzHubExecutorSide: arbitrary bytes from an executor connection, either
+// from its first byte (hello, handshake) or after a proper handshake, while
+// an IDE is attached. Afterwards a well-behaved executor is debugged
+// normally and the Hub shuts down.
+func FuzzHubExecutorSide(f *testing.F) {
+	addFrameSeeds(f, true)
+	f.Fuzz(func(t *testing.T, data []byte, afterHandshake bool) {
+		p := newPipeHub(t)
+		c := p.goodIDE()
+		conn, done := p.executorConn()
+		if afterHandshake {
+			bad := newFake(t, conn, testToken, 666, nil)
+			bad.waitRequest("configurationDone", nil)
+			bad.mu.Lock()
+			_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			_, _ = conn.Write(data)
+			bad.mu.Unlock()
+			conn.Close()
+		} else {
+			spew(conn, data)
+		}
+		p.waitDone("the bad executor", done)
+		p.hub.mu.Lock()
+		left := len(p.hub.executors)
+		p.hub.mu.Unlock()
+		if left != 0 {
+			t.Fatalf("%d executors still admitted after the bad one left", left)
+		}
+		p.check(c, p.goodExecutor(1))
+	})
+}
+
+// FuzzHubIDESide: arbitrary bytes from an IDE connection while an executor
+// is connected. Afterwards a well-behaved IDE attaches and debugs it.
+func FuzzHubIDESide(f *testing.F) {
+	addFrameSeeds(f, false)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := newPipeHub(t)
+		ex := p.goodExecutor(1)
+		conn, done := p.ideConn()
+		spew(conn, data)
+		p.waitDone("the bad IDE", done)
+		p.hub.mu.Lock()
+		root, children := p.hub.root, len(p.hub.children)
+		p.hub.mu.Unlock()
+		if root != nil || children != 0 {
+			t.Fatalf("the bad IDE left a session behind: root %v, %d children", root != nil, children)
+		}
+		p.check(p.goodIDE(), ex)
+	})
+}
+
+// FuzzHello: arbitrary hello lines never panic, never accept a wrong token
+// and never hold more than one pending hello per process.
+func FuzzHello(f *testing.F) {
+	f.Add([]byte("SPARKDAP/1 {\"token\":\"s3cret\",\"pid\":7,\"host\":\"h\",\"stageId\":1,\"roots\":{\"cwd\":\"/w\",\"sysPath\":[\"/a\"]}}\n"))
+	f.Add([]byte("SPARKDAP/1 {\"token\":\"nope\",\"pid\":7}\n"))
+	f.Add([]byte("SPARKDAP/1 {\"pid\":-1}\n"))
+	f.Add([]byte("SPARKDAP/1 " + strings.Repeat("x", 70000)))
+	f.Add([]byte("SPARKDAP/1 {\"token\":\"s3cret\",\"pid\":1e3,\"roots\":7}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		br := bufio.NewReaderSize(bytes.NewReader(data), 4096)
+		if !peekHello(br) {
+			return
+		}
+		hello, err := readHello(br)
+		if err != nil {
+			return
+		}
+		h := NewHub(Config{Token: testToken, MaxSessions: 2, Log: zerolog.Nop()})
+		token := hello.Token
+		for range 2 {
+			if reason := h.acceptHello("127.0.0.1:1234", hello); reason == "" && token != testToken {
+				t.Fatalf("hello with token %q accepted", token)
+			}
+		}
+		if len(h.hellos) > 1 {
+			t.Fatalf("one process holds %d pending hellos", len(h.hellos))
+		}
+		for _, p := range h.hellos {
+			if p.hello.Token != "" {
+				t.Fatal("a pending hello keeps the token")
+			}
+		}
+	})
+}
