@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/sparkdap/sparkdap/dap"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
@@ -54,6 +55,8 @@ type doctorFlags struct {
 	python, java        string
 	token, ideToken     string
 	ssh                 string
+	remoteListen        string
+	remotePython        string
 	identities          stringList
 	knownHosts          string
 	sshTimeout, timeout time.Duration
@@ -79,6 +82,8 @@ func runDoctor(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.token, "token", "", "the running proxy's executor token, for the test connection (default $"+tokenEnv+")")
 	fs.StringVar(&f.ideToken, "ide-token", "", "the running proxy's IDE token, if it has one (default $"+ideTokenEnv+")")
 	fs.StringVar(&f.ssh, "ssh", "", "also check this SSH gateway: user@host[:port], as for serve --ssh")
+	fs.StringVar(&f.remoteListen, "remote-listen", "127.0.0.1:5678", "with --ssh: where serve's tunnel listens for executors on the gateway (serve's --remote-listen)")
+	fs.StringVar(&f.remotePython, "remote-python", "python3", "with --ssh: the Python with debugpy on the gateway, for the test connection through the tunnel")
 	fs.Var(&f.identities, "ssh-identity", "private key `file` for --ssh (repeatable; default: ssh-agent, then ~/.ssh/id_*)")
 	fs.StringVar(&f.knownHosts, "ssh-known-hosts", tunnel.DefaultKnownHosts(), "known_hosts `file` the gateway's host key is checked against")
 	fs.DurationVar(&f.sshTimeout, "ssh-timeout", 15*time.Second, "bound on reaching the gateway and the SSH handshake")
@@ -95,12 +100,16 @@ Checks, each with a verdict (OK, WARN, FAIL with the reason and the fix):
     the wrapper's hello and calls debugpy.connect, and the proxy must list it
     on its IDE port. Against the running sparkdap serve if there is one (give
     its token), else against a temporary proxy on loopback.
+  - with --ssh and a running 'sparkdap serve --ssh', the same test worker
+    run on the gateway (--remote-python) against --remote-listen: through
+    the tunnel to the proxy, as executors connect.
 Exits 0 only if no check fails.
 
 Examples:
   sparkdap doctor
   SPARKDAP_TOKEN=... sparkdap doctor --ide 127.0.0.1:4711 --executors 127.0.0.1:5678
   sparkdap doctor --python /opt/venvs/spark/bin/python --ssh me@edge.example.com
+  SPARKDAP_TOKEN=... sparkdap doctor --ssh me@edge.example.com --remote-listen 0.0.0.0:5678
 
 Flags:
 `)
@@ -148,8 +157,12 @@ func (d *doctor) run(ctx context.Context) error {
 		d.report(checkResult{name: "Spark version", v: vSkip, detail: "needs a working Python (see above)"})
 	}
 	d.checkJava(ctx)
-	d.checkSSH(ctx)
+	gateway := d.checkSSH(ctx)
 	d.checkTestConnection(ctx, py, pyOK, ideState, exeState)
+	if gateway != nil {
+		d.checkTunnelConnection(ctx, gateway, ideState)
+		gateway.Close()
+	}
 
 	failed := 0
 	for _, r := range d.results {
@@ -432,26 +445,27 @@ func (d *doctor) checkJava(ctx context.Context) {
 	d.report(checkResult{name: name, v: vOK, detail: first})
 }
 
-func (d *doctor) checkSSH(ctx context.Context) {
+// checkSSH dials the gateway; the client it returns (nil on failure) is
+// for the test connection through the tunnel.
+func (d *doctor) checkSSH(ctx context.Context) *ssh.Client {
 	if d.f.ssh == "" {
 		d.report(checkResult{name: "SSH gateway", v: vSkip, detail: "no --ssh given (executors reach this machine directly)"})
-		return
+		return nil
 	}
 	name := "SSH gateway " + d.f.ssh
 	target, err := tunnel.ParseTarget(d.f.ssh)
 	if err != nil {
 		d.report(checkResult{name: name, v: vFail, detail: err.Error(), fix: "pass --ssh user@host[:port]"})
-		return
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.f.sshTimeout+5*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, d.f.sshTimeout+5*time.Second)
 	defer cancel()
-	client, err := tunnel.Dial(ctx, tunnel.DialConfig{Target: target, IdentityFiles: d.f.identities,
+	client, err := tunnel.Dial(dctx, tunnel.DialConfig{Target: target, IdentityFiles: d.f.identities,
 		KnownHostsFile: d.f.knownHosts, Timeout: d.f.sshTimeout, Log: zerolog.Nop()})
 	if err != nil {
 		d.report(checkResult{name: name, v: vFail, detail: err.Error(), fix: sshFix(err, target)})
-		return
+		return nil
 	}
-	defer client.Close()
 	detail := fmt.Sprintf("connected, host key verified against %s, authenticated as %s", d.f.knownHosts, target.User)
 	if sess, err := client.NewSession(); err == nil {
 		var out bytes.Buffer
@@ -466,6 +480,42 @@ func (d *doctor) checkSSH(ctx context.Context) {
 		sess.Close()
 	}
 	d.report(checkResult{name: name, v: vOK, detail: detail})
+	return client
+}
+
+// checkTunnelConnection runs the test worker on the gateway: it connects
+// where executors would (serve's --remote-listen), through the tunnel to
+// the running proxy, which must list it on the IDE port.
+func (d *doctor) checkTunnelConnection(ctx context.Context, client *ssh.Client, ide portState) {
+	name := "test connection through the gateway (worker on the gateway → tunnel → proxy → IDE port)"
+	if ide != portSparkdap {
+		d.report(checkResult{name: name, v: vSkip, detail: "no sparkdap serve is running on " + d.f.ide,
+			fix: fmt.Sprintf("start 'sparkdap serve --ssh %s --remote-listen %s' and re-run to test the tunnel", d.f.ssh, d.f.remoteListen)})
+		return
+	}
+	if d.f.token == "" {
+		d.report(checkResult{name: name, v: vFail, detail: "no executor token was given",
+			fix: "export " + tokenEnv + " (the token sparkdap serve uses) or pass --token"})
+		return
+	}
+	addr := d.f.remoteListen
+	if h, p, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
+			addr = net.JoinHostPort("127.0.0.1", p) // what listens on all addresses listens on loopback too
+		}
+	}
+	err := d.testConnection(ctx, func(host, port string) (*probeProc, error) {
+		return startRemoteProbe(client, d.f.remotePython, host, port)
+	}, d.f.ide, addr, d.f.token)
+	if err != nil {
+		fix := err.fix
+		if fix == "" && strings.Contains(err.err.Error(), "exited before connecting") {
+			fix = fmt.Sprintf("the gateway needs %s with debugpy (--remote-python), or test from an executor host instead", d.f.remotePython)
+		}
+		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("to %s on the gateway: %v", addr, err.err), fix: fix})
+		return
+	}
+	d.report(checkResult{name: name, v: vOK, detail: fmt.Sprintf("a debugpy worker on the gateway reached %s and was listed on the IDE port", addr)})
 }
 
 func sshFix(err error, t tunnel.Target) string {
@@ -494,13 +544,19 @@ func sshFix(err error, t tunnel.Target) string {
 
 // probeScript is the worker side of the test connection: the wrapper's
 // hello (see dap/hello.go), then debugpy.connect, then it stays connected
-// until its stdin closes.
+// until its stdin closes. The token comes on stdin's first line, never on
+// a command line.
 const probeScript = `
-import json, os, socket, sys, time
-host, port, token = sys.argv[1], int(sys.argv[2]), os.environ.get("SPARKDAP_TOKEN", "")
+import json, os, socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+token = sys.stdin.readline().strip()
 body = {"token": token, "pid": os.getpid(), "host": socket.gethostname(), "executorId": "doctor",
         "label": "sparkdap doctor test connection", "roots": {"cwd": os.getcwd(), "sysPath": []}}
-sock = socket.create_connection((host, port), timeout=10)
+try:
+    sock = socket.create_connection((host, port), timeout=10)
+except OSError as exc:
+    print("UNREACHABLE %s:%d: %s" % (host, port, exc), flush=True)
+    sys.exit(3)
 sock.settimeout(10)
 sock.sendall(("SPARKDAP/1 " + json.dumps(body) + "\n").encode("utf-8"))
 buf = b""
@@ -518,10 +574,15 @@ sock.close()
 if reply != "OK":
     print("REFUSED " + reply.replace("REFUSED ", "", 1), flush=True)
     sys.exit(3)
-print("HELLO OK", flush=True)
-import debugpy
+os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+os.environ.setdefault("PYDEVD_CONNECT_TIMEOUT", "10")
+try:
+    import debugpy
+except ImportError as exc:
+    print("NODEBUGPY %s: %s" % (sys.executable, exc), flush=True)
+    sys.exit(3)
 debugpy.connect((host, port), access_token=token)
-print("CONNECTED", flush=True)
+print("CONNECTED %d" % os.getpid(), flush=True)
 sys.stdin.read()
 `
 
@@ -565,7 +626,9 @@ func (d *doctor) checkTestConnection(ctx context.Context, py string, pyOK bool, 
 		ideAddr, exeAddr = srv.IDEAddr().String(), srv.ExecutorAddr().String()
 		against = "a temporary proxy on " + exeAddr + " (no sparkdap serve is running; start one and re-run to test yours)"
 	}
-	err := d.testConnection(ctx, py, ideAddr, exeAddr, token)
+	err := d.testConnection(ctx, func(host, port string) (*probeProc, error) {
+		return startLocalProbe(py, host, port)
+	}, ideAddr, exeAddr, token)
 	if err != nil {
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("against %s: %v", against, err.err), fix: err.fix})
 		return
@@ -578,75 +641,134 @@ type pathError struct {
 	fix string
 }
 
-func (d *doctor) testConnection(ctx context.Context, py, ideAddr, exeAddr, token string) *pathError {
+// probeProc is a running probeScript, here or on the gateway.
+type probeProc struct {
+	stdin  io.WriteCloser
+	stdout io.Reader
+	stderr *lockedWriter
+	wait   func() error
+	kill   func()
+}
+
+// startLocalProbe runs the probe with py on this machine.
+func startLocalProbe(py, host, port string) (*probeProc, error) {
+	cmd := exec.Command(py, "-c", probeScript, host, port)
+	p := &probeProc{stderr: &lockedWriter{}}
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if p.stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, err
+	}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p.wait = cmd.Wait
+	p.kill = func() { _ = cmd.Process.Kill() }
+	return p, nil
+}
+
+// startRemoteProbe runs the probe with python on the gateway, over SSH.
+func startRemoteProbe(client *ssh.Client, python, host, port string) (*probeProc, error) {
+	sess, err := client.NewSession()
+	if err != nil {
+		return nil, err
+	}
+	p := &probeProc{stderr: &lockedWriter{}}
+	if p.stdin, err = sess.StdinPipe(); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	if p.stdout, err = sess.StdoutPipe(); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	sess.Stderr = p.stderr
+	if err := sess.Start(shellQuote(python) + " -c " + shellQuote(probeScript) + " " + shellQuote(host) + " " + shellQuote(port)); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	p.wait = sess.Wait
+	p.kill = func() { _ = sess.Signal(ssh.SIGKILL); sess.Close() }
+	return p, nil
+}
+
+// testConnection runs one probe worker against the executor address
+// (as start dials it) and checks the IDE port lists it.
+func (d *doctor) testConnection(ctx context.Context, start func(host, port string) (*probeProc, error), ideAddr, exeAddr, token string) *pathError {
 	host, port, err := net.SplitHostPort(exeAddr)
 	if err != nil {
 		return &pathError{err: err}
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.f.timeout)
 	defer cancel()
-	cmd := exec.Command(py, "-c", probeScript, host, port)
-	cmd.Env = append(os.Environ(), tokenEnv+"="+token, "PYDEVD_DISABLE_FILE_VALIDATION=1", "PYDEVD_CONNECT_TIMEOUT=10")
-	stdin, err := cmd.StdinPipe()
+	p, err := start(host, port)
 	if err != nil {
-		return &pathError{err: err}
+		return &pathError{err: fmt.Errorf("start the test worker: %w", err)}
 	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		return &pathError{err: err}
-	}
-	var stderr lockedWriter
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return &pathError{err: err}
+	if _, err := io.WriteString(p.stdin, token+"\n"); err != nil {
+		p.kill()
+		return &pathError{err: fmt.Errorf("start the test worker: %w", err)}
 	}
 	exited := make(chan struct{})
-	defer func() {
-		stdin.Close()
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
 	lines := make(chan string, 8)
 	go func() {
-		sc := bufio.NewScanner(outPipe)
+		sc := bufio.NewScanner(p.stdout)
 		for sc.Scan() {
 			lines <- sc.Text()
 		}
 		close(lines)
-		_ = cmd.Wait()
+		_ = p.wait()
 		close(exited)
+	}()
+	defer func() {
+		p.stdin.Close()
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			p.kill()
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+			}
+		}
 	}()
 	for {
 		select {
 		case <-ctx.Done():
-			return &pathError{err: fmt.Errorf("the worker did not finish connecting within %s (stderr: %s)", d.f.timeout, stderr.last()),
+			return &pathError{err: fmt.Errorf("the worker did not finish connecting within %s (stderr: %s)", d.f.timeout, p.stderr.last()),
 				fix: "is the proxy overloaded or stopped? sparkdap serve --log-level debug shows each connection"}
 		case line, ok := <-lines:
 			if !ok {
-				return &pathError{err: fmt.Errorf("the worker exited before connecting: %s", stderr.last()),
-					fix: fmt.Sprintf("is %s reachable from where the worker runs? sparkdap serve --log-level debug shows each connection", exeAddr)}
+				return &pathError{err: fmt.Errorf("the worker exited before connecting: %s", p.stderr.last())}
 			}
-			switch {
-			case strings.HasPrefix(line, "REFUSED "):
-				reason := strings.TrimPrefix(line, "REFUSED ")
+			verb, rest, _ := strings.Cut(line, " ")
+			switch verb {
+			case "UNREACHABLE":
+				return &pathError{err: errors.New("the worker cannot reach " + rest),
+					fix: "is sparkdap serve (and its tunnel) up, and is " + exeAddr + " the address executors use?"}
+			case "REFUSED":
 				fix := ""
-				if strings.Contains(reason, "token") {
+				if strings.Contains(rest, "token") {
 					fix = "export " + tokenEnv + " with the token sparkdap serve uses (the executors need the same one), or pass --token"
-				} else if strings.Contains(reason, "session limit") {
+				} else if strings.Contains(rest, "session limit") {
 					fix = "raise serve's --max-sessions, or wait for debugged tasks to finish"
 				}
-				return &pathError{err: errors.New("the proxy refused the worker: " + reason), fix: fix}
-			case strings.HasPrefix(line, "NOHELLO"):
-				return &pathError{err: errors.New(strings.TrimPrefix(line, "NOHELLO ")),
-					fix: exeAddr + " is not a sparkdap executor port"}
-			case line == "CONNECTED":
-				// debugpy.connect returns once the proxy's handshake is done;
-				// the IDE port must now list this process.
-				return d.waitListed(ctx, ideAddr, cmd.Process.Pid)
+				return &pathError{err: errors.New("the proxy refused the worker: " + rest), fix: fix}
+			case "NOHELLO":
+				return &pathError{err: errors.New(rest), fix: exeAddr + " is not a sparkdap executor port"}
+			case "NODEBUGPY":
+				return &pathError{err: errors.New("no debugpy in " + rest), fix: "pip install debugpy in the Python the executors run"}
+			case "CONNECTED":
+				// debugpy.connect returns once the proxy's handshake is
+				// done: the IDE port must now list this process.
+				pid, err := strconv.Atoi(rest)
+				if err != nil {
+					return &pathError{err: fmt.Errorf("test worker said %q", line)}
+				}
+				return d.waitListed(ctx, ideAddr, pid)
 			}
 		}
 	}

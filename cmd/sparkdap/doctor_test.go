@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -302,13 +303,14 @@ func TestDoctorSparkVersionAndJava(t *testing.T) {
 }
 
 // sshServer is a minimal SSH server: it accepts the one client key and
-// refuses sessions.
+// refuses sessions, or with exec runs session commands here with sh -c,
+// standing in for a gateway.
 type sshServer struct {
 	addr    string
 	hostKey ssh.PublicKey
 }
 
-func startSSHServer(t *testing.T, clientKey ssh.PublicKey) sshServer {
+func startSSHServer(t *testing.T, clientKey ssh.PublicKey, execOK ...bool) sshServer {
 	t.Helper()
 	_, hostPriv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -349,14 +351,84 @@ func startSSHServer(t *testing.T, clientKey ssh.PublicKey) sshServer {
 				}
 				defer sc.Close()
 				go ssh.DiscardRequests(reqs)
-				for ch := range chans {
-					_ = ch.Reject(ssh.Prohibited, "no sessions here")
+				for nc := range chans {
+					if len(execOK) == 0 || !execOK[0] || nc.ChannelType() != "session" {
+						_ = nc.Reject(ssh.Prohibited, "no sessions here")
+						continue
+					}
+					ch, reqs, err := nc.Accept()
+					if err != nil {
+						continue
+					}
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						serveExec(ch, reqs)
+					}()
 				}
 			}()
 		}
 	}()
 	t.Cleanup(func() { l.Close(); wg.Wait() })
 	return sshServer{addr: l.Addr().String(), hostKey: hostSigner.PublicKey()}
+}
+
+// serveExec runs one session's exec request with sh -c and reports its
+// exit status, like sshd.
+func serveExec(ch ssh.Channel, reqs <-chan *ssh.Request) {
+	defer ch.Close()
+	var cmd *exec.Cmd
+	done := make(chan struct{})
+	for req := range reqs {
+		switch req.Type {
+		case "exec":
+			var payload struct{ Command string }
+			if cmd != nil || ssh.Unmarshal(req.Payload, &payload) != nil {
+				_ = req.Reply(false, nil)
+				continue
+			}
+			cmd = exec.Command("sh", "-c", payload.Command)
+			cmd.Stdout, cmd.Stderr = ch, ch.Stderr()
+			cmd.WaitDelay = 5 * time.Second
+			// Like sshd, the exit does not wait for the client's stdin.
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				_ = req.Reply(false, nil)
+				return
+			}
+			if err := cmd.Start(); err != nil {
+				_ = req.Reply(false, nil)
+				return
+			}
+			go func() { _, _ = io.Copy(stdin, ch); stdin.Close() }()
+			_ = req.Reply(true, nil)
+			go func() {
+				defer close(done)
+				err := cmd.Wait()
+				status := uint32(0)
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					status = uint32(ee.ExitCode())
+				}
+				_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{status}))
+				ch.Close()
+			}()
+		case "signal":
+			if cmd != nil && cmd.Process != nil {
+				_ = cmd.Process.Kill()
+			}
+		default:
+			if req.WantReply {
+				_ = req.Reply(false, nil)
+			}
+		}
+	}
+	if cmd != nil {
+		if cmd.Process != nil {
+			_ = cmd.Process.Kill()
+		}
+		<-done
+	}
 }
 
 func writeClientKey(t *testing.T, dir string) (string, ssh.PublicKey) {
@@ -425,7 +497,9 @@ func TestDoctorSSH(t *testing.T) {
 			var out bytes.Buffer
 			d := &doctor{f: doctorFlags{ssh: tt.target, identities: stringList{tt.key}, knownHosts: tt.known,
 				sshTimeout: 10 * time.Second}, out: &out}
-			d.checkSSH(context.Background())
+			if c := d.checkSSH(context.Background()); c != nil {
+				c.Close()
+			}
 			t.Log(out.String())
 			wantCheck(t, out.String(), "SSH gateway", tt.v, tt.wants...)
 		})
@@ -461,4 +535,53 @@ func TestDoctorFlagErrors(t *testing.T) {
 	if !strings.Contains(stdout.String(), "not HOST:PORT") {
 		t.Errorf("output %q", stdout.String())
 	}
+}
+
+// The test connection through the gateway: the worker runs "on the
+// gateway" (here, through an SSH exec) and dials the tunnel's listen
+// address, which in this test is the proxy's executor port itself.
+func TestDoctorThroughGateway(t *testing.T) {
+	py := debugpyPython(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	dir := t.TempDir()
+	key, pub := writeClientKey(t, dir)
+	srv := startSSHServer(t, pub, true)
+	known := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(known, []byte(knownhosts.Line([]string{knownhosts.Normalize(srv.addr)}, srv.hostKey)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ide, exe := startHub(t, "gw-tok")
+	common := []string{"--ide", ide, "--executors", exe, "--python", py, "--token", "gw-tok",
+		"--ssh", "me@" + srv.addr, "--ssh-identity", key, "--ssh-known-hosts", known, "--remote-listen", exe}
+
+	code, out := runDoctorCmd(t, append(common, "--remote-python", py)...)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	wantCheck(t, out, "SSH gateway", vOK, "host key verified")
+	wantCheck(t, out, "test connection through the gateway", vOK, "a debugpy worker on the gateway reached "+exe)
+
+	shim := filepath.Join(dir, "python-without-debugpy")
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec "+shellQuote(py)+" -S \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runDoctorCmd(t, append(common, "--remote-python", shim)...)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	wantCheck(t, out, "test connection through the gateway", vFail, "no debugpy in", "pip install debugpy")
+
+	code, out = runDoctorCmd(t, append(common, "--remote-python", filepath.Join(dir, "no-python"))...)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	wantCheck(t, out, "test connection through the gateway", vFail, "exited before connecting", "--remote-python")
+
+	// No proxy running: the tunnel test is skipped with what to start.
+	code, out = runDoctorCmd(t, "--ide", freeAddr(t), "--executors", freeAddr(t), "--python", py,
+		"--ssh", "me@"+srv.addr, "--ssh-identity", key, "--ssh-known-hosts", known)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	wantCheck(t, out, "test connection through the gateway", vSkip, "no sparkdap serve is running", "fix: start 'sparkdap serve --ssh me@")
 }
