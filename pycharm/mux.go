@@ -194,6 +194,22 @@ func (p *Proxy) Serve(ctx context.Context) error {
 	}
 }
 
+// ServeExecutor serves one executor connection that arrived another way
+// than the executor port (an SSH tunnel stream) until it ends.
+func (p *Proxy) ServeExecutor(ctx context.Context, conn net.Conn) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		conn.Close()
+		return
+	}
+	p.conns[conn] = true
+	p.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	p.serveConn(conn)
+}
+
 // Close stops the proxy: the executors are let go, PyCharm's connection
 // ends.
 func (p *Proxy) Close() {

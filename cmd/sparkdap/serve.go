@@ -111,47 +111,60 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if pyc.enabled() {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return pyc.run(ctx, f.executors, token, paths, logger, stderr)
-	} else if pyc.ide != "dap" {
+	// The executor side: the DAP hub, or the PyCharm proxy.
+	var (
+		serve  func(context.Context) error
+		handle func(context.Context, net.Conn)
+		ready  = map[string]string{"token": token}
+	)
+	switch {
+	case pyc.enabled():
+		px, err := pyc.listen(f.executors, token, f.maxSessions, paths, logger, stderr)
+		if err != nil {
+			return err
+		}
+		serve, handle = px.Serve, px.ServeExecutor
+		ready["executors"], ready["pycharm"] = px.Addr().String(), pyc.pycharm
+	case pyc.ide != "dap":
 		return fmt.Errorf("--ide-kind %q: want dap or pycharm", pyc.ide)
+	default:
+		hub := dap.NewHub(dap.Config{
+			Token: token, IDEToken: ideToken, MaxSessions: f.maxSessions, MaxMessageBytes: f.maxMessageBytes,
+			RequestTimeout: f.requestTimeout, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
+		})
+		srv, err := dap.Listen(hub, f.ide, f.executors)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "sparkdap: IDE port %s (attach your debugger here), executor port %s\n", srv.IDEAddr(), srv.ExecutorAddr())
+		serve, handle = srv.Serve, hub.ServeExecutor
+		ready["ide"], ready["executors"] = srv.IDEAddr().String(), srv.ExecutorAddr().String()
 	}
-	hub := dap.NewHub(dap.Config{
-		Token: token, IDEToken: ideToken, MaxSessions: f.maxSessions, MaxMessageBytes: f.maxMessageBytes,
-		RequestTimeout: f.requestTimeout, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
-	})
-	srv, err := dap.Listen(hub, f.ide, f.executors)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "sparkdap: IDE port %s (attach your debugger here), executor port %s\n", srv.IDEAddr(), srv.ExecutorAddr())
 	if generated {
 		fmt.Fprintf(stderr, "sparkdap: no token given; generated one for this run: export %s=%s\n", tokenEnv, token)
 	}
 	if f.readyFile != "" {
-		if err := writeReadyFile(f.readyFile, srv, token); err != nil {
+		if err := writeReadyFile(f.readyFile, ready); err != nil {
 			return err
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if tun.enabled() {
-		tunErr := make(chan error, 1)
-		go func() {
-			err := tun.run(ctx, hub, logger, stderr)
-			if err != nil {
-				stop()
-			}
-			tunErr <- err
-		}()
-		if err := srv.Serve(ctx); err != nil {
-			return err
-		}
-		return <-tunErr
+	if !tun.enabled() {
+		return serve(ctx)
 	}
-	return srv.Serve(ctx)
+	tunErr := make(chan error, 1)
+	go func() {
+		err := tun.run(ctx, handle, logger, stderr)
+		if err != nil {
+			stop()
+		}
+		tunErr <- err
+	}()
+	if err := serve(ctx); err != nil {
+		return err
+	}
+	return <-tunErr
 }
 
 func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
@@ -234,10 +247,8 @@ func warnIfPublic(addr string, log zerolog.Logger) error {
 	return nil
 }
 
-func writeReadyFile(path string, srv *dap.Server, token string) error {
-	b, _ := json.Marshal(map[string]string{
-		"ide": srv.IDEAddr().String(), "executors": srv.ExecutorAddr().String(), "token": token,
-	})
+func writeReadyFile(path string, fields map[string]string) error {
+	b, _ := json.Marshal(fields)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("--ready-file: %w", err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -32,16 +31,16 @@ func (p *pycharmFlags) enabled() bool { return p.ide == "pycharm" }
 // PyCharm when the first selected worker says hello, so start PyCharm's
 // debug server first; workers that come while it is not listening run
 // undebugged.
-func (p *pycharmFlags) run(ctx context.Context, executors, token string, paths *dap.PathMapper, log zerolog.Logger, stderr io.Writer) error {
+func (p *pycharmFlags) listen(executors, token string, maxSessions int, paths *dap.PathMapper, log zerolog.Logger, stderr io.Writer) (*pycharm.Proxy, error) {
 	if err := warnIfPublic(p.pycharm, log); err != nil {
-		return fmt.Errorf("--pycharm: %w", err)
+		return nil, fmt.Errorf("--pycharm: %w", err)
 	}
 	px, err := pycharm.Listen(pycharm.Config{
-		Token: token, PyCharm: p.pycharm, Paths: paths, Log: log, Summary: stderr,
+		Token: token, PyCharm: p.pycharm, MaxSessions: maxSessions, Paths: paths, Log: log, Summary: stderr,
 	}, executors)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintf(stderr, "sparkdap: executor port %s; PyCharm's Python Debug Server expected at %s\n", px.Addr(), p.pycharm)
-	return px.Serve(ctx)
+	return px, nil
 }

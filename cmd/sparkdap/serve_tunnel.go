@@ -12,7 +12,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sparkdap/sparkdap/dap"
 	"github.com/sparkdap/sparkdap/tunnel"
 )
 
@@ -56,8 +55,9 @@ func addTunnelFlags(fs *flag.FlagSet) *tunnelFlags {
 
 func (t *tunnelFlags) enabled() bool { return t.ssh != "" }
 
-// run carries executor connections from the gateway to hub until ctx ends.
-func (t *tunnelFlags) run(ctx context.Context, hub *dap.Hub, log zerolog.Logger, stderr io.Writer) error {
+// run carries executor connections from the gateway to handle (the DAP
+// hub's or the PyCharm proxy's) until ctx ends.
+func (t *tunnelFlags) run(ctx context.Context, handle func(context.Context, net.Conn), log zerolog.Logger, stderr io.Writer) error {
 	target, err := tunnel.ParseTarget(t.ssh)
 	if err != nil {
 		return err
@@ -85,7 +85,7 @@ func (t *tunnelFlags) run(ctx context.Context, hub *dap.Hub, log zerolog.Logger,
 		Mode: mode, RemoteListen: t.remoteListen,
 		AgentPath: t.agentPath, AgentCacheDir: t.agentCacheDir, AgentArgs: agentArgs,
 		KeepaliveInterval: t.keepalive, MaxAttempts: t.maxReconnects,
-		Handle: hub.ServeExecutor,
+		Handle: handle,
 		OnUp: func(u tunnel.Up) {
 			how := "tunnel up"
 			if u.Reconnected {
