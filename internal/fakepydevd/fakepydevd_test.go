@@ -1,0 +1,152 @@
+package fakepydevd
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// adapterSide plays a debug adapter on the accepted end of a fake's
+// connection.
+type adapterSide struct {
+	t   *testing.T
+	c   net.Conn
+	br  *bufio.Reader
+	seq int
+}
+
+func (a *adapterSide) send(command string, args any) int {
+	a.t.Helper()
+	a.seq++
+	b, _ := json.Marshal(map[string]any{"seq": a.seq, "type": "request", "command": command, "arguments": args})
+	if _, err := a.c.Write([]byte("Content-Length: " + strconv.Itoa(len(b)) + "\r\n\r\n" + string(b))); err != nil {
+		a.t.Fatal(err)
+	}
+	return a.seq
+}
+
+type msg struct {
+	Seq        int            `json:"seq"`
+	Type       string         `json:"type"`
+	Event      string         `json:"event"`
+	Command    string         `json:"command"`
+	RequestSeq int            `json:"request_seq"`
+	Success    bool           `json:"success"`
+	Body       map[string]any `json:"body"`
+}
+
+// call sends a request and returns its response, collecting events seen
+// on the way.
+func (a *adapterSide) call(command string, args any, events *[]string) msg {
+	a.t.Helper()
+	seq := a.send(command, args)
+	for {
+		_ = a.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, err := readFrame(a.br, 1<<20)
+		if err != nil {
+			a.t.Fatalf("%s: %v", command, err)
+		}
+		var m msg
+		if err := json.Unmarshal(b, &m); err != nil {
+			a.t.Fatal(err)
+		}
+		if m.Seq%2 != 0 {
+			a.t.Errorf("seq %d: pydevd's seq numbers are even", m.Seq)
+		}
+		if m.Type == "event" {
+			*events = append(*events, m.Event)
+			continue
+		}
+		if m.RequestSeq != seq || m.Command != command {
+			a.t.Fatalf("got response %+v, want one to %s (seq %d)", m, command, seq)
+		}
+		return m
+	}
+}
+
+func TestHandshakeAndRequests(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := Dial(ctx, ln.Addr().String(), Config{Token: "tok", PID: 4242})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := &adapterSide{t: t, c: c, br: bufio.NewReader(c)}
+	var events []string
+
+	if m := a.call("pydevdAuthorize", map[string]any{"debugServerAccessToken": nil}, &events); m.Body["clientAccessToken"] != "tok" {
+		t.Errorf("pydevdAuthorize body %v", m.Body)
+	}
+	m := a.call("pydevdSystemInfo", nil, &events)
+	if proc, _ := m.Body["process"].(map[string]any); proc["pid"] != 4242.0 {
+		t.Errorf("pydevdSystemInfo body %v", m.Body)
+	}
+	a.call("initialize", map[string]any{"adapterID": "debugpy"}, &events)
+	a.call("attach", map[string]any{}, &events)
+	src := map[string]any{"source": map[string]any{"path": "/x.py"}, "breakpoints": []any{map[string]any{"line": 3}, map[string]any{"line": 5}}}
+	var ids []float64
+	for range 2 {
+		m := a.call("setBreakpoints", src, &events)
+		for _, b := range m.Body["breakpoints"].([]any) {
+			bp := b.(map[string]any)
+			if bp["verified"] != true {
+				t.Errorf("breakpoint %v not verified", bp)
+			}
+			ids = append(ids, bp["id"].(float64))
+		}
+	}
+	if want := []float64{0, 1, 2, 3}; len(ids) != 4 || ids[0] != want[0] || ids[3] != want[3] {
+		t.Errorf("breakpoint ids %v, want %v (one counter from 0)", ids, want)
+	}
+	select {
+	case <-p.Configured():
+		t.Fatal("configured before configurationDone")
+	default:
+	}
+	a.call("configurationDone", nil, &events)
+	select {
+	case <-p.Configured():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not configured after configurationDone")
+	}
+	if m := a.call("threads", map[string]any{}, &events); len(m.Body["threads"].([]any)) != 1 {
+		t.Errorf("threads body %v", m.Body)
+	}
+	if m := a.call("evaluate", map[string]any{"expression": "pid", "frameId": 2}, &events); m.Body["result"] != "4242" {
+		t.Errorf("evaluate body %v", m.Body)
+	}
+	if m := a.call("evaluate", map[string]any{"expression": "pid", "frameId": 9}, &events); m.Success {
+		t.Error("evaluate in an unknown frame succeeded")
+	}
+	if err := p.SendOutput(OutputEvent("stdout", "hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	a.call("threads", map[string]any{}, &events)
+	if want := []string{"initialized", "thread", "output"}; len(events) != 3 || events[0] != want[0] || events[1] != want[1] || events[2] != want[2] {
+		t.Errorf("events %v, want %v", events, want)
+	}
+	if got := p.Count("setBreakpoints"); got != 2 {
+		t.Errorf("Count(setBreakpoints) = %d, want 2", got)
+	}
+	c.Close()
+	select {
+	case <-p.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("peer did not notice the closed connection")
+	}
+}
