@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/sparkdap/sparkdap/dap"
@@ -19,6 +21,7 @@ func runPaths(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("paths", stderr)
 	ide := fs.String("ide", "127.0.0.1:4711", "the proxy's IDE address")
 	asJSON := fs.Bool("json", false, "print JSON")
+	ideToken := fs.String("ide-token", "", "the proxy's IDE token, if it requires one (default: $"+ideTokenEnv+")")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: sparkdap paths [--ide HOST:PORT] [--json]\n\nPer executor: its code roots, each path mapped to a local file (and by which rule), each path left unmapped (and why).\n\nExamples:\n  sparkdap paths\n  sparkdap paths --ide 127.0.0.1:4800 --json | jq '.[].unmapped'\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -34,7 +37,11 @@ func runPaths(args []string, stdout, stderr io.Writer) error {
 	}
 	defer c.Close()
 	var reports []dap.PathReport
-	if err := c.Call(ctx, dap.PathsCommand, nil, &struct {
+	var req map[string]any
+	if tok := cmp.Or(*ideToken, os.Getenv(ideTokenEnv)); tok != "" {
+		req = map[string]any{"sparkdapToken": tok}
+	}
+	if err := c.Call(ctx, dap.PathsCommand, req, &struct {
 		Executors *[]dap.PathReport `json:"executors"`
 	}{&reports}); err != nil {
 		return err
