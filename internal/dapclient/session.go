@@ -72,6 +72,16 @@ func (c *Client) Attach(ctx context.Context, args any, configure func(ctx contex
 		return r.Err()
 	case err := <-initialized:
 		if err != nil {
+			// An adapter that refuses attach and hangs up ends both waits;
+			// the reader delivered the response before it saw the end, so
+			// the refusal, which says why, is already there.
+			select {
+			case <-attach.done:
+				if attach.resp != nil && !attach.resp.Success {
+					return attach.resp.Err()
+				}
+			default:
+			}
 			return fmt.Errorf("dapclient: attach: %w", err)
 		}
 	}
