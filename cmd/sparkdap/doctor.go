@@ -567,7 +567,7 @@ while True:
         break
     chunk = sock.recv(4096)
     if not chunk:
-        print("NOHELLO proxy closed the connection without answering the hello", flush=True)
+        print("NOHELLO proxy closed the connection without answering the hello (it sent %d bytes: %r)" % (len(buf), buf[:120]), flush=True)
         sys.exit(3)
     buf += chunk
 sock.close()
