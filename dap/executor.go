@@ -175,7 +175,7 @@ func (es *ExecutorSession) serve(ctx context.Context) {
 	readDone := make(chan error, 1)
 	go func() {
 		br := bufio.NewReaderSize(es.w.conn, 4096)
-		if peekHello(br) {
+		if IsHello(br) {
 			readDone <- es.serveHello(br)
 			return
 		}

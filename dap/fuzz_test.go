@@ -238,10 +238,10 @@ func FuzzHello(f *testing.F) {
 	f.Add([]byte("SPARKDAP/1 {\"token\":\"s3cret\",\"pid\":1e3,\"roots\":7}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		br := bufio.NewReaderSize(bytes.NewReader(data), 4096)
-		if !peekHello(br) {
+		if !IsHello(br) {
 			return
 		}
-		hello, err := readHello(br)
+		hello, err := ReadHello(br)
 		if err != nil {
 			return
 		}

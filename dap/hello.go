@@ -24,7 +24,7 @@ import (
 // speaks first, so the prefix tells a hello from a pydevd connection. The
 // proxy may already have sent pydevd's first request when the hello
 // arrives; the wrapper skips anything before its "SPARKDAP/1 " reply.
-const helloPrefix = "SPARKDAP/1 "
+const HelloPrefix = "SPARKDAP/1 "
 
 // maxHelloBytes bounds the hello line.
 const maxHelloBytes = 64 << 10
@@ -51,16 +51,17 @@ type pendingHello struct {
 	timer *time.Timer // expires it after Config.HelloTTL
 }
 
-// peekHello reports whether the connection starts with a hello, without
+// IsHello reports whether the connection starts with a hello, without
 // consuming anything otherwise. It blocks until the peer sends something,
 // which pydevd does once the proxy's first request reaches it.
-func peekHello(br *bufio.Reader) bool {
-	b, err := br.Peek(len(helloPrefix))
-	return err == nil && string(b) == helloPrefix
+func IsHello(br *bufio.Reader) bool {
+	b, err := br.Peek(len(HelloPrefix))
+	return err == nil && string(b) == HelloPrefix
 }
 
-// readHello reads and parses the hello line.
-func readHello(br *bufio.Reader) (Hello, error) {
+// ReadHello reads and parses the hello line. Both front ends (DAP and
+// PyCharm) use it.
+func ReadHello(br *bufio.Reader) (Hello, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
@@ -76,7 +77,7 @@ func readHello(br *bufio.Reader) (Hello, error) {
 		}
 	}
 	var h Hello
-	dec := json.NewDecoder(bytes.NewReader(bytes.TrimPrefix(line, []byte(helloPrefix))))
+	dec := json.NewDecoder(bytes.NewReader(bytes.TrimPrefix(line, []byte(HelloPrefix))))
 	if err := dec.Decode(&h); err != nil {
 		return Hello{}, fmt.Errorf("malformed hello: %w", err)
 	}
@@ -142,10 +143,10 @@ func (h *Hub) claimHelloLocked(remote string, pid int64) (Hello, bool) {
 
 // serveHello answers a hello connection and closes it.
 func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
-	hello, err := readHello(br)
+	hello, err := ReadHello(br)
 	if err != nil {
 		es.log.Warn().Err(err).Msg("bad hello")
-		es.w.sendRaw([]byte(helloPrefix + "REFUSED bad hello\n"))
+		es.w.sendRaw([]byte(HelloPrefix + "REFUSED bad hello\n"))
 		es.w.closeAfterFlush(err)
 		return err
 	}
@@ -154,10 +155,10 @@ func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
 		es.log.Warn().Str("reason", reason).Int64("pid", hello.PID).Str("host", hello.Host).
 			Msg("worker refused; it runs undebugged")
 		es.hub.summary("worker %s pid %d refused: %s; it runs undebugged", hello.Host, hello.PID, reason)
-		es.w.sendRaw([]byte(helloPrefix + "REFUSED " + reason + "\n"))
+		es.w.sendRaw([]byte(HelloPrefix + "REFUSED " + reason + "\n"))
 	} else {
 		es.log.Debug().Int64("pid", hello.PID).Str("label", hello.Label).Msg("hello accepted")
-		es.w.sendRaw([]byte(helloPrefix + "OK\n"))
+		es.w.sendRaw([]byte(HelloPrefix + "OK\n"))
 	}
 	es.w.closeAfterFlush(errHelloDone)
 	return errHelloDone

@@ -24,7 +24,7 @@ func sayHello(t *testing.T, addr string, hello map[string]any) string {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	b, _ := json.Marshal(hello)
-	if _, err := c.Write(append(append([]byte(helloPrefix), b...), '\n')); err != nil {
+	if _, err := c.Write(append(append([]byte(HelloPrefix), b...), '\n')); err != nil {
 		t.Fatal(err)
 	}
 	// The proxy may have sent pydevd's first request before it saw the
@@ -34,8 +34,8 @@ func sayHello(t *testing.T, addr string, hello map[string]any) string {
 	for range 1000 {
 		line, err := br.ReadString('\n')
 		seen.WriteString(line)
-		if i := strings.Index(line, helloPrefix); i >= 0 {
-			return strings.TrimSpace(line[i+len(helloPrefix):])
+		if i := strings.Index(line, HelloPrefix); i >= 0 {
+			return strings.TrimSpace(line[i+len(HelloPrefix):])
 		}
 		if err != nil {
 			t.Fatalf("no hello reply; read %q: %v", seen.String(), err)

@@ -425,13 +425,13 @@ func hello(addr string, pid int) error {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	b, _ := json.Marshal(map[string]any{"token": testToken, "pid": pid})
-	if _, err := c.Write(append(append([]byte(helloPrefix), b...), '\n')); err != nil {
+	if _, err := c.Write(append(append([]byte(HelloPrefix), b...), '\n')); err != nil {
 		return err
 	}
 	br := bufio.NewReader(c)
 	for range 100 {
 		line, err := br.ReadString('\n')
-		if i := len(line) - len(helloPrefix+"OK\n"); i >= 0 && line[i:] == helloPrefix+"OK\n" {
+		if i := len(line) - len(HelloPrefix+"OK\n"); i >= 0 && line[i:] == HelloPrefix+"OK\n" {
 			return nil
 		}
 		if err != nil {
