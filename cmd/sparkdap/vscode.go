@@ -101,6 +101,9 @@ Flags:
 		cfg.PathMappings = append(cfg.PathMappings, vscodePathMapping{LocalRoot: local, RemoteRoot: remote})
 	}
 
+	if fi, err := os.Stat(*dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--dir %s: not a directory (the workspace folder must exist)", *dir)
+	}
 	path := filepath.Join(*dir, ".vscode", "launch.json")
 	old, err := os.ReadFile(path)
 	exists := err == nil

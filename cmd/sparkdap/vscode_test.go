@@ -240,6 +240,17 @@ func TestVSCodeMerge(t *testing.T) {
 	}
 }
 
+func TestVSCodeMissingDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"vscode", "--dir", dir}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "not a directory") {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Error("created the missing workspace folder")
+	}
+}
+
 func nameArg(args []string) string {
 	for i, a := range args {
 		if a == "--name" && i+1 < len(args) {
