@@ -172,6 +172,7 @@ func (es *ExecutorSession) call(ctx context.Context, command string, args any) (
 
 // serve runs the session: handshake, then relaying until the connection ends.
 func (es *ExecutorSession) serve(ctx context.Context) {
+	defer es.w.waitClosed()
 	readDone := make(chan error, 1)
 	go func() {
 		br := bufio.NewReaderSize(es.w.conn, 4096)

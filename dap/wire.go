@@ -178,6 +178,18 @@ func (w *wire) closeAfterFlush(reason error) {
 // flushWait bounds how long closeAfterFlush waits for a peer to read.
 const flushWait = 2 * time.Second
 
+// waitClosed returns once the wire is closed, its last words written (or
+// given up on). A session returns only then: whoever handed it the
+// connection may close it right after (the SSH tunnel does), which would
+// cut off a refusal or a hello reply still in the queue.
+func (w *wire) waitClosed() {
+	select {
+	case <-w.done:
+	case <-time.After(flushWait + time.Second):
+		w.close(errors.New("gave up flushing"))
+	}
+}
+
 // closedErr is why the wire closed, or nil.
 func (w *wire) closedErr() error {
 	w.mu.Lock()
