@@ -167,8 +167,10 @@ func (s *IDESession) handle(m Message) {
 		if args := m.Arguments(); args != nil {
 			terminate, _ = args["terminateDebuggee"].(bool)
 		}
-		s.reply(newResponse(m, nil))
+		// Gone before the answer: a client that reconnects as soon as it
+		// has it must find the root free.
 		s.gone(terminate && cmd == "disconnect")
+		s.reply(newResponse(m, nil))
 		s.w.closeAfterFlush(errClosed)
 		return
 	}

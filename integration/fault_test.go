@@ -136,6 +136,14 @@ func TestFaultIDEReconnects(t *testing.T) {
 			if err := tt.leave(ctx, first); err != nil {
 				t.Fatalf("first IDE leaving: %v", err)
 			}
+			// A dropped connection is noticed when the proxy reads its end;
+			// a new IDE attaching before that is refused as a second one.
+			for i := 0; !strings.Contains(p.Log(), "IDE detached"); i++ {
+				if i == 500 {
+					t.Fatal("the proxy never noticed the first IDE leaving")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 
 			second := dialIDE(t, ctx, p.IDE)
 			attachMerged(t, ctx, second, false)
