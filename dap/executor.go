@@ -59,21 +59,23 @@ type ExecutorSession struct {
 	pending map[int64]*pendingCall
 
 	// Guarded by hub.mu.
-	proc      ProcessInfo
-	task      TaskInfo
-	roots     Roots                      // where this worker loads code from, for path mapping
-	paths     map[string]pathResult      // executor path → its mapping (cached)
-	remoteOf  map[string]string          // local path → the executor path it was mapped from
-	sentPaths map[string]map[string]bool // breakpoint key → executor paths it was sent to
-	ready     bool                       // handshake done: gets fan-outs and routed requests
-	detached  bool                       // its child IDE session ended: no more breakpoints
-	threads   map[int64]string           // local thread id → name
-	stopped   map[int64]Message          // local thread id → its last stopped event, as pydevd sent it
-	bpIDs     map[int64]int64            // pydevd breakpoint id → global breakpoint id
-	overrides map[string]*bpEntry        // breakpoints its child session set for it alone
-	midLine   bool                       // output so far did not end a line (merged-mode prefixes)
-	announced bool                       // the IDE has been told (startDebugging sent)
-	announce  *time.Timer
+	proc        ProcessInfo
+	task        TaskInfo
+	roots       Roots                      // where this worker loads code from, for path mapping
+	paths       map[string]pathResult      // executor path → its mapping (cached)
+	remoteOf    map[string]string          // local path → the executor path it was mapped from
+	sentPaths   map[string]map[string]bool // breakpoint key → executor paths it was sent to
+	ready       bool                       // handshake done: gets fan-outs and routed requests
+	detached    bool                       // its child IDE session ended: no more breakpoints
+	threads     map[int64]string           // local thread id → name
+	stopped     map[int64]Message          // local thread id → its last stopped event, as pydevd sent it
+	bpIDs       map[int64]int64            // pydevd breakpoint id → global breakpoint id
+	overrides   map[string]*bpEntry        // breakpoints its child session set for it alone
+	midLine     bool                       // output so far did not end a line (merged-mode prefixes)
+	stoppedAt   string                     // where it stopped, for the status view
+	outputBytes int64                      // output text relayed, for the status view
+	announced   bool                       // the IDE has been told (startDebugging sent)
+	announce    *time.Timer
 }
 
 func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {
@@ -296,6 +298,7 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 func (es *ExecutorSession) refuse(ctx context.Context, why string) error {
 	es.log.Warn().Str("reason", why).Msg("executor refused; its worker continues undebugged")
 	es.hub.summary("executor from %s refused: %s; it runs undebugged", es.remote, why)
+	es.hub.refused.Add(1)
 	_, _ = es.call(ctx, "configurationDone", nil)
 	return &errRefused{why}
 }

@@ -155,6 +155,7 @@ func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
 		es.log.Warn().Str("reason", reason).Int64("pid", hello.PID).Str("host", hello.Host).
 			Msg("worker refused; it runs undebugged")
 		es.hub.summary("worker %s pid %d refused: %s; it runs undebugged", hello.Host, hello.PID, reason)
+		es.hub.refused.Add(1)
 		es.w.sendRaw([]byte(HelloPrefix + "REFUSED " + reason + "\n"))
 	} else {
 		es.log.Debug().Int64("pid", hello.PID).Str("label", hello.Label).Msg("hello accepted")

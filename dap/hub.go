@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -82,6 +83,8 @@ type Hub struct {
 	log    zerolog.Logger
 	ids    *IDTable
 	nextID atomic.Uint64
+	// refused counts workers let go undebugged, for Stats.
+	refused atomic.Int64
 
 	summaryMu sync.Mutex
 
@@ -119,8 +122,12 @@ func (h *Hub) Executors() []ExecutorStatus {
 	out := make([]ExecutorStatus, 0, len(h.executors))
 	for _, es := range h.executors {
 		if es.ready {
-			out = append(out, ExecutorStatus{ID: es.id, Label: es.Label(), Process: es.proc, Task: es.task,
-				Stopped: len(es.stopped) > 0})
+			st := ExecutorStatus{ID: es.id, Label: es.Label(), Process: es.proc, Task: es.task,
+				Stopped: len(es.stopped) > 0, OutputBytes: es.outputBytes}
+			if st.Stopped {
+				st.StoppedAt = es.stoppedAt
+			}
+			out = append(out, st)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -134,6 +141,28 @@ type ExecutorStatus struct {
 	Process ProcessInfo
 	Task    TaskInfo
 	Stopped bool
+	// StoppedAt is where it stopped (local file:line), once known.
+	StoppedAt string
+	// OutputBytes counts the stdout/stderr text it sent to the IDE.
+	OutputBytes int64
+}
+
+// Stats is the Hub at a glance, for `sparkdap serve`'s live view.
+type Stats struct {
+	Executors   []ExecutorStatus
+	IDEAttached bool
+	// Refused counts workers let go undebugged: wrong or missing token,
+	// session limit.
+	Refused int64
+}
+
+// Stats returns a snapshot of the Hub.
+func (h *Hub) Stats() Stats {
+	st := Stats{Executors: h.Executors(), Refused: h.refused.Load()}
+	h.mu.Lock()
+	st.IDEAttached = h.root != nil
+	h.mu.Unlock()
+	return st
 }
 
 // ---- executor side ----
@@ -319,6 +348,11 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 			es.stopped[tid] = deepCopy(m).(Message)
 		}
 		h.focused = es
+		h.learnStopLocationLocked(es, tid)
+	case "output":
+		if text, ok := body["output"].(string); ok {
+			es.outputBytes += int64(len(text))
+		}
 	case "continued":
 		if all, _ := body["allThreadsContinued"].(bool); all {
 			clear(es.stopped)
@@ -358,6 +392,36 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 	if m.Event() == "thread" && body["reason"] == "exited" {
 		h.ids.ReleaseOne(kindThread, es.id, tid)
 	}
+}
+
+// learnStopLocationLocked asks pydevd where a thread stopped (its top
+// frame), for the status view: the stopped event does not say.
+func (h *Hub) learnStopLocationLocked(es *ExecutorSession, tid int64) {
+	es.stoppedAt = ""
+	args := map[string]any{"threadId": tid, "startFrame": 0, "levels": 1}
+	es.request("stackTrace", args, h.cfg.RequestTimeout, func(m Message, err error) {
+		if err != nil || !m.Success() {
+			return
+		}
+		frames, _ := m.Body()["stackFrames"].([]any)
+		if len(frames) == 0 {
+			return
+		}
+		top, _ := frames[0].(map[string]any)
+		line, _ := toInt(top["line"])
+		src, _ := top["source"].(map[string]any)
+		path, _ := src["path"].(string)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.cfg.Paths != nil && path != "" {
+			if r := h.mapRemoteLocked(es, path); r.err == nil {
+				path = r.m.Local
+			}
+		}
+		if _, still := es.stopped[tid]; still {
+			es.stoppedAt = fmt.Sprintf("%s:%d", filepath.Base(path), line)
+		}
+	})
 }
 
 // globalBreakpointIDsLocked names the breakpoints a stop hit by the ids the

@@ -492,3 +492,33 @@ func TestMalformedExecutorClosesOnlyItself(t *testing.T) {
 		t.Fatalf("the well-behaved executor suffered: %v", err)
 	}
 }
+
+func TestStatsShowWhereExecutorsStopped(t *testing.T) {
+	p := startProxy(t, nil)
+	c := p.ide(false, nil)
+	f := p.executor(61, nil)
+	p.executor(62, nil)
+	f.event("output", map[string]any{"category": "stdout", "output": "hello from the task\n"})
+	if _, err := c.WaitEvent(p.ctx, "output", nil); err != nil {
+		t.Fatal(err)
+	}
+	f.stop()
+	stoppedOn(p.ctx, t, c)
+	var st Stats
+	for range 500 {
+		if st = p.hub.Stats(); len(st.Executors) == 2 && st.Executors[0].StoppedAt != "" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !st.IDEAttached || len(st.Executors) != 2 {
+		t.Fatalf("stats %+v: want the IDE and two executors", st)
+	}
+	a, b := st.Executors[0], st.Executors[1]
+	if !a.Stopped || a.StoppedAt != "udf.py:5" || a.OutputBytes != int64(len("hello from the task\n")) {
+		t.Errorf("stopped executor: %+v; want stopped at udf.py:5 with its output counted", a)
+	}
+	if b.Stopped || b.StoppedAt != "" || b.OutputBytes != 0 {
+		t.Errorf("running executor: %+v", b)
+	}
+}

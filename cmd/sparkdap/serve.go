@@ -47,6 +47,7 @@ type serveFlags struct {
 	maps                multiFlag
 	noPathMapping       bool
 	logLevel, logFormat string
+	live                string
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
@@ -68,6 +69,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.noPathMapping, "no-path-mapping", false, "pass paths through unchanged (executors see the same files as the IDE)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
+	fs.StringVar(&f.live, "live", "auto", "live status view at the bottom of the terminal: auto (when stderr is a terminal), on or off")
 	tun := addTunnelFlags(fs)
 	pyc := addPyCharmFlags(fs)
 	fs.Usage = func() {
@@ -79,6 +81,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	view, err := newLiveView(f.live, f.logFormat, stderr)
+	if err != nil {
+		return err
+	}
+	if view != nil {
+		// Everything else writes through the view, above it.
+		stderr = view.term
+		defer view.term.Close()
 	}
 	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
@@ -128,6 +139,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	case pyc.ide != "dap":
 		return fmt.Errorf("--ide-kind %q: want dap or pycharm", pyc.ide)
 	default:
+		if view != nil {
+			defer func() { view.stop() }()
+		}
 		hub := dap.NewHub(dap.Config{
 			Token: token, IDEToken: ideToken, MaxSessions: f.maxSessions, MaxMessageBytes: f.maxMessageBytes,
 			RequestTimeout: f.requestTimeout, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
@@ -139,6 +153,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "sparkdap: IDE port %s (attach your debugger here), executor port %s\n", srv.IDEAddr(), srv.ExecutorAddr())
 		serve, handle = srv.Serve, hub.ServeExecutor
 		ready["ide"], ready["executors"] = srv.IDEAddr().String(), srv.ExecutorAddr().String()
+		if view != nil {
+			view.start(hub, srv.IDEAddr().String(), srv.ExecutorAddr().String())
+		}
 	}
 	if generated {
 		fmt.Fprintf(stderr, "sparkdap: no token given; generated one for this run: export %s=%s\n", tokenEnv, token)

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/mattn/go-isatty"
+
+	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/internal/liveview"
+)
+
+// liveView redraws serve's status block while the proxy runs.
+type liveView struct {
+	term *liveview.Terminal
+	fd   int
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// newLiveView decides on --live: nil means plain log lines.
+func newLiveView(mode, logFormat string, stderr io.Writer) (*liveView, error) {
+	f, isFile := stderr.(*os.File)
+	tty := isFile && isatty.IsTerminal(f.Fd())
+	switch mode {
+	case "off":
+		return nil, nil
+	case "auto":
+		if !tty || logFormat != "console" {
+			return nil, nil
+		}
+	case "on":
+		if !tty {
+			return nil, fmt.Errorf("--live on: stderr is not a terminal")
+		}
+	default:
+		return nil, fmt.Errorf("--live %q: want auto, on or off", mode)
+	}
+	return &liveView{term: liveview.NewTerminal(f), fd: int(f.Fd()), done: make(chan struct{})}, nil
+}
+
+// start redraws twice a second from the hub's stats until stop.
+func (v *liveView) start(hub *dap.Hub, ideAddr, executorAddr string) {
+	v.wg.Add(1)
+	go func() {
+		defer v.wg.Done()
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			snap := liveview.Snapshot{IDEAddr: ideAddr, ExecutorAddr: executorAddr, Stats: hub.Stats()}
+			_ = v.term.Draw(liveview.Render(snap, v.width()))
+			select {
+			case <-tick.C:
+			case <-v.done:
+				return
+			}
+		}
+	}()
+}
+
+func (v *liveView) stop() {
+	select {
+	case <-v.done:
+	default:
+		close(v.done)
+	}
+	v.wg.Wait()
+}

@@ -1,0 +1,77 @@
+package liveview
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sparkdap/sparkdap/dap"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func TestRender(t *testing.T) {
+	exec := func(id uint64, label string, stoppedAt string, out int64) dap.ExecutorStatus {
+		return dap.ExecutorStatus{ID: id, Label: label, Stopped: stoppedAt != "", StoppedAt: stoppedAt, OutputBytes: out}
+	}
+	many := []dap.ExecutorStatus{}
+	for i := range 15 {
+		many = append(many, exec(uint64(i+1), "exec 1 · node-1 · pid 100 · stage 2 · partition "+string(rune('a'+i)), "", 0))
+	}
+	tests := []struct {
+		name  string
+		snap  Snapshot
+		width int
+	}{
+		{"waiting", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678"}, 100},
+		{"two executors, one stopped", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678", Stats: dap.Stats{
+			IDEAttached: true, Refused: 3, Executors: []dap.ExecutorStatus{
+				exec(2, "exec 1 · node-7 · pid 4242 · stage 3 · partition 7 · attempt 0", "", 1536),
+				exec(5, "exec 2 · node-8 · pid 4300 · stage 3 · partition 9 · attempt 0", "loanlib.py:12", 3<<20),
+			}}}, 100},
+		{"narrow terminal clips", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678", Stats: dap.Stats{
+			Executors: []dap.ExecutorStatus{exec(1, "exec 1 · a-very-long-host-name.example.com · pid 1", "", 0)}}}, 50},
+		{"many executors are capped", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678",
+			Stats: dap.Stats{IDEAttached: true, Executors: many}}, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Render(tt.snap, tt.width)
+			for _, l := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
+				if n := len([]rune(l)); n > tt.width {
+					t.Errorf("line of %d runes, width %d: %q", n, tt.width, l)
+				}
+			}
+			golden := filepath.Join("testdata", strings.ReplaceAll(tt.name, " ", "_")+".golden")
+			if *update {
+				os.WriteFile(golden, []byte(got), 0o644)
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("got:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestTerminalKeepsTheViewBelowTheLogs(t *testing.T) {
+	var out strings.Builder
+	term := NewTerminal(&out)
+	term.Draw("view 1\nview 2\n")
+	term.Write([]byte("log A\nlog "))
+	term.Write([]byte("B\n"))
+	term.Draw("view 3\n")
+	got := out.String()
+	want := "view 1\nview 2\n" +
+		"\x1b[2A\r\x1b[J" + "log A\n" + "view 1\nview 2\n" +
+		"\x1b[2A\r\x1b[J" + "log B\n" + "view 1\nview 2\n" +
+		"\x1b[2A\r\x1b[J" + "view 3\n"
+	if got != want {
+		t.Fatalf("terminal output\n got %q\nwant %q", got, want)
+	}
+}
