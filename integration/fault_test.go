@@ -274,7 +274,7 @@ func TestFaultSparkJobSurvivesProxyKill(t *testing.T) {
 		}
 	}
 	lib := filepath.Join(dir, "loanlib.py")
-	line := faultMarkerLine(t, lib, "loanlib-payment")
+	line := markerLine(t, lib, "loanlib-payment")
 
 	p := startFaultProxy(t, ctx, "--root", dir)
 	c := dialIDE(t, ctx, p.IDE)
@@ -324,39 +324,11 @@ func TestFaultSparkJobSurvivesProxyKill(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the job did not finish after the proxy was killed")
 	}
-	got, want := faultReadJSON(t, out), faultReadJSON(t, filepath.Join("..", "workerwrap", "testdata", "loans.want.json"))
+	got, want := readJSON(t, out), readJSON(t, filepath.Join("..", "workerwrap", "testdata", "loans.want.json"))
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("job result after the proxy was killed:\n%v\nwant (plain run):\n%v", got, want)
 	}
 	if strings.Contains(jobOut.String(), p.Token) {
 		t.Errorf("the access token appears in the job's (and its workers') output")
 	}
-}
-
-func faultMarkerLine(t *testing.T, path, name string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, "# BREAKPOINT: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no %q marker in %s", name, path)
-	return 0
-}
-
-func faultReadJSON(t *testing.T, path string) map[string]any {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return m
 }

@@ -43,17 +43,6 @@ func requirePyCharmSpark(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-func pycharmCopyFile(t *testing.T, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 var executorPortRE = regexp.MustCompile(`executor port (\S+);`)
 
 // TestPyCharmSparkBreakpoint runs a real PySpark job whose executor code is
@@ -69,8 +58,8 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 
 	local, deploy := t.TempDir(), t.TempDir()
 	for _, f := range []string{"pcjob.py", "pcmath.py"} {
-		pycharmCopyFile(t, filepath.Join("testdata", "pycharm", f), filepath.Join(local, f))
-		pycharmCopyFile(t, filepath.Join("testdata", "pycharm", f), filepath.Join(deploy, f))
+		copyFile(t, filepath.Join("testdata", "pycharm", f), filepath.Join(local, f))
+		copyFile(t, filepath.Join("testdata", "pycharm", f), filepath.Join(deploy, f))
 	}
 	localMath := filepath.Join(local, "pcmath.py")
 	line := breakpointLine(t, localMath)

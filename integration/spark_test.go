@@ -1,10 +1,7 @@
 package integration
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,60 +42,6 @@ func requireSpark(t *testing.T) string {
 		fail("spark-submit not on PATH (pip install pyspark puts it there): %v", err)
 	}
 	return submit
-}
-
-// markerLine is the line marked "# BREAKPOINT: name" in path.
-func markerLine(t *testing.T, path, name string) int {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, line := range strings.Split(string(data), "\n") {
-		if strings.HasSuffix(strings.TrimSpace(line), "# BREAKPOINT: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no '# BREAKPOINT: %s' line in %s", name, path)
-	return 0
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	data, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// zipFiles writes a zip holding each file under its base name.
-func zipFiles(t *testing.T, to string, files ...string) {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, f := range files {
-		w, err := zw.Create(filepath.Base(f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write(data)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // sparkRun is one spark-submit (plain or through sparkdap submit).
@@ -149,26 +92,6 @@ func (r *sparkRun) wait(t *testing.T, ctx context.Context) {
 	if r.err != nil {
 		t.Fatalf("Spark job failed: %v", r.err)
 	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
-
-func readJSON(t *testing.T, path string) map[string]any {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("job result: %v", err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatalf("job result %s: %v", path, err)
-	}
-	return m
 }
 
 // sparkStop is what the IDE saw at one breakpoint hit.

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -38,11 +37,11 @@ func TestStandaloneClusterStopsInExecutor(t *testing.T) {
 	ship := filepath.Join(root, "deploy", "loans")     // what is submitted
 	for _, dir := range []string{src, ship} {
 		for _, f := range []string{"loans.py", "loanlib.py"} {
-			standaloneCopy(t, filepath.Join("..", "examples", "loans", f), filepath.Join(dir, f))
+			copyFile(t, filepath.Join("..", "examples", "loans", f), filepath.Join(dir, f))
 		}
 	}
 	srcLib := filepath.Join(src, "loanlib.py")
-	line := standaloneMarker(t, srcLib, "loanlib-payment")
+	line := markerLine(t, srcLib, "loanlib-payment")
 	env := []string{"PYSPARK_PYTHON=" + py, "PYSPARK_DRIVER_PYTHON=" + py, "SPARK_LOCAL_IP=127.0.0.1", "SPARK_HOME=" + sparkHome}
 
 	// The reference result, from a plain local run while the cluster starts.
@@ -171,7 +170,7 @@ func TestStandaloneClusterStopsInExecutor(t *testing.T) {
 	}
 	job.wait(t, ctx, 5*time.Minute)
 	plain.wait(t, ctx, 5*time.Minute)
-	got, want := standaloneJSON(t, out), standaloneJSON(t, plainOut)
+	got, want := readJSON(t, out), readJSON(t, plainOut)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("result under sparkdap on the cluster:\n%v\nplain run:\n%v", got, want)
 	}
@@ -218,48 +217,6 @@ func standaloneFreePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func standaloneCopy(t *testing.T, from, to string) {
-	t.Helper()
-	data, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func standaloneMarker(t *testing.T, path, name string) int {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(data), "\n") {
-		if strings.HasSuffix(strings.TrimSpace(l), "# BREAKPOINT: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no '# BREAKPOINT: %s' in %s", name, path)
-	return 0
-}
-
-func standaloneJSON(t *testing.T, path string) map[string]any {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("job result: %v", err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatalf("job result %s: %v", path, err)
-	}
-	return m
-}
-
 // standaloneProc is a process of the test in its own process group, so
 // that cleanup also ends what it started (the worker's executor JVM, the
 // job's Python workers).
@@ -300,17 +257,10 @@ func standaloneStart(t *testing.T, dir string, env []string, name, bin string, a
 			t.Errorf("%s (pid %d) survived SIGKILL for 10s", name, pgid)
 		}
 		if t.Failed() {
-			t.Logf("%s output (last 6 KiB):\n%s", name, standaloneTail(p.out.String(), 6<<10))
+			t.Logf("%s output (last 6 KiB):\n%s", name, tail(p.out.String(), 6<<10))
 		}
 	})
 	return p
-}
-
-func standaloneTail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
 }
 
 // waitFor waits until the process has printed want.
@@ -343,6 +293,6 @@ func (p *standaloneProc) wait(t *testing.T, ctx context.Context, limit time.Dura
 		t.Fatalf("%s: %v", p.name, ctx.Err())
 	}
 	if p.err != nil {
-		t.Fatalf("%s failed: %v\n%s", p.name, p.err, standaloneTail(p.out.String(), 6<<10))
+		t.Fatalf("%s failed: %v\n%s", p.name, p.err, tail(p.out.String(), 6<<10))
 	}
 }
