@@ -1,15 +1,11 @@
 package dap
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"path/filepath"
-	"reflect"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,8 +161,6 @@ func (h *Hub) Stats() Stats {
 	return st
 }
 
-// ---- executor side ----
-
 // admit takes a handshaking executor into the Hub, with what its hello
 // said. A worker that said hello already holds a slot under the session
 // limit; one that did not (a plain debugpy.connect) needs a free one.
@@ -303,304 +297,6 @@ func (h *Hub) announceLocked(es *ExecutorSession) {
 	_ = root.w.send(newRequest("startDebugging", map[string]any{"request": "attach", "configuration": cfg}), nil)
 }
 
-// eventTargetLocked is the IDE session that shows es's events, or nil.
-func (h *Hub) eventTargetLocked(es *ExecutorSession) *IDESession {
-	if c := h.children[es.id]; c != nil {
-		return c
-	}
-	if h.root != nil && !h.root.childMode {
-		return h.root
-	}
-	return nil
-}
-
-// executorEvent relays an event from pydevd, translated, to whichever IDE
-// session shows that executor, and keeps the state needed to replay it.
-func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
-	switch m.Event() {
-	case "initialized", "process":
-		return // the proxy already did the handshake; the IDE had its own
-	case "terminated":
-		// pydevd is shutting down; the EOF that follows cleans up. Forwarding
-		// it would end the IDE's whole session.
-		es.log.Debug().Msg("debuggee terminated")
-		return
-	case "sparkdapTask":
-		h.taskEvent(es, m)
-		return
-	}
-	body := m.Body()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	tid, hasTid := toInt(body["threadId"])
-	switch m.Event() {
-	case "stopped", "continued", "thread":
-		if !hasTid {
-			// Without its thread the IDE cannot tell which executor's
-			// thread it is about; pydevd always names one.
-			es.log.Warn().Str("event", m.Event()).Msg("dropping event without an integer threadId")
-			return
-		}
-	}
-	switch m.Event() {
-	case "stopped":
-		if hasTid {
-			es.stopped[tid] = deepCopy(m).(Message)
-		}
-		h.focused = es
-		h.learnStopLocationLocked(es, tid)
-	case "output":
-		if text, ok := body["output"].(string); ok {
-			es.outputBytes += int64(len(text))
-		}
-	case "continued":
-		if all, _ := body["allThreadsContinued"].(bool); all {
-			clear(es.stopped)
-			h.ids.Release(es.id, kindFrame, kindVariables)
-		} else {
-			delete(es.stopped, tid)
-		}
-	case "thread":
-		if body["reason"] == "exited" {
-			delete(es.threads, tid)
-			delete(es.stopped, tid)
-		} else {
-			es.threads[tid] = ""
-		}
-	case "breakpoint":
-		h.breakpointEventLocked(es, m)
-		return
-	}
-	target := h.eventTargetLocked(es)
-	if target == nil {
-		return
-	}
-	out := deepCopy(m).(Message)
-	if err := h.ids.globalize(es.id, out["body"]); err != nil {
-		es.log.Warn().Err(err).Str("event", m.Event()).Msg("dropping event")
-		return
-	}
-	delete(out, "pydevd_cmd_id")
-	h.localizePathsLocked(es, out["body"])
-	if m.Event() == "stopped" {
-		h.globalBreakpointIDsLocked(es, out)
-	}
-	if target == h.root {
-		h.mergedViewLocked(es, out)
-	}
-	_ = target.w.send(out, nil)
-	if m.Event() == "thread" && body["reason"] == "exited" {
-		h.ids.ReleaseOne(kindThread, es.id, tid)
-	}
-}
-
-// learnStopLocationLocked asks pydevd where a thread stopped (its top
-// frame), for the status view: the stopped event does not say.
-func (h *Hub) learnStopLocationLocked(es *ExecutorSession, tid int64) {
-	es.stoppedAt = ""
-	args := map[string]any{"threadId": tid, "startFrame": 0, "levels": 1}
-	es.request("stackTrace", args, h.cfg.RequestTimeout, func(m Message, err error) {
-		if err != nil || !m.Success() {
-			return
-		}
-		frames, _ := m.Body()["stackFrames"].([]any)
-		if len(frames) == 0 {
-			return
-		}
-		top, _ := frames[0].(map[string]any)
-		line, _ := toInt(top["line"])
-		src, _ := top["source"].(map[string]any)
-		path, _ := src["path"].(string)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if h.cfg.Paths != nil && path != "" {
-			if r := h.mapRemoteLocked(es, path); r.err == nil {
-				path = r.m.Local
-			}
-		}
-		if _, still := es.stopped[tid]; still {
-			es.stoppedAt = fmt.Sprintf("%s:%d", filepath.Base(path), line)
-		}
-	})
-}
-
-// globalBreakpointIDsLocked names the breakpoints a stop hit by the ids the
-// IDE knows them by.
-func (h *Hub) globalBreakpointIDsLocked(es *ExecutorSession, ev Message) {
-	b, _ := ev["body"].(map[string]any)
-	hits, ok := b["hitBreakpointIds"].([]any)
-	if !ok {
-		return
-	}
-	out := make([]any, 0, len(hits))
-	for _, v := range hits {
-		if local, ok := toInt(v); ok {
-			if g, ok := es.bpIDs[local]; ok {
-				out = append(out, json.Number(itoa(g)))
-			}
-		}
-	}
-	b["hitBreakpointIds"] = out
-}
-
-// mergedViewLocked adapts one executor's event to a session that shows all
-// executors at once: a stop or resume concerns that process only, and its
-// output is prefixed with its label.
-func (h *Hub) mergedViewLocked(es *ExecutorSession, out Message) {
-	b, _ := out["body"].(map[string]any)
-	if b == nil {
-		return
-	}
-	switch out.Event() {
-	case "stopped":
-		b["allThreadsStopped"] = false
-	case "continued":
-		b["allThreadsContinued"] = false
-	case "output":
-		if s, ok := b["output"].(string); ok && b["category"] != "telemetry" {
-			b["output"] = es.prefixLines(s)
-		}
-	}
-}
-
-// prefixLines puts the executor's label before each line of output, keeping
-// track of lines split across events.
-func (es *ExecutorSession) prefixLines(s string) string {
-	var sb strings.Builder
-	prefix := "[" + es.Label() + "] "
-	for len(s) > 0 {
-		if !es.midLine {
-			sb.WriteString(prefix)
-		}
-		i := strings.IndexByte(s, '\n')
-		if i < 0 {
-			sb.WriteString(s)
-			es.midLine = true
-			break
-		}
-		sb.WriteString(s[:i+1])
-		s = s[i+1:]
-		es.midLine = false
-	}
-	return sb.String()
-}
-
-// taskEvent takes the wrapper's report of which Spark task this worker runs.
-func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
-	var ti TaskInfo
-	if err := fromMap(m.Body(), &ti); err != nil {
-		es.log.Warn().Err(err).Msg("ignoring malformed sparkdapTask event")
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if ti.Roots == nil {
-		ti.Roots = es.task.Roots
-	}
-	es.task = ti
-	if ti.Roots != nil && !reflect.DeepEqual(*ti.Roots, es.roots) {
-		es.roots = *ti.Roots
-		for _, e := range h.bps.global() {
-			h.sendBreakpointsLocked(es, e, nil)
-		}
-	}
-	es.log.Info().Str("label", es.Label()).Msg("executor task")
-	h.announceLocked(es)
-}
-
-// breakpointEventLocked relays pydevd's news about one breakpoint under the
-// breakpoint's global id, merged with the other executors' view.
-func (h *Hub) breakpointEventLocked(es *ExecutorSession, m Message) {
-	bp, _ := m.Body()["breakpoint"].(map[string]any)
-	local, ok := toInt(bp["id"])
-	if !ok {
-		return
-	}
-	global, ok := es.bpIDs[local]
-	if !ok {
-		return
-	}
-	ref, ok := h.bps.byID[global]
-	if !ok || !h.bps.current(ref.entry) {
-		return
-	}
-	if ref.entry.absorb(ref.index, bp) {
-		h.breakpointChangedLocked(ref.entry, ref.index)
-	}
-}
-
-// breakpointChangedLocked tells the IDE session that owns e about position i.
-func (h *Hub) breakpointChangedLocked(e *bpEntry, i int) {
-	target := h.root
-	if e.owner != nil {
-		target = h.children[e.owner.id]
-	}
-	if target == nil || !e.answered {
-		return
-	}
-	_ = target.w.send(newEvent("breakpoint", map[string]any{
-		"reason": "changed", "breakpoint": deepCopy(e.merged[i])}), nil)
-}
-
-// sendBreakpointsLocked sends entry e to one executor and folds the answer
-// into the merged view; done, if set, gets the raw outcome.
-// With a PathMapper, a source's breakpoints go to every executor path the
-// local file may have there; done runs once all have answered.
-func (h *Hub) sendBreakpointsLocked(es *ExecutorSession, e *bpEntry, done func()) {
-	var requests []map[string]any
-	paths := h.breakpointTargetsLocked(es, e)
-	switch {
-	case e.command == "setExceptionBreakpoints" && es.task.PostMortem:
-		requests = []map[string]any{withPostMortem(e.args)}
-	case paths != nil:
-		for _, p := range paths {
-			args := deepCopy(e.args).(map[string]any)
-			args["source"].(map[string]any)["path"] = p
-			requests = append(requests, args)
-		}
-	default:
-		requests = []map[string]any{deepCopy(e.args).(map[string]any)}
-	}
-	var left atomic.Int64
-	left.Store(int64(len(requests)))
-	for _, args := range requests {
-		es.request(e.command, args, h.cfg.FanoutTimeout, func(m Message, err error) {
-			if err == nil {
-				h.absorbBreakpoints(es, e, m)
-			} else {
-				es.log.Warn().Err(err).Str("command", e.command).Msg("breakpoints not set on executor")
-			}
-			if left.Add(-1) == 0 && done != nil {
-				done()
-			}
-		})
-	}
-}
-
-func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, m Message) {
-	if !m.Success() {
-		es.log.Warn().Str("command", e.command).Str("error", m.ErrorMessage()).Msg("executor refused breakpoints")
-		return
-	}
-	bps, _ := m.Body()["breakpoints"].([]any)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	live := h.bps.current(e)
-	e.grow(h.bps, len(bps))
-	for i, item := range bps {
-		bp, ok := item.(map[string]any)
-		if !ok {
-			continue
-		}
-		if local, ok := toInt(bp["id"]); ok {
-			es.bpIDs[local] = e.ids[i]
-		}
-		if e.absorb(i, bp) && live {
-			h.breakpointChangedLocked(e, i)
-		}
-	}
-}
-
 // executorGone cleans up after an executor's connection ended.
 func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 	h.mu.Lock()
@@ -646,8 +342,6 @@ func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 	}
 }
 
-// ---- IDE side helpers ----
-
 // readyLocked lists executors that take requests, in id order.
 func (h *Hub) readyLocked() []*ExecutorSession {
 	out := make([]*ExecutorSession, 0, len(h.executors))
@@ -658,59 +352,6 @@ func (h *Hub) readyLocked() []*ExecutorSession {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 	return out
-}
-
-// setBreakpoints records a breakpoint request from the IDE, fans it out and
-// answers with the merged result. owner nil means every executor (the root
-// session); otherwise only owner (a child session).
-func (h *Hub) setBreakpoints(ide *IDESession, req Message, owner *ExecutorSession) {
-	args := req.Arguments()
-	if args == nil {
-		args = map[string]any{}
-	}
-	h.mu.Lock()
-	e := h.bps.newEntry(req.Command(), deepCopy(args).(map[string]any), owner)
-	var targets []*ExecutorSession
-	if owner != nil {
-		if old := owner.overrides[e.key]; old != nil {
-			h.bps.drop(old)
-		}
-		owner.overrides[e.key] = e
-		if owner.ready {
-			targets = []*ExecutorSession{owner}
-		}
-	} else {
-		for _, es := range h.readyLocked() {
-			if !es.detached && es.overrides[e.key] == nil {
-				targets = append(targets, es)
-			}
-		}
-	}
-	remaining := len(targets)
-	answer := func() {
-		h.mu.Lock()
-		e.answered = true
-		body := e.body()
-		h.mu.Unlock()
-		if req.Command() == "setExceptionBreakpoints" && len(e.ids) == 0 {
-			body = nil
-		}
-		ide.reply(newResponse(req, body))
-	}
-	var once sync.Once
-	var left atomic.Int64
-	left.Store(int64(remaining))
-	for _, es := range targets {
-		h.sendBreakpointsLocked(es, e, func() {
-			if left.Add(-1) == 0 {
-				once.Do(answer)
-			}
-		})
-	}
-	h.mu.Unlock()
-	if remaining == 0 {
-		answer()
-	}
 }
 
 // ideGone handles the end of an IDE session (disconnect or dropped
@@ -780,17 +421,3 @@ func ignoreAnswer(es *ExecutorSession) func(Message, error) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// withPostMortem adds the userUnhandled filter to exception breakpoint
-// arguments, for a worker started with --post-mortem.
-func withPostMortem(args map[string]any) map[string]any {
-	out := deepCopy(args).(map[string]any)
-	filters, _ := out["filters"].([]any)
-	for _, f := range filters {
-		if f == "userUnhandled" {
-			return out
-		}
-	}
-	out["filters"] = append(filters, "userUnhandled")
-	return out
-}

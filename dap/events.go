@@ -1,0 +1,252 @@
+package dap
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+)
+
+// This file relays pydevd's events to the IDE session that shows their
+// executor, translated, and keeps what is needed to replay or describe them
+// (stops, threads, the task label).
+
+// eventTargetLocked is the IDE session that shows es's events, or nil.
+func (h *Hub) eventTargetLocked(es *ExecutorSession) *IDESession {
+	if c := h.children[es.id]; c != nil {
+		return c
+	}
+	if h.root != nil && !h.root.childMode {
+		return h.root
+	}
+	return nil
+}
+
+// executorEvent relays an event from pydevd, translated, to whichever IDE
+// session shows that executor, and keeps the state needed to replay it.
+func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
+	switch m.Event() {
+	case "initialized", "process":
+		return // the proxy already did the handshake; the IDE had its own
+	case "terminated":
+		// pydevd is shutting down; the EOF that follows cleans up. Forwarding
+		// it would end the IDE's whole session.
+		es.log.Debug().Msg("debuggee terminated")
+		return
+	case "sparkdapTask":
+		h.taskEvent(es, m)
+		return
+	}
+	body := m.Body()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	tid, hasTid := toInt(body["threadId"])
+	switch m.Event() {
+	case "stopped", "continued", "thread":
+		if !hasTid {
+			// Without its thread the IDE cannot tell which executor's
+			// thread it is about; pydevd always names one.
+			es.log.Warn().Str("event", m.Event()).Msg("dropping event without an integer threadId")
+			return
+		}
+	}
+	switch m.Event() {
+	case "stopped":
+		if hasTid {
+			es.stopped[tid] = deepCopy(m).(Message)
+		}
+		h.focused = es
+		h.learnStopLocationLocked(es, tid)
+	case "output":
+		if text, ok := body["output"].(string); ok {
+			es.outputBytes += int64(len(text))
+		}
+	case "continued":
+		if all, _ := body["allThreadsContinued"].(bool); all {
+			clear(es.stopped)
+			h.ids.Release(es.id, kindFrame, kindVariables)
+		} else {
+			delete(es.stopped, tid)
+		}
+	case "thread":
+		if body["reason"] == "exited" {
+			delete(es.threads, tid)
+			delete(es.stopped, tid)
+		} else {
+			es.threads[tid] = ""
+		}
+	case "breakpoint":
+		h.breakpointEventLocked(es, m)
+		return
+	}
+	target := h.eventTargetLocked(es)
+	if target == nil {
+		return
+	}
+	out := deepCopy(m).(Message)
+	if err := h.ids.globalize(es.id, out["body"]); err != nil {
+		es.log.Warn().Err(err).Str("event", m.Event()).Msg("dropping event")
+		return
+	}
+	delete(out, "pydevd_cmd_id")
+	h.localizePathsLocked(es, out["body"])
+	if m.Event() == "stopped" {
+		h.globalBreakpointIDsLocked(es, out)
+	}
+	if target == h.root {
+		h.mergedViewLocked(es, out)
+	}
+	_ = target.w.send(out, nil)
+	if m.Event() == "thread" && body["reason"] == "exited" {
+		h.ids.ReleaseOne(kindThread, es.id, tid)
+	}
+}
+
+// learnStopLocationLocked asks pydevd where a thread stopped (its top
+// frame), for the status view: the stopped event does not say.
+func (h *Hub) learnStopLocationLocked(es *ExecutorSession, tid int64) {
+	es.stoppedAt = ""
+	args := map[string]any{"threadId": tid, "startFrame": 0, "levels": 1}
+	es.request("stackTrace", args, h.cfg.RequestTimeout, func(m Message, err error) {
+		if err != nil || !m.Success() {
+			return
+		}
+		frames, _ := m.Body()["stackFrames"].([]any)
+		if len(frames) == 0 {
+			return
+		}
+		top, _ := frames[0].(map[string]any)
+		line, _ := toInt(top["line"])
+		src, _ := top["source"].(map[string]any)
+		path, _ := src["path"].(string)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.cfg.Paths != nil && path != "" {
+			if r := h.mapRemoteLocked(es, path); r.err == nil {
+				path = r.m.Local
+			}
+		}
+		if _, still := es.stopped[tid]; still {
+			es.stoppedAt = fmt.Sprintf("%s:%d", filepath.Base(path), line)
+		}
+	})
+}
+
+// globalBreakpointIDsLocked names the breakpoints a stop hit by the ids the
+// IDE knows them by.
+func (h *Hub) globalBreakpointIDsLocked(es *ExecutorSession, ev Message) {
+	b, _ := ev["body"].(map[string]any)
+	hits, ok := b["hitBreakpointIds"].([]any)
+	if !ok {
+		return
+	}
+	out := make([]any, 0, len(hits))
+	for _, v := range hits {
+		if local, ok := toInt(v); ok {
+			if g, ok := es.bpIDs[local]; ok {
+				out = append(out, json.Number(itoa(g)))
+			}
+		}
+	}
+	b["hitBreakpointIds"] = out
+}
+
+// mergedViewLocked adapts one executor's event to a session that shows all
+// executors at once: a stop or resume concerns that process only, and its
+// output is prefixed with its label.
+func (h *Hub) mergedViewLocked(es *ExecutorSession, out Message) {
+	b, _ := out["body"].(map[string]any)
+	if b == nil {
+		return
+	}
+	switch out.Event() {
+	case "stopped":
+		b["allThreadsStopped"] = false
+	case "continued":
+		b["allThreadsContinued"] = false
+	case "output":
+		if s, ok := b["output"].(string); ok && b["category"] != "telemetry" {
+			b["output"] = es.prefixLines(s)
+		}
+	}
+}
+
+// prefixLines puts the executor's label before each line of output, keeping
+// track of lines split across events.
+func (es *ExecutorSession) prefixLines(s string) string {
+	var sb strings.Builder
+	prefix := "[" + es.Label() + "] "
+	for len(s) > 0 {
+		if !es.midLine {
+			sb.WriteString(prefix)
+		}
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			sb.WriteString(s)
+			es.midLine = true
+			break
+		}
+		sb.WriteString(s[:i+1])
+		s = s[i+1:]
+		es.midLine = false
+	}
+	return sb.String()
+}
+
+// taskEvent takes the wrapper's report of which Spark task this worker runs.
+func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
+	var ti TaskInfo
+	if err := fromMap(m.Body(), &ti); err != nil {
+		es.log.Warn().Err(err).Msg("ignoring malformed sparkdapTask event")
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ti.Roots == nil {
+		ti.Roots = es.task.Roots
+	}
+	es.task = ti
+	if ti.Roots != nil && !reflect.DeepEqual(*ti.Roots, es.roots) {
+		es.roots = *ti.Roots
+		for _, e := range h.bps.global() {
+			h.sendBreakpointsLocked(es, e, nil)
+		}
+	}
+	es.log.Info().Str("label", es.Label()).Msg("executor task")
+	h.announceLocked(es)
+}
+
+// breakpointEventLocked relays pydevd's news about one breakpoint under the
+// breakpoint's global id, merged with the other executors' view.
+func (h *Hub) breakpointEventLocked(es *ExecutorSession, m Message) {
+	bp, _ := m.Body()["breakpoint"].(map[string]any)
+	local, ok := toInt(bp["id"])
+	if !ok {
+		return
+	}
+	global, ok := es.bpIDs[local]
+	if !ok {
+		return
+	}
+	ref, ok := h.bps.byID[global]
+	if !ok || !h.bps.current(ref.entry) {
+		return
+	}
+	if ref.entry.absorb(ref.index, bp) {
+		h.breakpointChangedLocked(ref.entry, ref.index)
+	}
+}
+
+// breakpointChangedLocked tells the IDE session that owns e about position i.
+func (h *Hub) breakpointChangedLocked(e *bpEntry, i int) {
+	target := h.root
+	if e.owner != nil {
+		target = h.children[e.owner.id]
+	}
+	if target == nil || !e.answered {
+		return
+	}
+	_ = target.w.send(newEvent("breakpoint", map[string]any{
+		"reason": "changed", "breakpoint": deepCopy(e.merged[i])}), nil)
+}

@@ -1,0 +1,135 @@
+package dap
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// This file fans breakpoint requests out to executors and folds their
+// answers into the one the IDE gets (see BreakpointRegistry).
+
+// setBreakpoints records a breakpoint request from the IDE, fans it out and
+// answers with the merged result. owner nil means every executor (the root
+// session); otherwise only owner (a child session).
+func (h *Hub) setBreakpoints(ide *IDESession, req Message, owner *ExecutorSession) {
+	args := req.Arguments()
+	if args == nil {
+		args = map[string]any{}
+	}
+	h.mu.Lock()
+	e := h.bps.newEntry(req.Command(), deepCopy(args).(map[string]any), owner)
+	var targets []*ExecutorSession
+	if owner != nil {
+		if old := owner.overrides[e.key]; old != nil {
+			h.bps.drop(old)
+		}
+		owner.overrides[e.key] = e
+		if owner.ready {
+			targets = []*ExecutorSession{owner}
+		}
+	} else {
+		for _, es := range h.readyLocked() {
+			if !es.detached && es.overrides[e.key] == nil {
+				targets = append(targets, es)
+			}
+		}
+	}
+	remaining := len(targets)
+	answer := func() {
+		h.mu.Lock()
+		e.answered = true
+		body := e.body()
+		h.mu.Unlock()
+		if req.Command() == "setExceptionBreakpoints" && len(e.ids) == 0 {
+			body = nil
+		}
+		ide.reply(newResponse(req, body))
+	}
+	var once sync.Once
+	var left atomic.Int64
+	left.Store(int64(remaining))
+	for _, es := range targets {
+		h.sendBreakpointsLocked(es, e, func() {
+			if left.Add(-1) == 0 {
+				once.Do(answer)
+			}
+		})
+	}
+	h.mu.Unlock()
+	if remaining == 0 {
+		answer()
+	}
+}
+
+// sendBreakpointsLocked sends entry e to one executor and folds the answer
+// into the merged view; done, if set, gets the raw outcome.
+// With a PathMapper, a source's breakpoints go to every executor path the
+// local file may have there; done runs once all have answered.
+func (h *Hub) sendBreakpointsLocked(es *ExecutorSession, e *bpEntry, done func()) {
+	var requests []map[string]any
+	paths := h.breakpointTargetsLocked(es, e)
+	switch {
+	case e.command == "setExceptionBreakpoints" && es.task.PostMortem:
+		requests = []map[string]any{withPostMortem(e.args)}
+	case paths != nil:
+		for _, p := range paths {
+			args := deepCopy(e.args).(map[string]any)
+			args["source"].(map[string]any)["path"] = p
+			requests = append(requests, args)
+		}
+	default:
+		requests = []map[string]any{deepCopy(e.args).(map[string]any)}
+	}
+	var left atomic.Int64
+	left.Store(int64(len(requests)))
+	for _, args := range requests {
+		es.request(e.command, args, h.cfg.FanoutTimeout, func(m Message, err error) {
+			if err == nil {
+				h.absorbBreakpoints(es, e, m)
+			} else {
+				es.log.Warn().Err(err).Str("command", e.command).Msg("breakpoints not set on executor")
+			}
+			if left.Add(-1) == 0 && done != nil {
+				done()
+			}
+		})
+	}
+}
+
+func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, m Message) {
+	if !m.Success() {
+		es.log.Warn().Str("command", e.command).Str("error", m.ErrorMessage()).Msg("executor refused breakpoints")
+		return
+	}
+	bps, _ := m.Body()["breakpoints"].([]any)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	live := h.bps.current(e)
+	e.grow(h.bps, len(bps))
+	for i, item := range bps {
+		bp, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		if local, ok := toInt(bp["id"]); ok {
+			es.bpIDs[local] = e.ids[i]
+		}
+		if e.absorb(i, bp) && live {
+			h.breakpointChangedLocked(e, i)
+		}
+	}
+}
+
+// withPostMortem adds the userUnhandled filter to exception breakpoint
+// arguments, for a worker started with --post-mortem.
+func withPostMortem(args map[string]any) map[string]any {
+	out := deepCopy(args).(map[string]any)
+	filters, _ := out["filters"].([]any)
+	for _, f := range filters {
+		if f == "userUnhandled" {
+			return out
+		}
+	}
+	out["filters"] = append(filters, "userUnhandled")
+	return out
+}
