@@ -1,0 +1,122 @@
+// Command sparkdap-bench runs sparkdap's benchmark suite (package bench) and
+// prints a Markdown report. Run it through scripts/bench.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/sparkdap/sparkdap/bench"
+)
+
+func main() {
+	bench.RunChildIfRequested()
+	quick := flag.Bool("quick", false, "few samples, small sizes: a smoke run of a minute or two")
+	only := flag.String("only", "latency,fanout,scale,throughput,worker", "comma-separated sections to run")
+	sparkdapBin := flag.String("sparkdap", "", "sparkdap executable, uploaded as the tunnel's agent (tunnel rows need it)")
+	testdata := flag.String("testdata", "bench/testdata", "bench/testdata directory")
+	out := flag.String("out", "", "also write the report to this file")
+	flag.Parse()
+
+	td, err := filepath.Abs(*testdata)
+	if err != nil {
+		fatal(err)
+	}
+	python, _ := exec.LookPath("python3")
+	var w io.Writer = os.Stdout
+	var report strings.Builder
+	w = io.MultiWriter(os.Stdout, &report)
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+	sections := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		sections[strings.TrimSpace(s)] = true
+	}
+	mode := "full"
+	if *quick {
+		mode = "quick"
+	}
+	fmt.Fprintf(w, "## Benchmark results (%s run, %s)\n\n", mode, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(w, "Machine: %s\n\n", bench.MachineFacts(python))
+
+	ctx := context.Background()
+	token := "bench-token-7d41"
+	var failed []string
+	run := func(name string, f func() (*bench.Table, error)) {
+		if !sections[name] {
+			return
+		}
+		logf("== %s", name)
+		start := time.Now()
+		t, err := f()
+		if err != nil {
+			logf("%s FAILED: %v", name, err)
+			failed = append(failed, name)
+			fmt.Fprintf(w, "### %s\n\nFAILED: %v\n\n", name, err)
+			return
+		}
+		t.Note("section took %s", time.Since(start).Round(time.Second))
+		t.Write(w)
+	}
+	run("latency", func() (*bench.Table, error) {
+		cfg := bench.LatencyConfig{Python: python, Testdata: td, Requests: 10000, SlowRequests: 200, Token: token}
+		if *quick {
+			cfg.Requests, cfg.SlowRequests = 200, 20
+		}
+		return bench.Latency(ctx, cfg, logf)
+	})
+	run("fanout", func() (*bench.Table, error) {
+		cfg := bench.FanoutConfig{Python: python, Testdata: td, Ns: []int{1, 10, 100, 1000}, RealNs: []int{1, 10},
+			Repeats: 30, Token: token}
+		if *quick {
+			cfg.Ns, cfg.RealNs, cfg.Repeats = []int{1, 10, 100}, []int{1}, 5
+		}
+		return bench.Fanout(ctx, cfg, logf)
+	})
+	run("scale", func() (*bench.Table, error) {
+		cfg := bench.ScaleConfig{Ns: []int{1000, 10000}, Token: token}
+		if *quick {
+			cfg.Ns = []int{200}
+		}
+		return bench.Scale(ctx, cfg, logf)
+	})
+	run("throughput", func() (*bench.Table, error) {
+		cfg := bench.ThroughputConfig{Executors: []int{1, 100}, Bytes: 64 << 20, Rounds: 3, EventBytes: 1024,
+			SparkdapBin: *sparkdapBin, Token: token}
+		if *quick {
+			cfg.Bytes, cfg.Rounds = 4<<20, 1
+		}
+		return bench.Throughput(ctx, cfg, logf)
+	})
+	run("worker", func() (*bench.Table, error) {
+		cfg := bench.WorkerConfig{Python: python, Testdata: td, Runs: 5, Rows: 8 * 4000, Token: token}
+		if *quick {
+			cfg.Runs, cfg.Rows = 1, 8*100
+		}
+		return bench.Worker(ctx, cfg, logf)
+	})
+	fmt.Fprintf(w, "Reproduce: `scripts/bench%s` (Go %s).\n", map[bool]string{true: " -quick", false: ""}[*quick], runtime.Version())
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(report.String()), 0o644); err != nil {
+			fatal(err)
+		}
+	}
+	if len(failed) > 0 {
+		logf("failed sections: %s", strings.Join(failed, ", "))
+		os.Exit(1)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "sparkdap-bench:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,288 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sparkdap/sparkdap/internal/fakepydevd"
+)
+
+// ThroughputConfig sizes the output-throughput benchmark.
+type ThroughputConfig struct {
+	Executors  []int
+	Bytes      int // output text per round, split among the executors
+	EventBytes int // output text per event
+	Rounds     int
+	// SparkdapBin is uploaded as the tunnel's gateway agent; without it the
+	// tunnel rows are skipped.
+	SparkdapBin string
+	Token       string
+}
+
+// rawIDE is a minimal DAP client that attaches in merged mode and then only
+// counts output events, without keeping them.
+type rawIDE struct {
+	conn    net.Conn
+	outputs atomic.Int64
+	bytes   atomic.Int64
+	changed chan struct{}
+	done    chan struct{}
+	err     error
+}
+
+func dialRawIDE(ctx context.Context, addr string) (*rawIDE, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	r := &rawIDE{conn: c, changed: make(chan struct{}, 1), done: make(chan struct{})}
+	for i, m := range []string{
+		`{"seq":1,"type":"request","command":"initialize","arguments":{"clientID":"bench","adapterID":"debugpy","linesStartAt1":true,"columnsStartAt1":true,"pathFormat":"path"}}`,
+		`{"seq":2,"type":"request","command":"attach","arguments":{"justMyCode":true}}`,
+		`{"seq":3,"type":"request","command":"configurationDone","arguments":{}}`,
+	} {
+		_ = i
+		if _, err := c.Write([]byte("Content-Length: " + strconv.Itoa(len(m)) + "\r\n\r\n" + m)); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	go r.read()
+	return r, nil
+}
+
+var outputMarker = []byte(`"event":"output"`)
+
+func (r *rawIDE) read() {
+	defer close(r.done)
+	br := bufio.NewReaderSize(r.conn, 256<<10)
+	buf := make([]byte, 64<<10)
+	for {
+		n := -1
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				r.err = err
+				return
+			}
+			s := strings.TrimSpace(string(line))
+			if s == "" {
+				break
+			}
+			if v, ok := strings.CutPrefix(s, "Content-Length:"); ok {
+				n, _ = strconv.Atoi(strings.TrimSpace(v))
+			}
+		}
+		if n < 0 {
+			r.err = errors.New("frame without Content-Length")
+			return
+		}
+		if n > len(buf) {
+			buf = make([]byte, n)
+		}
+		if _, err := io.ReadFull(br, buf[:n]); err != nil {
+			r.err = err
+			return
+		}
+		if bytes.Contains(buf[:n], outputMarker) {
+			r.outputs.Add(1)
+			r.bytes.Add(int64(n))
+			select {
+			case r.changed <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (r *rawIDE) waitOutputs(ctx context.Context, want int64) error {
+	for r.outputs.Load() < want {
+		select {
+		case <-r.changed:
+		case <-r.done:
+			return fmt.Errorf("IDE connection ended after %d of %d output events: %v", r.outputs.Load(), want, r.err)
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d output events arrived: %w", r.outputs.Load(), want, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (r *rawIDE) close() { r.conn.Close(); <-r.done }
+
+// outputText is n bytes of stdout-like text in 64-byte lines.
+func outputText(n int) string {
+	var sb strings.Builder
+	for sb.Len() < n {
+		line := fmt.Sprintf("row %08d processed: value=%d status=ok ", sb.Len()/64, sb.Len()*7)
+		for len(line) < 63 {
+			line += "."
+		}
+		sb.WriteString(line[:63] + "\n")
+	}
+	return sb.String()[:n]
+}
+
+type throughputPath struct {
+	key, name, addr string
+	mbps            map[int][]float64
+}
+
+// floodRound connects m fakes to addr, waits until the proxy has them, lets
+// all of them send their share of the output at once and times until the
+// IDE has every event. It returns MB/s of output text.
+func floodRound(ctx context.Context, px *Proxy, ide *rawIDE, addr, token string, m int, cfg ThroughputConfig) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	swarm := &fakeSwarm{}
+	defer func() {
+		swarm.close()
+		_ = px.WaitExecutors(ctx, 0)
+	}()
+	if err := swarm.grow(ctx, addr, token, "/job/udf.py", m, 32); err != nil {
+		return 0, err
+	}
+	if err := px.WaitExecutors(ctx, m); err != nil {
+		return 0, err
+	}
+	ev := fakepydevd.OutputEvent("stdout", outputText(cfg.EventBytes))
+	perExec := max(1, cfg.Bytes/cfg.EventBytes/m)
+	base := ide.outputs.Load()
+	want := base + int64(perExec*m)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errc := make(chan error, 1)
+	for _, p := range swarm.peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range perExec {
+				if err := p.SendOutput(ev); err != nil {
+					select {
+					case errc <- err:
+					default:
+					}
+					return
+				}
+			}
+		}()
+	}
+	err := ide.waitOutputs(ctx, want)
+	elapsed := time.Since(start)
+	wg.Wait()
+	if err != nil {
+		return 0, err
+	}
+	select {
+	case err := <-errc:
+		return 0, err
+	default:
+	}
+	return float64(perExec*m*ev.TextBytes()) / elapsed.Seconds() / 1e6, nil
+}
+
+// Throughput measures output events from executors to the IDE through the
+// proxy, directly and through the two tunnels, interleaved round by round.
+func Throughput(ctx context.Context, cfg ThroughputConfig, logf func(string, ...any)) (*Table, error) {
+	t := &Table{Title: "4. Output throughput: executors' output events → proxy → IDE",
+		Header: []string{"path", "executors", "rounds", "MB/s (median)", "÷ direct", "÷ OpenSSH ssh -L"}}
+	pcfg := ProxyConfig{Token: cfg.Token}
+	var g *gateway
+	tunnelNote := ""
+	if cfg.SparkdapBin != "" {
+		var err error
+		if g, err = startGateway(ctx); err != nil {
+			tunnelNote = "tunnel rows skipped: " + err.Error()
+		} else {
+			defer g.close()
+			port, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			pcfg.Tunnel = &TunnelConfig{User: g.User, Host: g.Host, Port: g.Port, Identity: g.ClientKey,
+				KnownHosts: g.KnownHosts, RemoteListen: "127.0.0.1:" + strconv.Itoa(port), AgentPath: cfg.SparkdapBin}
+		}
+	} else {
+		tunnelNote = "tunnel rows skipped: no -sparkdap binary given for the gateway agent"
+	}
+	px, err := StartProxy(ctx, pcfg)
+	if err != nil {
+		return nil, err
+	}
+	defer px.Close()
+	ide, err := dialRawIDE(ctx, px.IDEAddr)
+	if err != nil {
+		return nil, err
+	}
+	defer ide.close()
+	paths := []*throughputPath{{key: "direct", name: "direct to the proxy", addr: px.ExecutorAddr}}
+	if pcfg.Tunnel != nil {
+		fwd, err := startSSHForward(ctx, g, px.ExecutorAddr, "aes128-gcm@openssh.com")
+		if err != nil {
+			return nil, err
+		}
+		defer fwd.close()
+		paths = append(paths,
+			&throughputPath{key: "tunnel", name: "sparkdap tunnel (agent + yamux over x/crypto/ssh)", addr: px.TunnelAddr},
+			&throughputPath{key: "openssh", name: "OpenSSH `ssh -L` forward", addr: fwd.Addr})
+	}
+	for _, p := range paths {
+		p.mbps = map[int][]float64{}
+	}
+	for _, m := range cfg.Executors {
+		for r := range cfg.Rounds {
+			for i := range paths {
+				p := paths[(i+r)%len(paths)]
+				v, err := floodRound(ctx, px, ide, p.addr, cfg.Token, m, cfg)
+				if err != nil {
+					return nil, fmt.Errorf("%s, %d executors: %w", p.name, m, err)
+				}
+				logf("throughput: %s, %d executors, round %d: %.1f MB/s", p.key, m, r+1, v)
+				p.mbps[m] = append(p.mbps[m], v)
+			}
+		}
+	}
+	by := map[string]*throughputPath{}
+	for _, p := range paths {
+		by[p.key] = p
+	}
+	var worst float64 = -1
+	for _, m := range cfg.Executors {
+		for _, p := range paths {
+			v := medianFloat(p.mbps[m])
+			vs := ratio(v, medianFloat(by["direct"].mbps[m]))
+			vo := "n/a"
+			if o := by["openssh"]; o != nil {
+				vo = ratio(v, medianFloat(o.mbps[m]))
+				if p.key == "tunnel" {
+					r := v / medianFloat(o.mbps[m])
+					if worst < 0 || r < worst {
+						worst = r
+					}
+				}
+			}
+			t.Add(p.name, strconv.Itoa(m), strconv.Itoa(len(p.mbps[m])), fmt.Sprintf("%.1f", v), vs, vo)
+		}
+	}
+	if worst >= 0 {
+		t.Note("goal tunnel ≥ 0.8× OpenSSH: worst %.2f× — %s", worst, goal(worst >= 0.8))
+	}
+	if tunnelNote != "" {
+		t.Note("%s", tunnelNote)
+	}
+	t.Note("each round: %d MiB of output text in %d-byte events (64-byte lines), split evenly among the executors (fake pydevd peers in the bench process, sending as fast as the socket takes it); time from the first send to the IDE (merged mode: the proxy prefixes each line with the executor's label) holding every event; MB = 10⁶ bytes of output text", cfg.Bytes>>20, cfg.EventBytes)
+	t.Note("both SSH paths use aes128-gcm@openssh.com to a real sshd on loopback; the tunnel's agent is the sparkdap binary run by sshd; sshd, ssh, the agent, the proxy and the senders all share the same CPUs, so these are CPU-bound rates")
+	return t, nil
+}
