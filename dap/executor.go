@@ -172,37 +172,39 @@ func (es *ExecutorSession) call(ctx context.Context, command string, args any) (
 	}
 }
 
-// serve runs the session: handshake, then relaying until the connection ends.
+// serve runs the session: handshake, then relaying until the connection
+// ends. The serving goroutine is the connection's reader; the handshake
+// runs beside it until done, so an idle session costs one goroutine.
 func (es *ExecutorSession) serve(ctx context.Context) {
 	defer es.w.waitClosed()
-	readDone := make(chan error, 1)
+	stop := context.AfterFunc(ctx, func() { es.w.close(ctx.Err()) })
+	defer stop()
+
+	hsCtx, cancel := context.WithTimeout(ctx, es.hub.cfg.HandshakeTimeout)
+	defer cancel()
+	hsDone := make(chan error, 1)
 	go func() {
-		br := bufio.NewReaderSize(es.w.conn, 4096)
-		if IsHello(br) {
-			readDone <- es.serveHello(br)
-			return
+		err := es.handshake(hsCtx)
+		if err != nil {
+			es.w.closeAfterFlush(err) // ends the reader below
 		}
-		readDone <- es.w.readFrames(NewFrameReader(br, es.hub.cfg.MaxMessageBytes), es.handle)
+		hsDone <- err
 	}()
 
-	// The handshake ends early if the connection does: a hello, or a
-	// worker that died.
-	hsCtx, cancel := context.WithTimeout(ctx, es.hub.cfg.HandshakeTimeout)
+	// Header lines are short and bodies are read straight into their own
+	// buffer, so a small read buffer does; it is per idle connection.
+	br := bufio.NewReaderSize(es.w.conn, 256)
 	var readErr error
-	readEnded := make(chan struct{})
-	go func() {
-		readErr = <-readDone
-		close(readEnded)
-		cancel()
-	}()
-	err := es.handshake(hsCtx)
-	cancel()
-	if err != nil {
-		es.w.closeAfterFlush(err)
-		<-readEnded
+	if IsHello(br) {
+		readErr = es.serveHello(br)
+	} else {
+		readErr = es.w.readFrames(NewFrameReader(br, es.hub.cfg.MaxMessageBytes), es.handle)
+	}
+	cancel() // a handshake still running ends with the connection
+	if err := <-hsDone; err != nil {
 		var refused *errRefused
 		if !errors.As(err, &refused) && !errors.Is(readErr, errHelloDone) {
-			if readErr != nil && !errors.Is(readErr, errClosed) {
+			if readErr != nil && !errors.Is(readErr, errClosed) && !errors.Is(readErr, err) {
 				err = fmt.Errorf("%w (connection: %v)", err, readErr)
 			}
 			es.log.Warn().Err(err).Msg("executor handshake failed")
@@ -210,21 +212,12 @@ func (es *ExecutorSession) serve(ctx context.Context) {
 		es.failPending(err)
 		return
 	}
-	var reason error
-	select {
-	case <-readEnded:
-		reason = readErr
-	case <-ctx.Done():
-		reason = ctx.Err()
-		es.w.close(reason)
-		<-readEnded
+	es.w.close(readErr)
+	if isBadInput(readErr) {
+		es.log.Warn().Err(readErr).Msg("closing executor connection: it broke the protocol")
 	}
-	es.w.close(reason)
-	if isBadInput(reason) {
-		es.log.Warn().Err(reason).Msg("closing executor connection: it broke the protocol")
-	}
-	es.failPending(fmt.Errorf("executor %d went away: %w", es.id, reason))
-	es.hub.executorGone(es, reason)
+	es.failPending(fmt.Errorf("executor %d went away: %w", es.id, readErr))
+	es.hub.executorGone(es, readErr)
 }
 
 func (es *ExecutorSession) failPending(err error) {

@@ -27,31 +27,39 @@ func isBadInput(err error) bool {
 // bound.
 const defaultMaxQueuedBytes = 64 << 20
 
-// wire is one DAP connection. Sends never block: they append to a queue that
-// a single writer goroutine, the only one that writes to conn, drains. That
-// lets callers send while holding their own locks. The outgoing seq counter
-// lives here, so seq order is wire order.
+// wire is one DAP connection. Sends never block: they append to a queue
+// that one flusher goroutine at a time, the only writer of conn, drains.
+// That lets callers send while holding their own locks. The flusher runs
+// only while there is something to write, so an idle connection costs no
+// goroutine (thousands of executors sit idle most of the time). The outgoing
+// seq counter lives here, so seq order is wire order.
 type wire struct {
 	conn      net.Conn
 	maxQueued int
 
-	mu      sync.Mutex
-	seq     int64
-	queue   [][]byte
-	queued  int
-	writing bool  // writeLoop is writing a batch it took from queue
-	closing error // closeAfterFlush's reason: close once the queue is written
-	err     error // why the wire closed; nil while open
+	mu       sync.Mutex
+	seq      int64
+	queue    [][]byte
+	queued   int
+	flushing bool  // a flusher goroutine is running
+	closing  error // closeAfterFlush's reason: close once the queue is written
+	err      error // why the wire closed; nil while open
 
-	wake chan struct{}
 	done chan struct{}
 }
 
 func newWire(conn net.Conn) *wire {
-	w := &wire{conn: conn, maxQueued: defaultMaxQueuedBytes,
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go w.writeLoop()
-	return w
+	return &wire{conn: conn, maxQueued: defaultMaxQueuedBytes, done: make(chan struct{})}
+}
+
+// enqueueLocked adds a frame and starts the flusher if none runs.
+func (w *wire) enqueueLocked(frame []byte) {
+	w.queue = append(w.queue, frame)
+	w.queued += len(frame)
+	if !w.flushing {
+		w.flushing = true
+		go w.flush()
+	}
 }
 
 // send assigns the next seq to m and queues it. onSeq, if set, runs with the
@@ -73,18 +81,12 @@ func (w *wire) send(m Message, onSeq func(seq int64)) error {
 	if onSeq != nil {
 		onSeq(seq)
 	}
-	frame := appendFrame(nil, withSeq(body, seq))
-	w.queue = append(w.queue, frame)
-	w.queued += len(frame)
+	w.enqueueLocked(appendFrame(nil, withSeq(body, seq)))
 	over := w.queued > w.maxQueued
 	w.mu.Unlock()
 	if over {
 		w.close(fmt.Errorf("peer is not reading: over %d bytes queued", w.maxQueued))
 		return errClosed
-	}
-	select {
-	case w.wake <- struct{}{}:
-	default:
 	}
 	return nil
 }
@@ -100,32 +102,28 @@ func withSeq(body []byte, seq int64) []byte {
 	return append(out, body[1:]...)
 }
 
-func (w *wire) writeLoop() {
+// flush writes what is queued until the queue is empty, then ends; it
+// closes the wire if closeAfterFlush asked for that.
+func (w *wire) flush() {
 	for {
 		w.mu.Lock()
 		batch := w.queue
 		w.queue, w.queued = nil, 0
-		w.writing = len(batch) > 0
-		closing := w.closing
-		w.mu.Unlock()
-		if len(batch) == 0 {
+		if len(batch) == 0 || w.err != nil {
+			w.flushing = false
+			closing := w.closing
+			w.mu.Unlock()
 			if closing != nil {
 				w.close(closing)
-				return
 			}
-			select {
-			case <-w.wake:
-				continue
-			case <-w.done:
-				return
-			}
+			return
 		}
-		bufs := net.Buffers(batch)
-		_, err := bufs.WriteTo(w.conn)
-		w.mu.Lock()
-		w.writing = false
 		w.mu.Unlock()
-		if err != nil {
+		bufs := net.Buffers(batch)
+		if _, err := bufs.WriteTo(w.conn); err != nil {
+			w.mu.Lock()
+			w.flushing = false
+			w.mu.Unlock()
 			w.close(fmt.Errorf("write: %w", err))
 			return
 		}
@@ -162,17 +160,14 @@ func (w *wire) closeAfterFlush(reason error) {
 		return
 	}
 	w.closing = reason
-	idle := len(w.queue) == 0 && !w.writing
+	idle := !w.flushing
 	w.mu.Unlock()
 	if idle {
 		w.close(reason)
 		return
 	}
+	// The running flusher closes the wire when it has written the rest.
 	_ = w.conn.SetWriteDeadline(time.Now().Add(flushWait))
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
 }
 
 // flushWait bounds how long closeAfterFlush waits for a peer to read.
@@ -201,14 +196,9 @@ func (w *wire) closedErr() error {
 func (w *wire) sendRaw(b []byte) {
 	w.mu.Lock()
 	if w.err == nil {
-		w.queue = append(w.queue, b)
-		w.queued += len(b)
+		w.enqueueLocked(b)
 	}
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
 }
 
 // readLoop decodes messages until the connection ends and hands each to
