@@ -11,6 +11,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/fakepydevd"
+	"github.com/sparkdap/sparkdap/internal/quickack"
 )
 
 // The full side-by-side report is scripts/bench. These Go benchmarks are
@@ -81,7 +82,7 @@ func requestPair(b *testing.B, viaProxy bool) *dapclient.Client {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c := dapclient.New(quickAck(conn))
+		c := dapclient.New(quickack.Wrap(conn))
 		b.Cleanup(func() { c.Close() })
 		return c
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-dap"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/quickack"
 )
 
 // LatencyConfig sizes the request-latency benchmark.
@@ -190,7 +191,7 @@ func setupDirect(ctx context.Context, cfg LatencyConfig, p *latencyPath, script 
 	case <-ctx.Done():
 		return fmt.Errorf("debuggee never connected: %w: %s", ctx.Err(), d.stderr)
 	}
-	p.client = dapclient.New(quickAck(conn))
+	p.client = dapclient.New(quickack.Wrap(conn))
 	if os.Getenv("BENCH_TRACE") != "" {
 		p.client.SetTrace(func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) })
 	}

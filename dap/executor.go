@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sparkdap/sparkdap/internal/quickack"
 )
 
 // errTimeout is what a request gets when its executor does not answer.
@@ -80,7 +82,7 @@ type ExecutorSession struct {
 
 func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {
 	es := &ExecutorSession{
-		id: id, hub: h, w: newWire(withQuickAck(conn)), remote: conn.RemoteAddr().String(),
+		id: id, hub: h, w: newWire(quickack.Wrap(conn)), remote: conn.RemoteAddr().String(),
 		pending: map[int64]*pendingCall{}, threads: map[int64]string{},
 		stopped: map[int64]Message{}, bpIDs: map[int64]int64{}, overrides: map[string]*bpEntry{},
 	}
