@@ -2,157 +2,39 @@ package bench
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/sparkdap/sparkdap/internal/sshdtest"
 )
 
-const sshdPath = "/usr/sbin/sshd"
-
-// gateway is an OpenSSH sshd on loopback with generated keys, as in
-// integration/tunnel_test.go.
-type gateway struct {
-	Host, User string
-	Port       int
-	Dir        string
-	ClientKey  string
-	KnownHosts string
-	cmd        *exec.Cmd
-	log        *lockedBuffer
-	exited     chan struct{}
-}
-
-func writeKey(path string) (ssh.PublicKey, error) {
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-		return nil, err
-	}
-	return ssh.NewPublicKey(pub)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// gateway is a real OpenSSH sshd on loopback with generated keys, in a
+// temporary directory of its own.
+type gateway struct{ *sshdtest.Gateway }
 
 func startGateway(ctx context.Context) (*gateway, error) {
-	if _, err := os.Stat(sshdPath); err != nil {
-		return nil, fmt.Errorf("needs OpenSSH's server at %s: %w", sshdPath, err)
-	}
-	u, err := user.Current()
-	if err != nil {
-		return nil, err
-	}
-	if os.Geteuid() == 0 {
-		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-			return nil, err
-		}
-	}
 	dir, err := os.MkdirTemp("", "sparkdap-bench-sshd")
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	g, err := sshdtest.Start(ctx, "127.0.0.1", dir)
 	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	g := &gateway{Host: "127.0.0.1", Port: port, User: u.Username, Dir: dir, ClientKey: filepath.Join(dir, "client_key"),
-		KnownHosts: filepath.Join(dir, "known_hosts"), log: &lockedBuffer{}, exited: make(chan struct{})}
-	hostKeyFile := filepath.Join(dir, "host_key")
-	hostKey, err := writeKey(hostKeyFile)
-	if err != nil {
-		return nil, err
-	}
-	clientPub, err := writeKey(g.ClientKey)
-	if err != nil {
-		return nil, err
-	}
-	authorized := filepath.Join(dir, "authorized_keys")
-	if err := os.WriteFile(authorized, ssh.MarshalAuthorizedKey(clientPub), 0o600); err != nil {
-		return nil, err
-	}
-	line := "[127.0.0.1]:" + strconv.Itoa(port) + " " + string(ssh.MarshalAuthorizedKey(hostKey))
-	if err := os.WriteFile(g.KnownHosts, []byte(line), 0o600); err != nil {
-		return nil, err
-	}
-	conf := strings.Join([]string{
-		"Port " + strconv.Itoa(port),
-		"ListenAddress 127.0.0.1",
-		"HostKey " + hostKeyFile,
-		"AuthorizedKeysFile " + authorized,
-		"PidFile " + filepath.Join(dir, "sshd.pid"),
-		"StrictModes no",
-		"UsePAM no",
-		"PermitRootLogin prohibit-password",
-		"PasswordAuthentication no",
-		"KbdInteractiveAuthentication no",
-		"AllowTcpForwarding yes",
-		"MaxStartups 50",
-		"LogLevel INFO",
-	}, "\n") + "\n"
-	confFile := filepath.Join(dir, "sshd_config")
-	if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
-		return nil, err
-	}
-	g.cmd = exec.Command(sshdPath, "-D", "-e", "-f", confFile)
-	g.cmd.Stderr, g.cmd.Stdout = g.log, g.log
-	if err := g.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start sshd: %w", err)
-	}
-	go func() { g.cmd.Wait(); close(g.exited) }()
-	hostport := net.JoinHostPort(g.Host, strconv.Itoa(port))
-	for range 500 {
-		c, err := net.DialTimeout("tcp", hostport, time.Second)
-		if err == nil {
-			c.Close()
-			return g, nil
-		}
-		select {
-		case <-g.exited:
-			g.close()
-			return nil, fmt.Errorf("sshd exited at start: %s", g.log)
-		case <-ctx.Done():
-			g.close()
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	g.close()
-	return nil, fmt.Errorf("sshd never listened on %s: %s", hostport, g.log)
+	return &gateway{g}, nil
 }
 
 func (g *gateway) close() {
-	if g.cmd != nil && g.cmd.Process != nil {
-		_ = g.cmd.Process.Kill()
-		select {
-		case <-g.exited:
-		case <-time.After(5 * time.Second):
-		}
-	}
+	g.Close()
 	os.RemoveAll(g.Dir)
 }
+
+func freePort() (int, error) { return sshdtest.FreePort("127.0.0.1") }
 
 // sshForward is `ssh -N -L` from a local port to target through the gateway.
 type sshForward struct {

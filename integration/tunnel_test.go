@@ -7,17 +7,13 @@ package integration
 import (
 	"bufio"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,9 +25,10 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/sshdtest"
 )
 
-const sshdPath = "/usr/sbin/sshd"
+const sshdPath = sshdtest.Path
 
 // requireSSHD skips without OpenSSH's server, except in CI where
 // scripts/setup installs it and its absence is a failure.
@@ -45,138 +42,43 @@ func requireSSHD(t *testing.T) {
 	}
 }
 
-// writeKey generates an ed25519 key, writes the private half in OpenSSH
-// format to path and returns the public half.
 func writeKey(t *testing.T, path string) ssh.PublicKey {
 	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	k, err := sshdtest.WriteKey(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sp, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sp
+	return k
 }
 
 func freePort(t *testing.T, host string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	port, err := sshdtest.FreePort(host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // gateway is a running sshd plus what a client needs to use it.
-type gateway struct {
-	Host       string
-	Port       int
-	User       string
-	Dir        string
-	ClientKey  string // accepted by sshd
-	KnownHosts string // holds sshd's host key
-	HostKey    ssh.PublicKey
-	cmd        *exec.Cmd
-	log        *lockedBuffer
-}
+type gateway struct{ *sshdtest.Gateway }
 
-func (g *gateway) Target() string {
-	return g.User + "@" + net.JoinHostPort(g.Host, strconv.Itoa(g.Port))
-}
-
-// startGateway runs `sshd -D -e` on host with generated keys. sshd -D
-// keeps one listener process; each connection is served by children of it.
+// startGateway runs a real sshd on host with generated keys until the
+// test ends.
 func startGateway(t *testing.T, ctx context.Context, host string) *gateway {
 	t.Helper()
 	requireSSHD(t)
-	u, err := user.Current()
+	g, err := sshdtest.Start(ctx, host, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if os.Geteuid() == 0 {
-		// sshd refuses to start without its privilege separation directory.
-		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dir := t.TempDir()
-	g := &gateway{Host: host, Port: freePort(t, host), User: u.Username, Dir: dir,
-		ClientKey: filepath.Join(dir, "client_key"), KnownHosts: filepath.Join(dir, "known_hosts"), log: &lockedBuffer{}}
-	hostKeyFile := filepath.Join(dir, "host_key")
-	g.HostKey = writeKey(t, hostKeyFile)
-	clientPub := writeKey(t, g.ClientKey)
-	authorized := filepath.Join(dir, "authorized_keys")
-	if err := os.WriteFile(authorized, ssh.MarshalAuthorizedKey(clientPub), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hostport := net.JoinHostPort(host, strconv.Itoa(g.Port))
-	line := "[" + host + "]:" + strconv.Itoa(g.Port) + " " + string(ssh.MarshalAuthorizedKey(g.HostKey))
-	if err := os.WriteFile(g.KnownHosts, []byte(line), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	conf := strings.Join([]string{
-		"Port " + strconv.Itoa(g.Port),
-		"ListenAddress " + host,
-		"HostKey " + hostKeyFile,
-		"AuthorizedKeysFile " + authorized,
-		"PidFile " + filepath.Join(dir, "sshd.pid"),
-		"StrictModes no",
-		"UsePAM no",
-		"PermitRootLogin prohibit-password",
-		"PasswordAuthentication no",
-		"KbdInteractiveAuthentication no",
-		"AllowTcpForwarding yes",
-		"GatewayPorts clientspecified",
-		"MaxStartups 50",
-		"LogLevel VERBOSE",
-	}, "\n") + "\n"
-	confFile := filepath.Join(dir, "sshd_config")
-	if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	g.cmd = exec.Command(sshdPath, "-D", "-e", "-f", confFile)
-	g.cmd.Stderr = g.log
-	g.cmd.Stdout = g.log
-	if err := g.cmd.Start(); err != nil {
-		t.Fatalf("start sshd: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() { g.cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
-		g.cmd.Process.Kill()
-		<-exited
+		g.Close()
 		if t.Failed() {
-			t.Logf("sshd log:\n%s", g.log)
+			t.Logf("sshd log:\n%s", g.Log())
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", hostport, time.Second)
-		if err == nil {
-			c.Close()
-			return g
-		}
-		select {
-		case <-exited:
-			t.Fatalf("sshd exited at start:\n%s", g.log)
-		case <-ctx.Done():
-			t.Fatalf("sshd never listened on %s: %v\n%s", hostport, ctx.Err(), g.log)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sshd never listened on %s\n%s", hostport, g.log)
-		}
-	}
+	return &gateway{g}
 }
 
 // dropConnections kills every process under the sshd listener: each
@@ -184,7 +86,7 @@ func startGateway(t *testing.T, ctx context.Context, host string) *gateway {
 // connection die, as when a gateway reboots or a NAT drops the flow.
 func (g *gateway) dropConnections(t *testing.T) int {
 	t.Helper()
-	victims := descendants(g.cmd.Process.Pid)
+	victims := descendants(g.PID())
 	for _, pid := range victims {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
