@@ -32,7 +32,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 	case "terminated":
 		// pydevd is shutting down; the EOF that follows cleans up. Forwarding
 		// it would end the IDE's whole session.
-		es.log.Debug().Msg("debuggee terminated")
+		es.logger().Debug().Msg("debuggee terminated")
 		return
 	case "sparkdapTask":
 		h.taskEvent(es, m)
@@ -47,7 +47,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		if !hasTid {
 			// Without its thread the IDE cannot tell which executor's
 			// thread it is about; pydevd always names one.
-			es.log.Warn().Str("event", m.Event()).Msg("dropping event without an integer threadId")
+			es.logger().Warn().Str("event", m.Event()).Msg("dropping event without an integer threadId")
 			return
 		}
 	}
@@ -86,7 +86,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 	}
 	out := deepCopy(m).(Message)
 	if err := h.ids.globalize(es.id, out["body"]); err != nil {
-		es.log.Warn().Err(err).Str("event", m.Event()).Msg("dropping event")
+		es.logger().Warn().Err(err).Str("event", m.Event()).Msg("dropping event")
 		return
 	}
 	delete(out, "pydevd_cmd_id")
@@ -198,7 +198,7 @@ func (es *ExecutorSession) prefixLines(s string) string {
 func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 	var ti TaskInfo
 	if err := fromMap(m.Body(), &ti); err != nil {
-		es.log.Warn().Err(err).Msg("ignoring malformed sparkdapTask event")
+		es.logger().Warn().Err(err).Msg("ignoring malformed sparkdapTask event")
 		return
 	}
 	h.mu.Lock()
@@ -213,7 +213,7 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 			h.sendBreakpointsLocked(es, e, nil)
 		}
 	}
-	es.log.Info().Str("label", es.Label()).Msg("executor task")
+	es.logger().Info().Str("label", es.Label()).Msg("executor task")
 	h.announceLocked(es)
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -55,7 +56,9 @@ type ExecutorSession struct {
 	hub    *Hub
 	w      *wire
 	remote string
-	log    zerolog.Logger
+	// logp is the session's logger; it gains the pid once known, while
+	// other goroutines log through it, hence atomic.
+	logp atomic.Pointer[zerolog.Logger]
 
 	pendMu  sync.Mutex
 	pending map[int64]*pendingCall
@@ -86,9 +89,13 @@ func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {
 		pending: map[int64]*pendingCall{}, threads: map[int64]string{},
 		stopped: map[int64]Message{}, bpIDs: map[int64]int64{}, overrides: map[string]*bpEntry{},
 	}
-	es.log = h.log.With().Uint64("executor", id).Str("remote", es.remote).Logger()
+	es.setLogger(h.log.With().Uint64("executor", id).Str("remote", es.remote).Logger())
 	return es
 }
+
+func (es *ExecutorSession) logger() *zerolog.Logger { return es.logp.Load() }
+
+func (es *ExecutorSession) setLogger(l zerolog.Logger) { es.logp.Store(&l) }
 
 // ID is the proxy's number for this session.
 func (es *ExecutorSession) ID() uint64 { return es.id }
@@ -209,14 +216,14 @@ func (es *ExecutorSession) serve(ctx context.Context) {
 			if readErr != nil && !errors.Is(readErr, errClosed) && !errors.Is(readErr, err) {
 				err = fmt.Errorf("%w (connection: %v)", err, readErr)
 			}
-			es.log.Warn().Err(err).Msg("executor handshake failed")
+			es.logger().Warn().Err(err).Msg("executor handshake failed")
 		}
 		es.failPending(err)
 		return
 	}
 	es.w.close(readErr)
 	if isBadInput(readErr) {
-		es.log.Warn().Err(readErr).Msg("closing executor connection: it broke the protocol")
+		es.logger().Warn().Err(readErr).Msg("closing executor connection: it broke the protocol")
 	}
 	es.failPending(fmt.Errorf("executor %d went away: %w", es.id, readErr))
 	es.hub.executorGone(es, readErr)
@@ -281,7 +288,7 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 			err = errors.New(m.ErrorMessage())
 		}
 		if err != nil {
-			es.log.Warn().Err(err).Msg("configurationDone failed")
+			es.logger().Warn().Err(err).Msg("configurationDone failed")
 		}
 	})
 	return nil
@@ -291,7 +298,7 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 // in debugpy.connect until configurationDone, and a bare close would leave it
 // hanging forever; configurationDone then close lets it run on undebugged.
 func (es *ExecutorSession) refuse(ctx context.Context, why string) error {
-	es.log.Warn().Str("reason", why).Msg("executor refused; its worker continues undebugged")
+	es.logger().Warn().Str("reason", why).Msg("executor refused; its worker continues undebugged")
 	es.hub.summary("executor from %s refused: %s; it runs undebugged", es.remote, why)
 	es.hub.refused.Add(1)
 	_, _ = es.call(ctx, "configurationDone", nil)
@@ -323,13 +330,13 @@ func (es *ExecutorSession) handle(m Message) {
 		if pc := es.takePending(m.RequestSeq()); pc != nil {
 			pc.cb(m, nil)
 		} else {
-			es.log.Debug().Int64("request_seq", m.RequestSeq()).Str("command", m.Command()).
+			es.logger().Debug().Int64("request_seq", m.RequestSeq()).Str("command", m.Command()).
 				Msg("dropping response to no pending request (answered after its timeout?)")
 		}
 	case "event":
 		es.hub.executorEvent(es, m)
 	case "request":
-		es.log.Warn().Str("command", m.Command()).Msg("debuggee sent a request; sparkdap serves none")
+		es.logger().Warn().Str("command", m.Command()).Msg("debuggee sent a request; sparkdap serves none")
 		_ = es.w.send(newErrorResponse(m, "sparkdap does not serve %q requests from debuggees", m.Command()), nil)
 	}
 }

@@ -1,9 +1,6 @@
 package dap
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // This file fans breakpoint requests out to executors and folds their
 // answers into the one the IDE gets (see BreakpointRegistry).
@@ -34,7 +31,6 @@ func (h *Hub) setBreakpoints(ide *IDESession, req Message, owner *ExecutorSessio
 			}
 		}
 	}
-	remaining := len(targets)
 	answer := func() {
 		h.mu.Lock()
 		e.answered = true
@@ -45,26 +41,25 @@ func (h *Hub) setBreakpoints(ide *IDESession, req Message, owner *ExecutorSessio
 		}
 		ide.reply(newResponse(req, body))
 	}
-	var once sync.Once
 	var left atomic.Int64
-	left.Store(int64(remaining))
+	left.Store(int64(len(targets)))
 	for _, es := range targets {
 		h.sendBreakpointsLocked(es, e, func() {
 			if left.Add(-1) == 0 {
-				once.Do(answer)
+				answer()
 			}
 		})
 	}
 	h.mu.Unlock()
-	if remaining == 0 {
+	if len(targets) == 0 {
 		answer()
 	}
 }
 
-// sendBreakpointsLocked sends entry e to one executor and folds the answer
-// into the merged view; done, if set, gets the raw outcome.
-// With a PathMapper, a source's breakpoints go to every executor path the
-// local file may have there; done runs once all have answered.
+// sendBreakpointsLocked sends entry e to one executor and folds the
+// answers into the merged view. With a PathMapper, a source's breakpoints
+// go to every executor path the local file may have there. done, if set,
+// runs once every request has been answered or has failed.
 func (h *Hub) sendBreakpointsLocked(es *ExecutorSession, e *bpEntry, done func()) {
 	var requests []map[string]any
 	paths := h.breakpointTargetsLocked(es, e)
@@ -87,7 +82,7 @@ func (h *Hub) sendBreakpointsLocked(es *ExecutorSession, e *bpEntry, done func()
 			if err == nil {
 				h.absorbBreakpoints(es, e, m)
 			} else {
-				es.log.Warn().Err(err).Str("command", e.command).Msg("breakpoints not set on executor")
+				es.logger().Warn().Err(err).Str("command", e.command).Msg("breakpoints not set on executor")
 			}
 			if left.Add(-1) == 0 && done != nil {
 				done()
@@ -98,7 +93,7 @@ func (h *Hub) sendBreakpointsLocked(es *ExecutorSession, e *bpEntry, done func()
 
 func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, m Message) {
 	if !m.Success() {
-		es.log.Warn().Str("command", e.command).Str("error", m.ErrorMessage()).Msg("executor refused breakpoints")
+		es.logger().Warn().Str("command", e.command).Str("error", m.ErrorMessage()).Msg("executor refused breakpoints")
 		return
 	}
 	bps, _ := m.Body()["breakpoints"].([]any)

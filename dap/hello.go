@@ -145,20 +145,20 @@ func (h *Hub) claimHelloLocked(remote string, pid int64) (Hello, bool) {
 func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
 	hello, err := ReadHello(br)
 	if err != nil {
-		es.log.Warn().Err(err).Msg("bad hello")
+		es.logger().Warn().Err(err).Msg("bad hello")
 		es.w.sendRaw([]byte(HelloPrefix + "REFUSED bad hello\n"))
 		es.w.closeAfterFlush(err)
 		return err
 	}
 	reason := es.hub.acceptHello(es.remote, hello)
 	if reason != "" {
-		es.log.Warn().Str("reason", reason).Int64("pid", hello.PID).Str("host", hello.Host).
+		es.logger().Warn().Str("reason", reason).Int64("pid", hello.PID).Str("host", hello.Host).
 			Msg("worker refused; it runs undebugged")
 		es.hub.summary("worker %s pid %d refused: %s; it runs undebugged", hello.Host, hello.PID, reason)
 		es.hub.refused.Add(1)
 		es.w.sendRaw([]byte(HelloPrefix + "REFUSED " + reason + "\n"))
 	} else {
-		es.log.Debug().Int64("pid", hello.PID).Str("label", hello.Label).Msg("hello accepted")
+		es.logger().Debug().Int64("pid", hello.PID).Str("label", hello.Label).Msg("hello accepted")
 		es.w.sendRaw([]byte(HelloPrefix + "OK\n"))
 	}
 	es.w.closeAfterFlush(errHelloDone)

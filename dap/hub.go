@@ -178,7 +178,7 @@ func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo) bool {
 		}
 	}
 	es.proc = proc
-	es.log = es.log.With().Int64("pid", proc.PID).Logger()
+	es.setLogger(es.logger().With().Int64("pid", proc.PID).Logger())
 	h.executors[es.id] = es
 	return true
 }
@@ -255,7 +255,7 @@ func (h *Hub) executorReady(es *ExecutorSession) {
 	if h.root != nil && h.root.childMode && h.root.configured {
 		es.announce = time.AfterFunc(h.cfg.LabelWait, func() { h.announce(es) })
 	}
-	es.log.Info().Str("label", es.Label()).Str("python", es.proc.Python).Msg("executor attached")
+	es.logger().Info().Str("label", es.Label()).Str("python", es.proc.Python).Msg("executor attached")
 	h.summary("+ executor %d attached [%s]", es.id, es.Label())
 }
 
@@ -337,7 +337,7 @@ func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 		child.w.closeAfterFlush(fmt.Errorf("executor %d went away", es.id))
 	}
 	if wasReady {
-		es.log.Info().Err(reason).Msg("executor detached")
+		es.logger().Info().Err(reason).Msg("executor detached")
 		h.summary("- executor %d detached [%s]", es.id, label)
 	}
 }
@@ -415,7 +415,7 @@ func ignoreAnswer(es *ExecutorSession) func(Message, error) {
 			err = fmt.Errorf("%s", m.ErrorMessage())
 		}
 		if err != nil {
-			es.log.Debug().Err(err).Msg("cleanup request failed")
+			es.logger().Debug().Err(err).Msg("cleanup request failed")
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	godap "github.com/google/go-dap"
 	"github.com/rs/zerolog"
@@ -20,7 +21,9 @@ type IDESession struct {
 	id  uint64
 	hub *Hub
 	w   *wire
-	log zerolog.Logger
+	// logp is the session's logger; attach adds the executor while
+	// executors' goroutines log through it, hence atomic.
+	logp atomic.Pointer[zerolog.Logger]
 
 	// Guarded by hub.mu once attached.
 	childMode  bool             // root only: executors appear as child sessions
@@ -33,14 +36,18 @@ type IDESession struct {
 
 func newIDESession(h *Hub, id uint64, conn net.Conn) *IDESession {
 	s := &IDESession{id: id, hub: h, w: newWire(conn)}
-	s.log = h.log.With().Uint64("ide", id).Str("remote", conn.RemoteAddr().String()).Logger()
+	s.setLogger(h.log.With().Uint64("ide", id).Str("remote", conn.RemoteAddr().String()).Logger())
 	return s
 }
+
+func (s *IDESession) logger() *zerolog.Logger { return s.logp.Load() }
+
+func (s *IDESession) setLogger(l zerolog.Logger) { s.logp.Store(&l) }
 
 func (s *IDESession) reply(m Message) { _ = s.w.send(m, nil) }
 
 func (s *IDESession) fail(req Message, format string, args ...any) {
-	s.log.Debug().Str("command", req.Command()).Msgf("error response: "+format, args...)
+	s.logger().Debug().Str("command", req.Command()).Msgf("error response: "+format, args...)
 	s.reply(newErrorResponse(req, format, args...))
 }
 
@@ -59,9 +66,9 @@ func (s *IDESession) serve(ctx context.Context) {
 	s.w.close(reason)
 	switch {
 	case isBadInput(reason):
-		s.log.Warn().Err(reason).Msg("closing IDE connection: it broke the protocol")
+		s.logger().Warn().Err(reason).Msg("closing IDE connection: it broke the protocol")
 	case reason != nil && !errors.Is(reason, errClosed):
-		s.log.Info().Err(reason).Msg("IDE connection ended")
+		s.logger().Info().Err(reason).Msg("IDE connection ended")
 	}
 	s.gone(false)
 }
@@ -100,7 +107,7 @@ func (h *Hub) checkIDEToken(req Message) string {
 
 // refuseIDE answers req with why and closes the connection.
 func (s *IDESession) refuseIDE(req Message, why string) {
-	s.log.Warn().Str("command", req.Command()).Str("reason", why).Msg("IDE refused; closing its connection")
+	s.logger().Warn().Str("command", req.Command()).Str("reason", why).Msg("IDE refused; closing its connection")
 	s.reply(newErrorResponse(req, "%s", why))
 	s.w.closeAfterFlush(fmt.Errorf("refused: %s", why))
 }
@@ -135,11 +142,11 @@ func (s *IDESession) handle(m Message) {
 	switch m.Type() {
 	case "response":
 		if !m.Success() {
-			s.log.Warn().Str("command", m.Command()).Str("error", m.ErrorMessage()).Msg("IDE refused a request")
+			s.logger().Warn().Str("command", m.Command()).Str("error", m.ErrorMessage()).Msg("IDE refused a request")
 		}
 		return
 	case "event":
-		s.log.Debug().Str("event", m.Event()).Msg("ignoring event from IDE")
+		s.logger().Debug().Str("event", m.Event()).Msg("ignoring event from IDE")
 		return
 	}
 	cmd := m.Command()
@@ -284,7 +291,7 @@ func (s *IDESession) attach(m Message) {
 		s.executor = es
 		es.detached = false
 		h.children[es.id] = s
-		s.log = s.log.With().Uint64("executor", es.id).Logger()
+		s.setLogger(s.logger().With().Uint64("executor", es.id).Logger())
 	} else {
 		if h.root != nil {
 			h.mu.Unlock()
@@ -299,7 +306,7 @@ func (s *IDESession) attach(m Message) {
 	}
 	s.attached = true
 	h.mu.Unlock()
-	s.log.Info().Bool("root", s.isRoot()).Bool("childSessions", s.childMode).Msg("IDE attached")
+	s.logger().Info().Bool("root", s.isRoot()).Bool("childSessions", s.childMode).Msg("IDE attached")
 	s.reply(newResponse(m, nil))
 	s.reply(newEvent("initialized", nil))
 }

@@ -109,12 +109,12 @@ func (h *Hub) mapRemoteLocked(es *ExecutorSession, remote string) pathResult {
 	es.paths[remote] = r
 	if err == nil {
 		es.remoteOf[m.Local] = remote
-		es.log.Debug().Str("remote", remote).Str("local", m.Local).Str("rule", m.Rule).Msg("path mapped")
+		es.logger().Debug().Str("remote", remote).Str("local", m.Local).Str("rule", m.Rule).Msg("path mapped")
 	} else if errors.Is(err, ErrAmbiguous) {
 		// The one outcome the user must act on (with --map).
-		es.log.Warn().Err(err).Msg("path not mapped")
+		es.logger().Warn().Err(err).Msg("path not mapped")
 	} else {
-		es.log.Debug().Err(err).Msg("path not mapped; the IDE gets the executor's copy")
+		es.logger().Debug().Err(err).Msg("path not mapped; the IDE gets the executor's copy")
 	}
 	return r
 }

@@ -82,13 +82,13 @@ func (s *Server) Serve(ctx context.Context) error {
 // ServeExecutor runs one pydevd connection until it ends.
 func (h *Hub) ServeExecutor(ctx context.Context, conn net.Conn) {
 	es := newExecutorSession(h, h.nextID.Add(1), conn)
-	es.log.Debug().Msg("executor connected")
+	es.logger().Debug().Msg("executor connected")
 	es.serve(ctx)
 }
 
 // ServeIDE runs one DAP client connection until it ends.
 func (h *Hub) ServeIDE(ctx context.Context, conn net.Conn) {
 	s := newIDESession(h, h.nextID.Add(1), conn)
-	s.log.Debug().Msg("IDE connected")
+	s.logger().Debug().Msg("IDE connected")
 	s.serve(ctx)
 }
