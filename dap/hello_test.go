@@ -178,8 +178,8 @@ func TestPostMortemWorkerGetsUserUnhandled(t *testing.T) {
 	f.waitRequest("configurationDone", nil)
 	attach := f.waitRequest("attach", nil)
 	rules, _ := json.Marshal(attach.Arguments()["rules"])
-	if !strings.Contains(string(rules), `"module":"pyspark"`) {
-		t.Errorf("attach rules %s do not mark PySpark as library code", rules)
+	if !strings.Contains(string(rules), `"module":"pyspark"`) || !strings.Contains(string(rules), `"path":"**/remote_debug.py"`) {
+		t.Errorf("attach rules %s do not mark PySpark and the worker wrapper as library code", rules)
 	}
 	exc := f.waitRequest("setExceptionBreakpoints", nil)
 	filters, _ := json.Marshal(exc.Arguments()["filters"])

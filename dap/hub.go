@@ -231,6 +231,10 @@ func (h *Hub) executorAttachArgs(es *ExecutorSession) map[string]any {
 		for _, m := range []string{"pyspark", "py4j"} {
 			rules = append(rules, map[string]any{"module": m, "include": false})
 		}
+		// The worker wrapper too: it runs as __main__, and a failed task's
+		// worker leaves through it with SystemExit, which would otherwise
+		// stop there as one more user-unhandled exception.
+		rules = append(rules, map[string]any{"path": "**/remote_debug.py", "include": false})
 		args["rules"] = rules
 	}
 	return args
