@@ -59,3 +59,39 @@ func TestSparkPostMortem(t *testing.T) {
 		t.Errorf("the job should fail with the UDF's exception, as without sparkdap: err %v", r.err)
 	}
 }
+
+// TestSparkWait: with --wait, the selected task stops at the first line of
+// user code it runs, with no breakpoint set, and runs on after continue.
+func TestSparkWait(t *testing.T) {
+	requireSpark(t)
+	ctx := testContext(t, 5*time.Minute)
+	dir := t.TempDir()
+	job := filepath.Join(dir, "four_partitions.py")
+	copyFile(t, filepath.Join("testdata", "four_partitions.py"), job)
+	out := filepath.Join(dir, "out.json")
+
+	p := startProxy(t, ctx, "--root", dir)
+	ide := dialIDE(t, ctx, p.IDE)
+	attachMerged(t, ctx, ide, false)
+	r := startSpark(t, ctx, dir, []string{"SPARKDAP_TOKEN=" + p.Token}, sparkdapBinary(t),
+		"submit", "--proxy", p.Executors, "--wait", "--partitions", "1", "--",
+		"--master", "local[2]", job, out)
+
+	s := nextStop(t, ctx, ide, r)
+	if s.path != job || s.line != markerLine(t, job, "square") || !strings.HasPrefix(s.function, "square") {
+		t.Fatalf("stopped in %s at %s:%d, want the first line of square in %s", s.function, s.path, s.line, job)
+	}
+	if x := s.locals["x"]; x != "10" {
+		t.Errorf("x = %q: want partition 1's first element, 10", x)
+	}
+	if !strings.Contains(s.thread, "partition 1 ·") {
+		t.Errorf("thread %q is not partition 1's", s.thread)
+	}
+	if err := ide.Continue(ctx, s.threadID); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t, ctx)
+	if got := readJSON(t, out)["total"]; got != float64(20540) {
+		t.Errorf("total = %v, want 20540", got)
+	}
+}
