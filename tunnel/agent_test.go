@@ -105,7 +105,7 @@ func startAgentHarness(t *testing.T) *agentHarness {
 		h.sess.Close()
 		select {
 		case <-h.done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(testWait):
 			t.Error("agent did not stop within 5s")
 		}
 	})
@@ -120,7 +120,7 @@ func (h *agentHarness) nextStream(t *testing.T) net.Conn {
 			t.Fatal("session closed")
 		}
 		return st
-	case <-time.After(5 * time.Second):
+	case <-time.After(testWait):
 		t.Fatal("no stream within 5s")
 	}
 	return nil
@@ -149,21 +149,21 @@ func TestAgentCarriesConnections(t *testing.T) {
 	// Streams arrive in connection order; check the pairing by content.
 	for i, st := range streams {
 		b := make([]byte, 1)
-		st.SetReadDeadline(time.Now().Add(5 * time.Second))
+		st.SetReadDeadline(time.Now().Add(testWait))
 		if _, err := io.ReadFull(st, b); err != nil || int(b[0]) != i {
 			t.Fatalf("stream %d read %v, %v", i, b, err)
 		}
 		big := bytes.Repeat([]byte{byte(i)}, 100_000) // several frames and windows
 		go st.Write(big)
 		got := make([]byte, len(big))
-		execs[i].SetReadDeadline(time.Now().Add(5 * time.Second))
+		execs[i].SetReadDeadline(time.Now().Add(testWait))
 		if _, err := io.ReadFull(execs[i], got); err != nil || !bytes.Equal(got, big) {
 			t.Fatalf("executor %d: %v", i, err)
 		}
 	}
 	// The proxy ends a stream: the executor sees EOF.
 	streams[0].Close()
-	execs[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	execs[0].SetReadDeadline(time.Now().Add(testWait))
 	if _, err := execs[0].Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("executor after stream close: %v, want EOF", err)
 	}
@@ -225,11 +225,11 @@ func TestAgentExitsWhenSessionEnds(t *testing.T) {
 		if err != nil {
 			t.Fatalf("agent: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testWait):
 		t.Fatal("agent still running 5s after its session ended")
 	}
 	h.done <- nil // for the cleanup
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testWait))
 	if _, err := c.Read(make([]byte, 1)); err == nil {
 		t.Fatal("executor connection still open after the agent exited")
 	}
@@ -333,7 +333,7 @@ func TestKeepalive(t *testing.T) {
 	kh := t.TempDir() + "/kh"
 	dial := func() *ssh.Client {
 		c, err := Dial(context.Background(), DialConfig{Target: targetOf(t, srv.addr), IdentityFiles: []string{identity},
-			KnownHostsFile: kh, AcceptNewHostKey: true, Timeout: 5 * time.Second, Log: zerolog.Nop()})
+			KnownHostsFile: kh, AcceptNewHostKey: true, Timeout: testHandshakeTimeout, Log: zerolog.Nop()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -354,10 +354,12 @@ func TestKeepalive(t *testing.T) {
 				defer silent.Delete("on")
 			}
 			c := dial()
-			ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+			// 4 missed 100 ms intervals make a dead peer; an answering one
+			// must survive 2 s of it even on a loaded machine under -race.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			dead := make(chan error, 1)
-			go keepalive(ctx, c, 50*time.Millisecond, 3, func(err error) { dead <- err })
+			go keepalive(ctx, c, 100*time.Millisecond, 4, func(err error) { dead <- err })
 			select {
 			case err := <-dead:
 				if !tc.wantDead {

@@ -106,7 +106,7 @@ func TestDialHostKeyPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			c, err := Dial(context.Background(), DialConfig{Target: targetOf(t, tc.addr), IdentityFiles: []string{identity},
-				KnownHostsFile: kh, AcceptNewHostKey: tc.acceptNew, Timeout: 5 * time.Second, Log: zerolog.Nop()})
+				KnownHostsFile: kh, AcceptNewHostKey: tc.acceptNew, Timeout: testHandshakeTimeout, Log: zerolog.Nop()})
 			if len(tc.wantErr) == 0 {
 				if err != nil {
 					t.Fatalf("Dial: %v", err)
@@ -139,7 +139,7 @@ func TestDialAcceptNewHostKeyAppends(t *testing.T) {
 	srv := startTestServer(t, []ssh.Signer{host}, clientSigner.PublicKey(), nil)
 	kh := filepath.Join(t.TempDir(), "fresh", "known_hosts") // directory does not exist yet
 	cfg := DialConfig{Target: targetOf(t, srv.addr), IdentityFiles: []string{identity}, KnownHostsFile: kh,
-		AcceptNewHostKey: true, Timeout: 5 * time.Second, Log: zerolog.Nop()}
+		AcceptNewHostKey: true, Timeout: testHandshakeTimeout, Log: zerolog.Nop()}
 	c, err := Dial(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("Dial with accept-new: %v", err)
@@ -187,7 +187,7 @@ func TestDialAuth(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Dial(context.Background(), DialConfig{Target: targetOf(t, srv.addr), IdentityFiles: tc.identity,
-				KnownHostsFile: kh, Timeout: 5 * time.Second, Log: zerolog.Nop()})
+				KnownHostsFile: kh, Timeout: testHandshakeTimeout, Log: zerolog.Nop()})
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Dial: %v", err)

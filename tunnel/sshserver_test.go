@@ -10,8 +10,17 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
+)
+
+// Upper bounds for things that take milliseconds on a quiet machine: SSH
+// handshakes in pure Go under -race, next to Spark JVMs on 2 CPUs, have
+// taken seconds. They bound waits; no test asserts speed with them.
+const (
+	testHandshakeTimeout = 30 * time.Second
+	testWait             = 30 * time.Second
 )
 
 // testServer is an in-process SSH server for fast host-key, auth and
