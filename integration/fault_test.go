@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
 // Fault tests: real `sparkdap serve` processes, real debugpy workers and a
@@ -35,7 +36,7 @@ func startFaultProxy(t *testing.T, ctx context.Context, extra ...string) *faultP
 	args := append([]string{"serve", "--ide", "127.0.0.1:0", "--executors", "127.0.0.1:0",
 		"--token", testToken, "--ready-file", ready, "--log-level", "debug"}, extra...)
 	cmd := exec.Command(bin, args...)
-	p := &faultProxy{proxy: &proxy{stderr: &lockedBuffer{}}, cmd: cmd, exited: make(chan error, 1)}
+	p := &faultProxy{proxy: &proxy{stderr: &syncbuf.Buffer{}}, cmd: cmd, exited: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start sparkdap serve: %v", err)
@@ -290,7 +291,7 @@ func TestFaultSparkJobSurvivesProxyKill(t *testing.T) {
 	job.Dir = dir
 	job.Env = append(os.Environ(), "SPARKDAP_TOKEN="+p.Token)
 	job.WaitDelay = 10 * time.Second
-	jobOut := &lockedBuffer{}
+	jobOut := &syncbuf.Buffer{}
 	job.Stdout, job.Stderr = jobOut, jobOut
 	if err := job.Start(); err != nil {
 		t.Fatal(err)

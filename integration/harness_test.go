@@ -4,7 +4,6 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
 // testToken is what the proxy expects from workers unless a test says otherwise.
@@ -96,28 +96,10 @@ func testContext(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// lockedBuffer collects a child process's output while tests read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // proxy is a running `sparkdap serve`.
 type proxy struct {
 	IDE, Executors, Token string
-	stderr                *lockedBuffer
+	stderr                *syncbuf.Buffer
 }
 
 // Log is everything the proxy has written to stderr so far.
@@ -130,7 +112,7 @@ func startProxy(t *testing.T, ctx context.Context, extra ...string) *proxy {
 	args := append([]string{"serve", "--ide", "127.0.0.1:0", "--executors", "127.0.0.1:0",
 		"--token", testToken, "--ready-file", ready, "--log-level", "debug"}, extra...)
 	cmd := exec.Command(bin, args...)
-	p := &proxy{stderr: &lockedBuffer{}}
+	p := &proxy{stderr: &syncbuf.Buffer{}}
 	cmd.Stdout = p.stderr
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
@@ -232,8 +214,8 @@ type worker struct {
 	ID         int
 	PID        int
 	Iterations int
-	stdout     *lockedBuffer
-	stderr     *lockedBuffer
+	stdout     *syncbuf.Buffer
+	stderr     *syncbuf.Buffer
 	lines      chan string
 	exited     chan struct{}
 	exitErr    error
@@ -266,7 +248,7 @@ func startWorker(t *testing.T, ctx context.Context, p *proxy, id int, o workerOp
 	cmd := exec.Command(py, args...)
 	// Keep pydevd's frozen-module warning out of the failure output.
 	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
-	w := &worker{ID: id, Iterations: o.iterations, stdout: &lockedBuffer{}, stderr: &lockedBuffer{},
+	w := &worker{ID: id, Iterations: o.iterations, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{},
 		lines: make(chan string, 16), exited: make(chan struct{})}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

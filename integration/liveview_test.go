@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
 // TestLiveViewInATerminal runs `sparkdap serve` in a real pseudo-terminal
@@ -71,7 +73,7 @@ func TestLiveViewInATerminal(t *testing.T) {
 	if err := json.Unmarshal(data, &addrs); err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{IDE: addrs.IDE, Executors: addrs.Executors, Token: testToken, stderr: &lockedBuffer{}}
+	p := &proxy{IDE: addrs.IDE, Executors: addrs.Executors, Token: testToken, stderr: &syncbuf.Buffer{}}
 	waitScreen("the waiting status", func(s string) bool {
 		return strings.Contains(s, "── sparkdap: 0 debugged") && strings.Contains(s, "waiting for executors")
 	})

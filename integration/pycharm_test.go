@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/pycharm"
 	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
 )
@@ -72,7 +73,7 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	ide.Log = func(dir string, m pycharm.Message) { t.Logf("pycharm %s %s", dir, m) }
 
 	// The proxy.
-	serveErr := &lockedBuffer{}
+	serveErr := &syncbuf.Buffer{}
 	serve := exec.CommandContext(ctx, bin, "serve", "--ide-kind", "pycharm", "--pycharm", ide.Addr(),
 		"--executors", "127.0.0.1:0", "--token", testToken, "--root", local, "--log-level", "debug")
 	serve.Stderr = serveErr
@@ -96,7 +97,7 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 
 	// The job: partition 1 only, from the deploy directory.
 	out := filepath.Join(t.TempDir(), "result.json")
-	submitOut := &lockedBuffer{}
+	submitOut := &syncbuf.Buffer{}
 	submit := exec.CommandContext(ctx, bin, "submit", "--ide", "pycharm", "--partitions", "1", "--proxy", executors,
 		"--", "--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN",
 		"--conf", "spark.pyspark.python="+py, "--py-files", filepath.Join(deploy, "pcmath.py"),

@@ -15,6 +15,7 @@ import (
 	godap "github.com/google/go-dap"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
 // These tests run the loans example and small jobs on real local-mode
@@ -46,7 +47,7 @@ func requireSpark(t *testing.T) string {
 
 // sparkRun is one spark-submit (plain or through sparkdap submit).
 type sparkRun struct {
-	out     *lockedBuffer
+	out     *syncbuf.Buffer
 	done    chan struct{}
 	err     error
 	elapsed time.Duration
@@ -57,7 +58,7 @@ func startSpark(t *testing.T, ctx context.Context, dir string, env []string, nam
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	r := &sparkRun{out: &lockedBuffer{}, done: make(chan struct{})}
+	r := &sparkRun{out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = r.out, r.out
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

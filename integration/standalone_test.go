@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
 // TestStandaloneClusterStopsInExecutor is examples/README.md's Spark
@@ -222,7 +224,7 @@ func standaloneFreePort(t *testing.T) int {
 // job's Python workers).
 type standaloneProc struct {
 	name string
-	out  *lockedBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error
 }
@@ -233,7 +235,7 @@ func standaloneStart(t *testing.T, dir string, env []string, name, bin string, a
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &standaloneProc{name: name, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &standaloneProc{name: name, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s (%s): %v", name, bin, err)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/sshdtest"
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
 const sshdPath = sshdtest.Path
@@ -156,8 +157,8 @@ func waitLog(t *testing.T, ctx context.Context, p *proxy, want string, n int) {
 // debuggee is one testdata/tunnel_worker.py process.
 type debuggee struct {
 	pid    int
-	out    *lockedBuffer
-	errOut *lockedBuffer
+	out    *syncbuf.Buffer
+	errOut *syncbuf.Buffer
 	lines  chan string
 	exited chan struct{}
 	err    error
@@ -185,7 +186,7 @@ func startDebuggee(t *testing.T, addr string, iterations int, pause time.Duratio
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// Fail fast if the tunnel is not there rather than after 10 s.
 	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1", "PYDEVD_CONNECT_TIMEOUT=5")
-	d := &debuggee{out: &lockedBuffer{}, errOut: &lockedBuffer{}, lines: make(chan string, 16), exited: make(chan struct{})}
+	d := &debuggee{out: &syncbuf.Buffer{}, errOut: &syncbuf.Buffer{}, lines: make(chan string, 16), exited: make(chan struct{})}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@
 package sshdtest
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -19,9 +18,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -39,7 +38,7 @@ type Gateway struct {
 	HostKey    ssh.PublicKey
 
 	cmd    *exec.Cmd
-	log    *lockedBuffer
+	log    *syncbuf.Buffer
 	exited chan struct{}
 }
 
@@ -65,7 +64,7 @@ func Start(ctx context.Context, host, dir string) (*Gateway, error) {
 	}
 	g := &Gateway{Host: host, Port: port, User: u.Username, Dir: dir,
 		ClientKey: filepath.Join(dir, "client_key"), KnownHosts: filepath.Join(dir, "known_hosts"),
-		log: &lockedBuffer{}, exited: make(chan struct{})}
+		log: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	hostKeyFile := filepath.Join(dir, "host_key")
 	if g.HostKey, err = WriteKey(hostKeyFile); err != nil {
 		return nil, err
@@ -177,21 +176,4 @@ func FreePort(host string) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
