@@ -1,0 +1,138 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// wrapConfArgs runs `sparkdap wrap` and `sparkdap conf` as the README tells
+// notebook and scheduler users to, and returns the spark-submit options conf
+// prints, with the token variable expanded as the user's shell would.
+func wrapConfArgs(t *testing.T, ctx context.Context, p *proxy, confFlags ...string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.CommandContext(ctx, sparkdapBinary(t), "wrap", "-o", dir).CombinedOutput(); err != nil {
+		t.Fatalf("sparkdap wrap: %v\n%s", err, out)
+	}
+	args := append([]string{"conf", "-wrapper", filepath.Join(dir, "remote_debug.py"), "--proxy", p.Executors}, confFlags...)
+	out, err := exec.CommandContext(ctx, sparkdapBinary(t), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sparkdap conf: %v\n%s", err, out)
+	}
+	var opts []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if line == "" {
+			break // the SparkSession.builder snippet follows
+		}
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || !strings.HasPrefix(name, "--") {
+			continue
+		}
+		if strings.ContainsAny(value, `'\`) {
+			t.Fatalf("conf quoted %q for the shell; the test's temp paths should need no quoting", value)
+		}
+		opts = append(opts, name, strings.ReplaceAll(value, `"$SPARKDAP_TOKEN"`, p.Token))
+	}
+	if len(opts) == 0 {
+		t.Fatalf("sparkdap conf printed no spark-submit options:\n%s", out)
+	}
+	return opts
+}
+
+// TestSparkDriverClosuresBindWithoutDriverDir: a lambda and a UDF defined in
+// the driver's script stop at the developer's lines when the job runs
+// through `sparkdap wrap` + `conf` (no `sparkdap submit`, so no
+// SPARKDAP_DRIVER_DIR), with the script deleted before any task runs and the
+// workers started from another directory: nothing on the executor side
+// names the driver's directory except the functions the worker unpickles.
+func TestSparkDriverClosuresBindWithoutDriverDir(t *testing.T) {
+	sparkSubmit := requireSpark(t)
+	ctx := testContext(t, 6*time.Minute)
+
+	root := t.TempDir()
+	src := filepath.Join(root, "home", "dev", "job.py")   // the developer's copy
+	ship := filepath.Join(root, "deploy", "job.py")       // what the driver runs, then deletes
+	runDir := filepath.Join(root, "scheduler", "workdir") // where Spark (and so the workers) run
+	copyFile(t, filepath.Join("testdata", "driver_closures_job.py"), src)
+	copyFile(t, filepath.Join("testdata", "driver_closures_job.py"), ship)
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{
+		"driver-lambda": markerLine(t, src, "driver-lambda"),
+		"driver-udf":    markerLine(t, src, "driver-udf"),
+	}
+
+	p := startProxy(t, ctx, "--root", filepath.Dir(src))
+	ide := dialIDE(t, ctx, p.IDE)
+	if _, err := ide.Initialize(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	armed := []int{want["driver-lambda"], want["driver-udf"]}
+	if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
+		_, err := ide.SetBreakpoints(ctx, src, armed...)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	args := wrapConfArgs(t, ctx, p, "--partitions", "1")
+	out := filepath.Join(t.TempDir(), "out.json")
+	args = append(append([]string{"--master", "local[2]"}, args...), ship, out)
+	// An empty SPARKDAP_DRIVER_DIR counts as unset: make sure none leaks in
+	// from the environment running the tests.
+	job := startSpark(t, ctx, runDir, []string{"SPARKDAP_DRIVER_DIR="}, sparkSubmit, args...)
+
+	seen := map[string]bool{}
+	for len(seen) < len(want) {
+		s := nextStop(t, ctx, ide, job)
+		name := ""
+		for n, line := range want {
+			if s.path == src && s.line == line {
+				name = n
+			}
+		}
+		if name == "" {
+			t.Fatalf("stopped at %s:%d (%s), want one of the developer's %s:%v", s.path, s.line, s.function, src, want)
+		}
+		if seen[name] {
+			t.Fatalf("stopped at %s twice: its breakpoint was removed after the first hit", name)
+		}
+		seen[name] = true
+		// Partition 1 of 4 over 0..99 holds 25..49, in both stages.
+		v := s.locals["x"]
+		if name == "driver-udf" {
+			v = s.locals["n"]
+		}
+		if n, err := strconv.Atoi(v); err != nil || n < 25 || n >= 50 {
+			t.Errorf("%s: locals %v: want a value of partition 1 (25..49)", name, s.locals)
+		}
+		var keep []int
+		for _, line := range armed {
+			if line != s.line {
+				keep = append(keep, line)
+			}
+		}
+		armed = keep
+		if _, err := ide.SetBreakpoints(ctx, src, armed...); err != nil {
+			t.Fatal(err)
+		}
+		if err := ide.Continue(ctx, s.threadID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job.wait(t, ctx)
+	got := readJSON(t, out)
+	if got["total"] != float64(3*4950+100) || got["udf_total"] != float64(4950+700) {
+		t.Errorf("result %v, want total %d and udf_total %d", got, 3*4950+100, 4950+700)
+	}
+	if _, err := os.Stat(ship); !os.IsNotExist(err) {
+		t.Errorf("the driver script %s still exists (stat: %v): the test did not hide it from the executors", ship, err)
+	}
+}
