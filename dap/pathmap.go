@@ -14,12 +14,14 @@ import (
 
 // Roots are the places one executor loads code from, as its worker wrapper
 // reports them: where Spark put shipped files, the worker's directory, its
-// sys.path (zips included) and the driver's script directory, which is
-// where closures pickled from the driver's __main__ claim to live.
+// sys.path (zips included), the driver's script directory, which is where
+// closures pickled from the driver's __main__ claim to live, and the other
+// directories the code the worker unpickled names (current task's first).
 type Roots struct {
 	SparkFiles string   `json:"sparkFiles,omitempty"`
 	Cwd        string   `json:"cwd,omitempty"`
 	DriverDir  string   `json:"driverDir,omitempty"`
+	CodeDirs   []string `json:"codeDirs,omitempty"`
 	SysPath    []string `json:"sysPath,omitempty"`
 }
 
@@ -27,7 +29,8 @@ type Roots struct {
 func (r Roots) dirs() []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, d := range append([]string{r.DriverDir, r.SparkFiles, r.Cwd}, r.SysPath...) {
+	all := append(append([]string{r.DriverDir}, r.CodeDirs...), r.SparkFiles, r.Cwd)
+	for _, d := range append(all, r.SysPath...) {
 		if d == "" || isLibraryDir(d) {
 			continue
 		}

@@ -113,7 +113,8 @@ func TestAmbiguityNamesTheCandidates(t *testing.T) {
 
 func TestToRemote(t *testing.T) {
 	roots := Roots{SparkFiles: "/tmp/spark-1/userFiles-2", Cwd: "/work", DriverDir: "/opt/run",
-		SysPath: []string{"/usr/lib/python3.11/site-packages", "/work/deps.zip"}}
+		CodeDirs: []string{"/opt/run", "/home/client2/nb"},
+		SysPath:  []string{"/usr/lib/python3.11/site-packages", "/work/deps.zip"}}
 	tests := []struct {
 		name    string
 		windows bool
@@ -128,6 +129,8 @@ func TestToRemote(t *testing.T) {
 				"/tmp/spark-1/userFiles-2/utils.py", "/work/deps.zip/jobs/utils.py", "/opt/run/jobs/utils.py"},
 			notWant: []string{"/usr/lib/python3.11/site-packages/utils.py"}},
 		{name: "main script", root: "/home/me/proj", local: "/home/me/proj/app.py", want: []string{"/opt/run/app.py"}},
+		{name: "closure from another client's directory", root: "/home/me/proj", local: "/home/me/proj/app.py",
+			want: []string{"/home/client2/nb/app.py"}},
 		{name: "literal rule reversed", root: "/home/me/proj", rules: []string{"/srv/code=/home/me/proj"},
 			local: "/home/me/proj/jobs/utils.py", want: []string{"/srv/code/jobs/utils.py"}},
 		{name: "Windows path", windows: true, root: `C:\Users\me\proj`, local: `C:\Users\me\proj\jobs\utils.py`,
