@@ -136,3 +136,67 @@ func TestSparkDriverClosuresBindWithoutDriverDir(t *testing.T) {
 		t.Errorf("the driver script %s still exists (stat: %v): the test did not hide it from the executors", ship, err)
 	}
 }
+
+// TestSparkClosuresFromANewDirectoryInAReusedWorker: a worker that attached
+// for code from one directory binds breakpoints in code from another when
+// it runs its next task, as a Spark Connect server's workers do for clients
+// in different folders. The proxy only learns the new directory from the
+// task event; the worker must not run the task's code before the proxy's
+// breakpoints for it arrived.
+func TestSparkClosuresFromANewDirectoryInAReusedWorker(t *testing.T) {
+	sparkSubmit := requireSpark(t)
+	ctx := testContext(t, 6*time.Minute)
+
+	root := t.TempDir()
+	src := filepath.Join(root, "home", "dev", "other_client.py") // the developer's copy
+	driver := filepath.Join(root, "deploy", "job.py")
+	other := filepath.Join(root, "client2", "other_client.py")
+	runDir := filepath.Join(root, "server")
+	copyFile(t, filepath.Join("testdata", "other_client.py"), src)
+	copyFile(t, filepath.Join("testdata", "other_client.py"), other)
+	copyFile(t, filepath.Join("testdata", "two_dirs_job.py"), driver)
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	line := markerLine(t, src, "other-client")
+
+	p := startProxy(t, ctx, "--root", filepath.Dir(src))
+	ide := dialIDE(t, ctx, p.IDE)
+	if _, err := ide.Initialize(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
+		_, err := ide.SetBreakpoints(ctx, src, line)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	args := wrapConfArgs(t, ctx, p, "--partitions", "1")
+	out := filepath.Join(t.TempDir(), "out.json")
+	args = append(append([]string{"--master", "local[1]"}, args...), driver, out, other)
+	job := startSpark(t, ctx, runDir, []string{"SPARKDAP_DRIVER_DIR="}, sparkSubmit, args...)
+
+	s := nextStop(t, ctx, ide, job)
+	if s.path != src || s.line != line {
+		t.Fatalf("stopped at %s:%d (%s), want the developer's %s:%d", s.path, s.line, s.function, src, line)
+	}
+	if x, err := strconv.Atoi(s.locals["x"]); err != nil || x != 25 {
+		t.Errorf("locals %v: want x = 25, the first element of partition 1: the breakpoint was late", s.locals)
+	}
+	if _, err := ide.SetBreakpoints(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := ide.Continue(ctx, s.threadID); err != nil {
+		t.Fatal(err)
+	}
+	job.wait(t, ctx)
+	got := readJSON(t, out)
+	if got["first"] != float64(2*4950) || got["second"] != float64(5*4950) {
+		t.Errorf("result %v, want first %d and second %d", got, 2*4950, 5*4950)
+	}
+	// One worker ran both jobs' debugged tasks: the stop above was in a
+	// reused worker, which attached for the first directory.
+	if n := strings.Count(p.Log(), "executor attached"); n != 1 {
+		t.Errorf("%d executor sessions, want 1 (the worker was not reused, so this test did not test a reused worker)", n)
+	}
+}
