@@ -56,7 +56,7 @@ func runPaths(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, r := range reports {
 		fmt.Fprintf(stdout, "executor %d [%s]\n", r.Executor, r.Label)
-		fmt.Fprintf(stdout, "  roots: sparkFiles=%s cwd=%s driverDir=%s sysPath=%v\n", r.Roots.SparkFiles, r.Roots.Cwd, r.Roots.DriverDir, r.Roots.SysPath)
+		fmt.Fprintf(stdout, "  roots: sparkFiles=%s cwd=%s driverDir=%s codeDirs=%v sysPath=%v\n", r.Roots.SparkFiles, r.Roots.Cwd, r.Roots.DriverDir, r.Roots.CodeDirs, r.Roots.SysPath)
 		for _, m := range r.Mapped {
 			fmt.Fprintf(stdout, "  %s\n    → %s  (%s)\n", m.Remote, m.Local, m.Rule)
 		}
