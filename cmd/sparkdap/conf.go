@@ -92,21 +92,27 @@ Flags:
 	fmt.Fprintf(&b, "# With an existing --py-files, append %s to it (comma separated).\n", path)
 	fmt.Fprintf(&b, "# The Python workers need debugpy: set PYSPARK_PYTHON to an interpreter that has it.\n\n")
 
-	fmt.Fprintln(&b, "# PySpark, before the first SparkSession or SparkContext of the process:")
+	fmt.Fprintln(&b, "# PySpark, before the first SparkSession or SparkContext of the process.")
+	fmt.Fprintln(&b, "# Not for Spark Connect (builder.remote(...), SPARK_REMOTE): the server's workers never")
+	fmt.Fprintln(&b, "# see a client's settings; start the server with the script `sparkdap conf -connect` prints.")
 	fmt.Fprintln(&b, "import os")
 	fmt.Fprintln(&b, "from pyspark.sql import SparkSession")
-	fmt.Fprintln(&b, "spark = (")
-	fmt.Fprintln(&b, "    SparkSession.builder")
-	fmt.Fprintf(&b, "    .config(%s, %s)\n", strconv.Quote("spark.submit.pyFiles"), strconv.Quote(path))
+	fmt.Fprintln(&b, "builder = SparkSession.builder")
+	fmt.Fprintln(&b, "# Fail open: without the wrapper the job runs undebugged; with the daemon module")
+	fmt.Fprintln(&b, "# set and no wrapper, every Python worker would fail to start.")
+	fmt.Fprintf(&b, "if os.path.isfile(%s):\n", strconv.Quote(path))
+	fmt.Fprintln(&b, "    builder = (")
+	fmt.Fprintln(&b, "        builder")
+	fmt.Fprintf(&b, "        .config(%s, %s)\n", strconv.Quote("spark.submit.pyFiles"), strconv.Quote(path))
 	for _, c := range confs {
 		if c.shell != "" {
-			fmt.Fprintf(&b, "    .config(%s, os.environ.get(%s, \"\"))\n", strconv.Quote(c.key), strconv.Quote(wf.tokenEnv))
+			fmt.Fprintf(&b, "        .config(%s, os.environ.get(%s, \"\"))\n", strconv.Quote(c.key), strconv.Quote(wf.tokenEnv))
 		} else {
-			fmt.Fprintf(&b, "    .config(%s, %s)\n", strconv.Quote(c.key), strconv.Quote(c.value))
+			fmt.Fprintf(&b, "        .config(%s, %s)\n", strconv.Quote(c.key), strconv.Quote(c.value))
 		}
 	}
-	fmt.Fprintln(&b, "    .getOrCreate()")
-	fmt.Fprintln(&b, ")")
+	fmt.Fprintln(&b, "    )")
+	fmt.Fprintln(&b, "spark = builder.getOrCreate()")
 	_, err = io.WriteString(stdout, b.String())
 	return err
 }
