@@ -73,13 +73,13 @@ type connectServer struct {
 }
 
 // startConnectServer runs bin (start-connect-server.sh, or the script that
-// wraps it) with args and the server options every test uses: loopback, a
-// free port, no UI. It returns once the server listens.
+// wraps it) with args and the server options of examples/README.md's
+// recipe: local[2], a free port, no UI. It returns once the server listens
+// on loopback.
 func startConnectServer(t *testing.T, ctx context.Context, ce connectEnv, dir string, env []string, bin string, args ...string) *connectServer {
 	t.Helper()
 	port := standaloneFreePort(t)
 	args = append(args, "--master", "local[2]",
-		"--conf", "spark.connect.grpc.binding.address=127.0.0.1",
 		"--conf", "spark.connect.grpc.binding.port="+strconv.Itoa(port),
 		"--conf", "spark.ui.enabled=false")
 	cmd := exec.Command(bin, args...)
@@ -121,7 +121,8 @@ func startConnectServer(t *testing.T, ctx context.Context, ce connectEnv, dir st
 	deadline := time.After(3 * time.Minute)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	for !strings.Contains(s.out.String(), "Spark Connect server started at") {
+	started := regexp.MustCompile(`Spark Connect server started at: (\S+)`)
+	for !started.MatchString(s.out.String()) {
 		select {
 		case <-s.done:
 			t.Fatalf("the Connect server exited (%v) before it listened", s.err)
@@ -131,6 +132,9 @@ func startConnectServer(t *testing.T, ctx context.Context, ce connectEnv, dir st
 			t.Fatalf("the Connect server: %v", ctx.Err())
 		case <-tick.C:
 		}
+	}
+	if at := started.FindStringSubmatch(s.out.String())[1]; at != "127.0.0.1:"+strconv.Itoa(port) {
+		t.Fatalf("the Connect server listens on %s, want 127.0.0.1:%d (loopback only)", at, port)
 	}
 	return s
 }
@@ -150,7 +154,7 @@ func newConnectLayout(t *testing.T) connectLayout {
 		server:  filepath.Join(root, "srv", "connect"),
 		wrapDir: filepath.Join(root, "opt", "sparkdap"),
 	}
-	copyFile(t, filepath.Join("testdata", "connect_job.py"), l.client)
+	copyFile(t, filepath.Join("..", "examples", "connect", "connect_job.py"), l.client)
 	for _, d := range []string{l.server, l.wrapDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -205,7 +209,8 @@ func TestSparkConnectUDFStopsAtClientLine(t *testing.T) {
 	l := newConnectLayout(t)
 
 	// The reference: the same client against a plain Connect server.
-	plainServer := startConnectServer(t, ctx, ce, l.server, nil, filepath.Join(ce.sparkHome, "sbin", "start-connect-server.sh"), "--wait")
+	plainServer := startConnectServer(t, ctx, ce, l.server, nil, filepath.Join(ce.sparkHome, "sbin", "start-connect-server.sh"),
+		"--wait", "--conf", "spark.connect.grpc.binding.address=127.0.0.1")
 	plain := runConnectClient(t, ctx, ce, l, plainServer.url)
 	plainServer.stop()
 

@@ -1,5 +1,8 @@
-"""A Spark Connect client. Its UDF is pickled here and runs in the Connect
-server's Python workers, which know nothing of this client's settings."""
+"""A Spark Connect client: python3 connect_job.py sc://127.0.0.1:15002 out.json
+
+Its UDF is pickled here and runs in the Connect server's Python workers,
+which know nothing of this client's settings. examples/README.md's Spark
+Connect recipe debugs it; integration/connect_test.go runs that recipe."""
 import json
 import sys
 
