@@ -143,13 +143,14 @@ func startConnectServer(t *testing.T, ctx context.Context, ce connectEnv, dir st
 // in one folder, the server's working directory in another, and the
 // wrapper in a third.
 type connectLayout struct {
-	client, server, wrapDir string
+	root, client, server, wrapDir string
 }
 
 func newConnectLayout(t *testing.T) connectLayout {
 	t.Helper()
 	root := t.TempDir()
 	l := connectLayout{
+		root:    root,
 		client:  filepath.Join(root, "home", "dev", "connect", "connect_job.py"),
 		server:  filepath.Join(root, "srv", "connect"),
 		wrapDir: filepath.Join(root, "opt", "sparkdap"),
@@ -214,6 +215,15 @@ func TestSparkConnectUDFStopsAtClientLine(t *testing.T) {
 	plain := runConnectClient(t, ctx, ce, l, plainServer.url)
 	plainServer.stop()
 
+	// The second client, whose script the server cannot see: the
+	// developer's copy beside the first client, under serve's --root (the
+	// proxy indexes --root once), and the copy that runs elsewhere.
+	remoteDir := filepath.Join(l.root, "laptop", "src")
+	src := filepath.Join(filepath.Dir(l.client), "remote_job.py")
+	ship := filepath.Join(remoteDir, "remote_job.py")
+	copyFile(t, l.client, src)
+	copyFile(t, l.client, ship)
+
 	p := startProxy(t, ctx, "--root", filepath.Dir(l.client))
 	ide := dialIDE(t, ctx, p.IDE)
 	if _, err := ide.Initialize(ctx, false); err != nil {
@@ -228,8 +238,12 @@ func TestSparkConnectUDFStopsAtClientLine(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The second client's script is gone before its job runs, as on a
+	// machine other than the server's: SPARKDAP_DRIVER_DIR, exported
+	// before the script runs, names its folder (see examples/README.md).
 	script := connectScript(t, ctx, l, "--proxy", p.Executors, "--partitions", "0")
-	server := startConnectServer(t, ctx, ce, l.server, []string{"SPARKDAP_TOKEN=" + p.Token}, "bash", script)
+	server := startConnectServer(t, ctx, ce, l.server,
+		[]string{"SPARKDAP_TOKEN=" + p.Token, "SPARKDAP_DRIVER_DIR=" + remoteDir}, "bash", script)
 	if strings.Contains(server.out.String(), "without the wrapper") {
 		t.Fatalf("the script started the server without the wrapper although it was there")
 	}
@@ -258,9 +272,54 @@ func TestSparkConnectUDFStopsAtClientLine(t *testing.T) {
 	if got := readJSON(t, out); !reflect.DeepEqual(got, plain) {
 		t.Errorf("result under sparkdap differs from the plain Connect run:\n got %v\nwant %v", got, plain)
 	}
+
+	// A client whose script the server cannot see.
+	if _, err := ide.SetBreakpoints(ctx, src, line); err != nil {
+		t.Fatal(err)
+	}
+	out = filepath.Join(t.TempDir(), "remote.json")
+	// Compiled from ship, which is then removed: the UDF's code names a
+	// file that exists nowhere the server's workers look.
+	runner := `import os, sys, __main__
+src = sys.argv[1]
+code = compile(open(src).read(), src, "exec")
+os.remove(src)
+sys.argv = sys.argv[1:]
+__main__.__file__ = src
+exec(code, __main__.__dict__)
+`
+	job = startSpark(t, ctx, l.root, ce.env, ce.py, "-c", runner, ship, server.url, out)
+	s = nextStop(t, ctx, ide, job)
+	if s.path != src || s.line != line {
+		t.Fatalf("a client's UDF whose script is absent on the server stopped at %s:%d (%s), want the developer's %s:%d", s.path, s.line, s.function, src, line)
+	}
+	if x, err := strconv.Atoi(s.locals["x"]); err != nil || x < 0 || x >= 10 {
+		t.Errorf("x = %q: want an id of partition 0 (0..9); locals %v", s.locals["x"], s.locals)
+	}
+	if _, err := os.Stat(ship); !os.IsNotExist(err) {
+		t.Fatalf("%s still exists (%v): the stop proves nothing", ship, err)
+	}
+	if _, err := ide.SetBreakpoints(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := ide.Continue(ctx, s.threadID); err != nil {
+		t.Fatal(err)
+	}
+	job.wait(t, ctx)
+	if got := readJSON(t, out); !reflect.DeepEqual(got, plain) {
+		t.Errorf("result of the second client differs from the plain Connect run:\n got %v\nwant %v", got, plain)
+	}
+
 	attached := regexp.MustCompile(`(?m)^sparkdap: \+ executor \d+ attached \[(.*)\]$`).FindAllStringSubmatch(p.Log(), -1)
-	if len(attached) != 1 || !strings.Contains(attached[0][1], "partition 0 ·") {
-		t.Errorf("debug sessions %v: want exactly one, partition 0's (SPARKDAP_PARTITIONS=0 in the server's environment)", attached)
+	// One per client job at most (a reused worker stays attached), and
+	// only partition 0's: SPARKDAP_PARTITIONS=0 in the server's environment.
+	if len(attached) == 0 || len(attached) > 2 {
+		t.Errorf("%d debug sessions for two jobs with --partitions 0: %v", len(attached), attached)
+	}
+	for _, a := range attached {
+		if !strings.Contains(a[1], "partition 0 ·") {
+			t.Errorf("a debug session of another partition than 0: %s", a[1])
+		}
 	}
 }
 
