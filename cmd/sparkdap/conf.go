@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,16 +18,22 @@ func init() {
 func runConf(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("conf", stderr)
 	wrapper := fs.String("wrapper", workerwrap.FileName, "`path` of the wrapper written by `sparkdap wrap`")
+	connect := fs.Bool("connect", false, "print a script that starts a Spark Connect server whose Python workers run the wrapper (Connect clients' settings never reach them)")
 	wf := addWrapFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: sparkdap conf [-wrapper PATH] [flags]
+		fmt.Fprint(stderr, `usage: sparkdap conf [-wrapper PATH] [-connect] [flags]
 
 Prints the spark-submit options and a SparkSession.builder snippet that run
 a job under a wrapper written by 'sparkdap wrap' (notebooks, schedulers).
+With -connect, prints a shell script that starts a local-mode Spark Connect
+server whose UDFs run under the wrapper instead: a Connect client's own
+settings never reach the server's Python workers.
 
 Examples:
   sparkdap wrap -o . && sparkdap conf -wrapper ./remote_debug.py
   sparkdap conf -wrapper ./remote_debug.py --partitions 2 --proxy 10.0.0.5:5678
+  sparkdap conf -connect -wrapper ~/sparkdap/remote_debug.py --partitions 0 > connect-server.sh
+  bash connect-server.sh --master 'local[2]'     # clients: SparkSession.builder.remote("sc://127.0.0.1:15002")
 
 Flags:
 `)
@@ -43,6 +50,17 @@ Flags:
 	}
 	path, err := wrapperPath(*wrapper)
 	if err != nil {
+		return err
+	}
+	// Settings naming a wrapper that is not there would make every Python
+	// worker fail to start (No module named remote_debug): refuse them.
+	if fi, err := os.Stat(path); err != nil {
+		return fmt.Errorf("-wrapper %s: %w (write it first: sparkdap wrap -o %s)", *wrapper, err, filepath.Dir(path))
+	} else if !fi.Mode().IsRegular() {
+		return fmt.Errorf("-wrapper %s: not a regular file", *wrapper)
+	}
+	if *connect {
+		_, err := io.WriteString(stdout, connectScript(path, wf))
 		return err
 	}
 	dir := filepath.Dir(path)
@@ -74,21 +92,27 @@ Flags:
 	fmt.Fprintf(&b, "# With an existing --py-files, append %s to it (comma separated).\n", path)
 	fmt.Fprintf(&b, "# The Python workers need debugpy: set PYSPARK_PYTHON to an interpreter that has it.\n\n")
 
-	fmt.Fprintln(&b, "# PySpark, before the first SparkSession or SparkContext of the process:")
+	fmt.Fprintln(&b, "# PySpark, before the first SparkSession or SparkContext of the process.")
+	fmt.Fprintln(&b, "# Not for Spark Connect (builder.remote(...), SPARK_REMOTE): the server's workers never")
+	fmt.Fprintln(&b, "# see a client's settings; start the server with the script `sparkdap conf -connect` prints.")
 	fmt.Fprintln(&b, "import os")
 	fmt.Fprintln(&b, "from pyspark.sql import SparkSession")
-	fmt.Fprintln(&b, "spark = (")
-	fmt.Fprintln(&b, "    SparkSession.builder")
-	fmt.Fprintf(&b, "    .config(%s, %s)\n", strconv.Quote("spark.submit.pyFiles"), strconv.Quote(path))
+	fmt.Fprintln(&b, "builder = SparkSession.builder")
+	fmt.Fprintln(&b, "# Fail open: without the wrapper the job runs undebugged; with the daemon module")
+	fmt.Fprintln(&b, "# set and no wrapper, every Python worker would fail to start.")
+	fmt.Fprintf(&b, "if os.path.isfile(%s):\n", strconv.Quote(path))
+	fmt.Fprintln(&b, "    builder = (")
+	fmt.Fprintln(&b, "        builder")
+	fmt.Fprintf(&b, "        .config(%s, %s)\n", strconv.Quote("spark.submit.pyFiles"), strconv.Quote(path))
 	for _, c := range confs {
 		if c.shell != "" {
-			fmt.Fprintf(&b, "    .config(%s, os.environ.get(%s, \"\"))\n", strconv.Quote(c.key), strconv.Quote(wf.tokenEnv))
+			fmt.Fprintf(&b, "        .config(%s, os.environ.get(%s, \"\"))\n", strconv.Quote(c.key), strconv.Quote(wf.tokenEnv))
 		} else {
-			fmt.Fprintf(&b, "    .config(%s, %s)\n", strconv.Quote(c.key), strconv.Quote(c.value))
+			fmt.Fprintf(&b, "        .config(%s, %s)\n", strconv.Quote(c.key), strconv.Quote(c.value))
 		}
 	}
-	fmt.Fprintln(&b, "    .getOrCreate()")
-	fmt.Fprintln(&b, ")")
+	fmt.Fprintln(&b, "    )")
+	fmt.Fprintln(&b, "spark = builder.getOrCreate()")
 	_, err = io.WriteString(stdout, b.String())
 	return err
 }

@@ -66,33 +66,6 @@ func TestWrapFlagErrors(t *testing.T) {
 	}
 }
 
-func TestConfPrintsOverridesNotToken(t *testing.T) {
-	t.Setenv("SPARKDAP_TOKEN", "s3cret-value")
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"conf", "-wrapper", "/opt/sd/remote_debug.py", "--partitions", "1", "--wait"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
-	}
-	out := stdout.String()
-	for _, want := range []string{
-		"--py-files /opt/sd/remote_debug.py\n",
-		"--conf spark.python.daemon.module=remote_debug\n",
-		"--conf spark.executorEnv.PYTHONPATH=/opt/sd\n",
-		"--conf spark.executorEnv.SPARKDAP_PARTITIONS=1\n",
-		"--conf spark.executorEnv.SPARKDAP_WAIT=true\n",
-		`--conf spark.executorEnv.SPARKDAP_TOKEN="$SPARKDAP_TOKEN"`,
-		`.config("spark.python.daemon.module", "remote_debug")`,
-		`.config("spark.submit.pyFiles", "/opt/sd/remote_debug.py")`,
-		`.config("spark.executorEnv.SPARKDAP_TOKEN", os.environ.get("SPARKDAP_TOKEN", ""))`,
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("conf output lacks %q:\n%s", want, out)
-		}
-	}
-	if strings.Contains(out, "SPARKDAP_PROXY") || strings.Contains(out, "s3cret") {
-		t.Errorf("conf output has an unrequested override or the token:\n%s", out)
-	}
-}
-
 // fakeSparkSubmit writes a spark-submit stand-in that records its arguments
 // and environment and exits with code.
 func fakeSparkSubmit(t *testing.T, code string) (bin, record string) {

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// wrapperIn writes a real wrapper with `sparkdap wrap` into a new directory
+// (with a space in its name, to exercise the quoting) and returns its path.
+func wrapperIn(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "my wrapper")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"wrap", "-o", dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("wrap: exit %d: %s", code, stderr.String())
+	}
+	return filepath.Join(dir, "remote_debug.py")
+}
+
+func TestConfPrintsOverridesNotToken(t *testing.T) {
+	t.Setenv("SPARKDAP_TOKEN", "s3cret-value")
+	dir := filepath.Join(t.TempDir(), "sd")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "remote_debug.py")
+	if err := os.WriteFile(path, []byte("# wrapper\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"conf", "-wrapper", path, "--partitions", "1", "--wait"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"--py-files " + path + "\n",
+		"--conf spark.python.daemon.module=remote_debug\n",
+		"--conf spark.executorEnv.PYTHONPATH=" + dir + "\n",
+		"--conf spark.executorEnv.SPARKDAP_PARTITIONS=1\n",
+		"--conf spark.executorEnv.SPARKDAP_WAIT=true\n",
+		`--conf spark.executorEnv.SPARKDAP_TOKEN="$SPARKDAP_TOKEN"`,
+		`.config("spark.python.daemon.module", "remote_debug")`,
+		`.config("spark.submit.pyFiles", "` + path + `")`,
+		`.config("spark.executorEnv.SPARKDAP_TOKEN", os.environ.get("SPARKDAP_TOKEN", ""))`,
+		"sparkdap conf -connect",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("conf output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "SPARKDAP_PROXY") || strings.Contains(out, "s3cret") {
+		t.Errorf("conf output has an unrequested override or the token:\n%s", out)
+	}
+}
+
+// TestConfRefusesMissingWrapper: settings naming a wrapper that is not
+// there would fail every Python worker, so conf prints none.
+func TestConfRefusesMissingWrapper(t *testing.T) {
+	empty := t.TempDir()
+	for _, args := range [][]string{
+		{"conf", "-wrapper", filepath.Join(empty, "remote_debug.py")},
+		{"conf", "-wrapper", empty}, // a directory without the wrapper
+		{"conf", "-connect", "-wrapper", filepath.Join(empty, "remote_debug.py")},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(args, &stdout, &stderr)
+		if code != 1 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "write it first: sparkdap wrap -o "+empty) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 1, nothing printed and the wrap hint", args, code, stdout.String(), stderr.String())
+		}
+	}
+}
+
+// TestConfSnippetFailsOpen runs the printed SparkSession.builder snippet in
+// a real Python against a stand-in pyspark that records the settings: with
+// the wrapper they are all applied, without it none.
+func TestConfSnippetFailsOpen(t *testing.T) {
+	py := debugpyPython(t)
+	t.Setenv("SPARKDAP_TOKEN", "tok-1")
+	path := wrapperIn(t)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"conf", "-wrapper", path, "--partitions", "0"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	snippet := out[strings.Index(out, "# PySpark, before"):]
+
+	fake := t.TempDir()
+	pkg := filepath.Join(fake, "pyspark", "sql")
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stub := `import json, sys
+class _Builder:
+    def __init__(self): self.conf = {}
+    def config(self, k, v):
+        self.conf[k] = v
+        return self
+    def getOrCreate(self):
+        json.dump(self.conf, sys.stdout)
+class SparkSession:
+    builder = _Builder()
+`
+	for name, text := range map[string]string{
+		filepath.Join(fake, "pyspark", "__init__.py"): "",
+		filepath.Join(pkg, "__init__.py"):             stub,
+		filepath.Join(fake, "job.py"):                 snippet,
+	} {
+		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runSnippet := func() map[string]string {
+		t.Helper()
+		cmd := exec.Command(py, filepath.Join(fake, "job.py"))
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+fake)
+		got, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("the snippet does not run: %v\n%s", err, snippet)
+		}
+		var conf map[string]string
+		if err := json.Unmarshal(got, &conf); err != nil {
+			t.Fatalf("%v: %q", err, got)
+		}
+		return conf
+	}
+	conf := runSnippet()
+	want := map[string]string{
+		"spark.submit.pyFiles":                  path,
+		"spark.python.daemon.module":            "remote_debug",
+		"spark.executorEnv.PYTHONPATH":          filepath.Dir(path),
+		"spark.executorEnv.SPARKDAP_PARTITIONS": "0",
+		"spark.executorEnv.SPARKDAP_TOKEN":      "tok-1",
+	}
+	for k, v := range want {
+		if conf[k] != v {
+			t.Errorf("with the wrapper: %s = %q, want %q (all: %v)", k, conf[k], v, conf)
+		}
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if conf := runSnippet(); len(conf) != 0 {
+		t.Errorf("without the wrapper the snippet still sets %v: every Python worker would fail", conf)
+	}
+}
+
+// TestConfConnectScript runs the script `conf -connect` prints with bash,
+// against a stand-in start-connect-server.sh that records its arguments
+// and environment: the wrapper's settings must reach the server process,
+// the token must not be in the script, and without an importable wrapper
+// the server must start with PySpark's own daemon.
+func TestConfConnectScript(t *testing.T) {
+	py := debugpyPython(t)
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skipf("needs bash: %v", err)
+	}
+	t.Setenv("SPARKDAP_TOKEN", "s3cret-tok")
+	path := wrapperIn(t)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"conf", "-connect", "-wrapper", path, "--partitions", "0,2", "--proxy", "127.0.0.1:7000"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	script := filepath.Join(t.TempDir(), "connect-server.sh")
+	if err := os.WriteFile(script, stdout.Bytes(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stdout.String(), "s3cret") {
+		t.Errorf("the script contains the token:\n%s", stdout.String())
+	}
+
+	home := t.TempDir()
+	record := filepath.Join(home, "record")
+	if err := os.Mkdir(filepath.Join(home, "sbin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fakeServer := "#!/bin/sh\nfor a in \"$@\"; do printf 'ARG %s\\n' \"$a\"; done > " + record + "\n" +
+		"env | grep -E '^(PYTHONPATH|PYSPARK_PYTHON|SPARKDAP_[A-Z_]+)=' >> " + record + "\n"
+	if err := os.WriteFile(filepath.Join(home, "sbin", "start-connect-server.sh"), []byte(fakeServer), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := func() (recorded, stderr string) {
+		t.Helper()
+		os.Remove(record)
+		cmd := exec.Command(bash, script, "--master", "local[2]", "--conf", "spark.ui.enabled=false")
+		cmd.Dir = t.TempDir() // no stray remote_debug.py in the working directory
+		cmd.Env = append(os.Environ(), "SPARK_HOME="+home, "PYSPARK_PYTHON="+py, "PYTHONPATH=/existing")
+		var errBuf bytes.Buffer
+		cmd.Stderr = &errBuf
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("the script failed: %v\n%s", err, errBuf.String())
+		}
+		b, err := os.ReadFile(record)
+		if err != nil {
+			t.Fatalf("the script did not start the server: %v\n%s", err, errBuf.String())
+		}
+		return string(b), errBuf.String()
+	}
+
+	got, _ := start()
+	for _, want := range []string{
+		"ARG --wait\n",
+		"ARG --conf\nARG spark.python.daemon.module=remote_debug\n",
+		"ARG --conf\nARG spark.connect.grpc.binding.address=127.0.0.1\n",
+		"ARG --master\nARG local[2]\nARG --conf\nARG spark.ui.enabled=false\n", // the user's, last
+		"PYTHONPATH=" + filepath.Dir(path) + ":/existing\n",
+		"PYSPARK_PYTHON=" + py + "\n",
+		"SPARKDAP_PARTITIONS=0,2\n",
+		"SPARKDAP_PROXY=127.0.0.1:7000\n",
+		"SPARKDAP_TOKEN=s3cret-tok\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the server got\n%s\nwant it to contain %q", got, want)
+		}
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	got, msg := start()
+	if !strings.Contains(got, "ARG spark.python.daemon.module=pyspark.daemon\n") || strings.Contains(got, "=remote_debug") {
+		t.Errorf("without the wrapper the server got\n%s\nwant spark.python.daemon.module=pyspark.daemon", got)
+	}
+	if !strings.Contains(msg, "cannot import remote_debug") {
+		t.Errorf("the script did not say it starts without the wrapper: %q", msg)
+	}
+}
