@@ -125,19 +125,13 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	if err := ide.Accept(acceptCtx); err != nil {
 		t.Fatalf("the proxy never connected to the PyCharm double: %v\nsubmit:\n%s", err, submitOut.String())
 	}
-	version, err := ide.Handshake(ctx)
+	version, err := ide.Start(ctx, pycharmtest.Breakpoint{File: localMath, Line: line, Func: "scale"})
 	if err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
 	t.Logf("pydevd version through the proxy: %q", version)
 	if version == "sparkdap" {
 		t.Errorf("CMD_VERSION was answered by the proxy's fallback, not by the executor's pydevd")
-	}
-	if err := ide.SetBreakpoint(1, localMath, line); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ide.Send(pycharm.CmdRun); err != nil {
-		t.Fatal(err)
 	}
 
 	suspendCtx, cancelSuspend := context.WithTimeout(ctx, 2*time.Minute)
@@ -201,7 +195,7 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	}
 
 	// Remove the breakpoint and resume: the job finishes.
-	if err := ide.RemoveBreakpoint(1, localMath); err != nil {
+	if err := ide.RemoveBreakpoint(localMath, line); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ide.Send(pycharm.CmdThreadRun, th.ID); err != nil {
@@ -225,6 +219,15 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	}
 	if res.Sum != 1560 || res.Count != 40 {
 		t.Errorf("job result %+v, want sum 1560 count 40", res)
+	}
+	if a := ide.Anomalies(); len(a) > 0 {
+		t.Errorf("PyCharm would log: %q", a)
+	}
+	if st := ide.Strays(); len(st) > 0 {
+		t.Errorf("PyCharm would drop: %v", st)
+	}
+	if ide.Dropped() {
+		t.Errorf("PyCharm dropped the session (CMD_EXIT reached it)")
 	}
 	// Only the selected partition's worker attached.
 	attached := 0

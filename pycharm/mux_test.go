@@ -131,16 +131,10 @@ func TestMultiplexer(t *testing.T) {
 	if err := ide.Accept(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v, err := ide.Handshake(ctx)
+	local := filepath.Join(root, "job.py")
+	v, err := ide.Start(ctx, pycharmtest.Breakpoint{File: local, Line: 1})
 	if err != nil || v != "v-101" {
 		t.Fatalf("handshake answered %q, %v; want worker 101's version", v, err)
-	}
-	local := filepath.Join(root, "job.py")
-	if err := ide.SetBreakpoint(1, local, 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ide.Send(pycharm.CmdRun); err != nil {
-		t.Fatal(err)
 	}
 	// Breakpoint fanned out to worker A's candidate paths, then run.
 	files := map[string]bool{}
@@ -221,5 +215,11 @@ func TestMultiplexer(t *testing.T) {
 	kill, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadKill })
 	if err != nil || pycharm.PyUnquote(kill.Payload) != tidB {
 		t.Errorf("thread kill %v, %v", kill, err)
+	}
+	if a := ide.Anomalies(); len(a) > 0 {
+		t.Errorf("PyCharm would log: %q", a)
+	}
+	if st := ide.Strays(); len(st) > 0 {
+		t.Errorf("PyCharm would drop: %v", st)
 	}
 }
