@@ -21,6 +21,10 @@
 // both ways, thread names get the executor's task label, breakpoint files
 // are rewritten from the developer's path to each candidate executor path
 // (dap.PathMapper.ToRemote) and frame files back (ToLocal), so PyCharm needs
-// no path mappings. Commands the proxy does not know pass through unchanged.
+// no path mappings. Commands from PyCharm the proxy does not know pass
+// through unchanged; from executors only what PyCharm needs reaches it (an
+// allowlist: events about the worker's own threads, console output, answers
+// to requests PyCharm waits for). Never CMD_EXIT: PyCharm drops the whole
+// session, every worker's, on one.
 // When PyCharm goes away the executors are let go and run on undebugged.
 package pycharm

@@ -661,7 +661,66 @@ func (st *session) record(key string, m Message, keep bool) {
 	}
 }
 
-// fromExecutor relays one message from an executor's pydevd to PyCharm.
+// pycharmEvents are the command ids PyCharm's RemoteDebugger.processResponse
+// dispatches as events whatever their sequence number: thread events,
+// console output, CMD_EXIT, signature and concurrency logs, input requests,
+// process creation and the Cython warning. Anything else is an answer, kept
+// only if PyCharm waits for that sequence number.
+var pycharmEvents = map[int]bool{
+	CmdThreadCreate: true, CmdThreadKill: true, CmdThreadSuspend: true, CmdThreadRun: true,
+	CmdShowConsole: true, CmdWriteToConsole: true, CmdExit: true, 130: true, 145: true,
+	CmdInputRequested: true, CmdProcessCreated: true, CmdShowCythonWarning: true,
+}
+
+// forwardedEvents are the events an executor may send PyCharm unasked.
+// Not CMD_EXIT: PyCharm tears down the whole session on it, every worker's
+// (fireCommunicationError). Not PROCESS_CREATED, INPUT_REQUESTED, signature
+// or concurrency logs: PyCharm's multi-process and console machinery, which
+// the proxy's one connection does not stand for.
+var forwardedEvents = map[int]bool{
+	CmdThreadCreate: true, CmdThreadKill: true, CmdThreadSuspend: true, CmdThreadRun: true,
+	CmdShowConsole: true, CmdWriteToConsole: true, CmdShowCythonWarning: true,
+}
+
+// eventThreads lists the threads a thread event names: the <thread>
+// elements of create, suspend and show-console, the payload of kill, the
+// first field of resume.
+func eventThreads(m Message) []string {
+	switch m.ID {
+	case CmdThreadKill:
+		return []string{strings.TrimSpace(PyUnquote(m.Payload))}
+	case CmdThreadRun:
+		id, _, _ := strings.Cut(PyUnquote(m.Payload), "\t")
+		return []string{strings.TrimSpace(id)}
+	case CmdThreadCreate, CmdThreadSuspend, CmdShowConsole:
+		return ThreadIDs(m.Payload)
+	}
+	return nil
+}
+
+// ownThreads reports whether every thread an event names, and at least
+// one, is e's: a worker must not announce, suspend or kill another's.
+func ownThreads(e *executor, m Message) bool {
+	switch m.ID {
+	case CmdThreadCreate, CmdThreadKill, CmdThreadSuspend, CmdThreadRun, CmdShowConsole:
+	default:
+		return true // not a thread event
+	}
+	ids := eventThreads(m)
+	if len(ids) == 0 {
+		return false
+	}
+	for _, id := range ids {
+		if pid, ok := ThreadPID(id); !ok || pid != e.pid {
+			return false
+		}
+	}
+	return true
+}
+
+// fromExecutor relays one message from an executor's pydevd to PyCharm:
+// the events PyCharm needs about e's own threads, and answers to requests
+// PyCharm is waiting for. Everything else is dropped with a debug line.
 func (p *Proxy) fromExecutor(e *executor, m Message) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -679,7 +738,25 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 		}
 		return
 	}
-	if r, ok := e.pending[m.Seq]; ok && m.Seq%2 == 1 {
+	drop := func(why string) {
+		p.log.Debug().Int64("pid", e.pid).Str("msg", m.String()).Str("why", why).Msg("dropped a message from an executor")
+	}
+	if pycharmEvents[m.ID] {
+		if !forwardedEvents[m.ID] {
+			drop("PyCharm must not get this event from a worker")
+			return
+		}
+		if !ownThreads(e, m) {
+			drop("names a thread that is not this worker's")
+			return
+		}
+		m.Seq = p.nextIDESeq()
+	} else {
+		r, ok := e.pending[m.Seq]
+		if !ok || m.Seq%2 == 0 {
+			drop("answers no request PyCharm is waiting for")
+			return
+		}
 		delete(e.pending, m.Seq)
 		if r.swallow {
 			return
@@ -694,8 +771,6 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 			}
 		}
 		m.Seq = r.ideSeq
-	} else {
-		m.Seq = p.nextIDESeq()
 	}
 	switch m.ID {
 	case CmdThreadCreate:

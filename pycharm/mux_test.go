@@ -223,3 +223,97 @@ func TestMultiplexer(t *testing.T) {
 		t.Errorf("PyCharm would drop: %v", st)
 	}
 }
+
+// startProxy starts a proxy in front of the PyCharm double.
+func startProxy(t *testing.T, ctx context.Context, cfg pycharm.Config) (*pycharm.Proxy, *pycharmtest.Server) {
+	t.Helper()
+	ide, err := pycharmtest.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ide.Close)
+	cfg.PyCharm = ide.Addr()
+	if cfg.Token == "" {
+		cfg.Token = "tok"
+	}
+	cfg.Log = zerolog.Nop()
+	px, err := pycharm.Listen(cfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go px.Serve(ctx)
+	t.Cleanup(px.Close)
+	return px, ide
+}
+
+// TestHostileExecutor: a worker that sends PyCharm what pydevd may send
+// (CMD_EXIT when it exits, process-created, answers to nothing) or what it
+// must not (events about another worker's threads) never gets it through:
+// PyCharm keeps its session, the other worker's thread, and drops nothing.
+func TestHostileExecutor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	px, ide := startProxy(t, ctx, pycharm.Config{})
+	addr := px.Addr().String()
+	a := startWorker(t, ctx, addr, 101, 0, dap.Roots{})
+	if err := ide.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ide.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.waitFor(t, pycharm.CmdRun)
+	q := func(s string) string { return pycharm.PyQuote(s, `/<>_=" `) }
+	tidA := "pid_101_id_1"
+	a.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 2, Payload: q(`<xml><thread name="MainThread" id="` + tidA + `" /></xml>`)})
+	if _, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadCreate }); err != nil {
+		t.Fatal(err)
+	}
+	nameA := ide.ThreadName(tidA)
+
+	h := startWorker(t, ctx, addr, 202, 1, dap.Roots{})
+	h.waitFor(t, pycharm.CmdRun)
+	hostile := []pycharm.Message{
+		{ID: pycharm.CmdExit, Seq: 2},
+		{ID: pycharm.CmdProcessCreated, Seq: 4, Payload: q(`<process/>`)},
+		{ID: pycharm.CmdInputRequested, Seq: 6, Payload: "True"},
+		{ID: pycharm.CmdReturn, Seq: 7, Payload: "an answer to nothing"},
+		{ID: pycharm.CmdGetFrame, Seq: 8, Payload: "an event PyCharm does not know"},
+		{ID: pycharm.CmdThreadCreate, Seq: 10, Payload: q(`<xml><thread name="evil" id="` + tidA + `" /></xml>`)},
+		{ID: pycharm.CmdThreadSuspend, Seq: 12, Payload: q(`<xml><thread id="` + tidA + `" stop_reason="111"><frame id="1" name="f" file="/x.py" line="1"></frame></thread></xml>`)},
+		{ID: pycharm.CmdThreadSuspend, Seq: 14, Payload: q(`<xml><thread id="pid_202_id_1" stop_reason="111"></thread><thread id="` + tidA + `" stop_reason="111"></thread></xml>`)},
+		{ID: pycharm.CmdThreadRun, Seq: 16, Payload: tidA + "\t-1"},
+		{ID: pycharm.CmdThreadKill, Seq: 18, Payload: tidA},
+		{ID: pycharm.CmdThreadCreate, Seq: 20, Payload: q(`<xml><thread name="no id" /></xml>`)},
+	}
+	for _, m := range hostile {
+		h.send(m)
+	}
+	// Then one honest event: everything before it has been dealt with.
+	tidH := "pid_202_id_1"
+	h.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 22, Payload: q(`<xml><thread name="MainThread" id="` + tidH + `" /></xml>`)})
+	m, err := ide.WaitFor(ctx, func(m pycharm.Message) bool {
+		return m.ID == pycharm.CmdThreadCreate && strings.Contains(pycharm.PyUnquote(m.Payload), tidH)
+	})
+	if err != nil {
+		t.Fatalf("the honest event after the hostile ones: %v (session dropped: %v)", err, ide.Dropped())
+	}
+	if ide.Dropped() {
+		t.Errorf("PyCharm dropped the session")
+	}
+	if got := ide.ThreadName(tidA); got != nameA {
+		t.Errorf("worker 101's thread is now %q, was %q", got, nameA)
+	}
+	if st := ide.Strays(); len(st) > 0 {
+		t.Errorf("PyCharm got messages it would drop: %v", st)
+	}
+	if an := ide.Anomalies(); len(an) > 0 {
+		t.Errorf("PyCharm would log: %q", an)
+	}
+	// Nothing else of the hostile worker's reached PyCharm.
+	ctxShort, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if got, err := ide.WaitFor(ctxShort, func(pycharm.Message) bool { return true }); err == nil {
+		t.Errorf("PyCharm got %v %q (after %v)", got, pycharm.PyUnquote(got.Payload), m)
+	}
+}
