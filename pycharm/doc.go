@@ -10,9 +10,14 @@
 // launches itself). So the proxy holds one connection to PyCharm and
 // multiplexes every selected executor behind it. Executors connect to the
 // proxy's executor port with the same hello the DAP flavour uses (token,
-// session limit, task label, code roots) and then with pydevd; the proxy asks
-// each new pydevd connection for its threads to learn its pid, which ties it
-// to its hello. Towards PyCharm there is one handshake: PyCharm's CMD_VERSION
+// session limit, task label, code roots) and then with pydevd. The hello's
+// reply carries a one-time random nonce ("SPARKDAP/1 OK <nonce>"); the
+// wrapper names its connect-guard thread, alive while pydevd connects,
+// "sparkdap-connect-guard <nonce>", and the proxy asks each new pydevd
+// connection for its threads: the guard's name ties the connection to its
+// hello (pid and address alone would not: through a tunnel every stream has
+// one address), and its thread id gives the pid. Pending hellos expire on
+// their own timers and are capped. Towards PyCharm there is one handshake: PyCharm's CMD_VERSION
 // is answered by the first executor's pydevd. Commands that name a thread
 // (pydevd's ids, pid_<pid>_id_<n>, are unique per process) go to the executor
 // with that pid; all others are broadcast, and the settings among them

@@ -30,6 +30,17 @@ type fakeWorker struct {
 
 func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, partition int64, roots dap.Roots) *fakeWorker {
 	t.Helper()
+	nonce, reply := sayHello(t, addr, pid, partition, roots)
+	if nonce == "" {
+		t.Fatalf("hello refused: %s", reply)
+	}
+	return connectPydevd(t, addr, pid, nonce)
+}
+
+// sayHello says the wrapper's hello and returns the nonce of an "OK
+// <nonce>" reply, or "" and the reply.
+func sayHello(t *testing.T, addr string, pid, partition int64, roots dap.Roots) (nonce, reply string) {
+	t.Helper()
 	h := map[string]any{"token": "tok", "pid": pid, "host": "node-1", "executorId": "1",
 		"label": fmt.Sprintf("stage 0 · partition %d · attempt 0", partition), "roots": roots}
 	b, _ := json.Marshal(h)
@@ -37,24 +48,37 @@ func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, part
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer hc.Close()
 	fmt.Fprintf(hc, "SPARKDAP/1 %s\n", b)
 	_ = hc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	sc := bufio.NewScanner(hc)
 	for sc.Scan() {
 		if i := strings.Index(sc.Text(), "SPARKDAP/1 "); i >= 0 {
-			if reply := sc.Text()[i+11:]; reply != "OK" {
-				t.Fatalf("hello refused: %s", reply)
+			reply := sc.Text()[i+11:]
+			if n, ok := strings.CutPrefix(reply, "OK "); ok && n != "" {
+				return n, reply
 			}
-			break
+			return "", reply
 		}
 	}
-	hc.Close()
+	t.Fatalf("no hello reply: %v", sc.Err())
+	return "", ""
+}
+
+// connectPydevd plays pydevd_pycharm.settrace's connection of a worker
+// whose connect-guard thread carries nonce ("" = no guard thread).
+func connectPydevd(t *testing.T, addr string, pid int64, nonce string) *fakeWorker {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := &fakeWorker{pid: pid, conn: c, got: make(chan pycharm.Message, 100)}
 	tid := fmt.Sprintf("pid_%d_id_1", pid)
+	threads := `<thread name="MainThread" id="` + tid + `" />`
+	if nonce != "" {
+		threads += fmt.Sprintf(`<thread name="%s" id="pid_%d_id_2" />`, pycharm.PyQuote("sparkdap-connect-guard "+nonce, "/"), pid)
+	}
 	go func() {
 		br := bufio.NewReader(c)
 		for {
@@ -66,7 +90,7 @@ func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, part
 			switch m.ID {
 			case pycharm.CmdListThreads:
 				w.send(pycharm.Message{ID: pycharm.CmdReturn, Seq: m.Seq, Payload: pycharm.PyQuote(
-					`<xml><thread name="MainThread" id="`+tid+`" /></xml>`, `/<>_=" `)})
+					`<xml>`+threads+`</xml>`, `/<>_=" `)})
 			case pycharm.CmdVersion:
 				w.send(pycharm.Message{ID: pycharm.CmdVersion, Seq: m.Seq, Payload: fmt.Sprintf("v-%d", pid)})
 			case pycharm.CmdGetFrame:
@@ -315,5 +339,88 @@ func TestHostileExecutor(t *testing.T) {
 	defer cancelShort()
 	if got, err := ide.WaitFor(ctxShort, func(pycharm.Message) bool { return true }); err == nil {
 		t.Errorf("PyCharm got %v %q (after %v)", got, pycharm.PyUnquote(got.Payload), m)
+	}
+}
+
+// refused reports whether the proxy closed a pydevd connection without
+// sending it anything but its probe.
+func (w *fakeWorker) refused(t *testing.T) bool {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case m, ok := <-w.got:
+			if !ok {
+				return true
+			}
+			t.Logf("worker %d got %v", w.pid, m)
+			return false
+		case <-timeout:
+			t.Fatalf("worker %d: neither closed nor served", w.pid)
+		}
+	}
+}
+
+// TestPydevdBoundToHello: a pydevd connection joins only with the nonce
+// the hello's reply handed out, once, before the hello expires; the same
+// pid from the same address (every tunnel stream has one) is not enough.
+func TestPydevdBoundToHello(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	px, ide := startProxy(t, ctx, pycharm.Config{HelloTTL: 300 * time.Millisecond})
+	addr := px.Addr().String()
+	first := startWorker(t, ctx, addr, 100, 0, dap.Roots{})
+	if err := ide.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ide.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first.waitFor(t, pycharm.CmdRun)
+
+	nonce, reply := sayHello(t, addr, 303, 1, dap.Roots{})
+	if nonce == "" || len(nonce) < 32 {
+		t.Fatalf("hello reply %q: want OK and a 128-bit nonce", reply)
+	}
+	// Co-tenants who know the pid: no guard thread, a guessed nonce.
+	if !connectPydevd(t, addr, 303, "").refused(t) {
+		t.Errorf("a pydevd connection with the pid alone joined")
+	}
+	if !connectPydevd(t, addr, 303, strings.Repeat("0", 32)).refused(t) {
+		t.Errorf("a pydevd connection with a guessed nonce joined")
+	}
+	// The nonce with another pid.
+	if !connectPydevd(t, addr, 304, nonce).refused(t) {
+		t.Errorf("the nonce joined another pid")
+	}
+	// The worker itself.
+	w := connectPydevd(t, addr, 303, nonce)
+	w.waitFor(t, pycharm.CmdRun)
+	// Once only.
+	if !connectPydevd(t, addr, 303, nonce).refused(t) {
+		t.Errorf("a nonce joined twice")
+	}
+	// Expired.
+	late, _ := sayHello(t, addr, 505, 2, dap.Roots{})
+	time.Sleep(1500 * time.Millisecond)
+	if !connectPydevd(t, addr, 505, late).refused(t) {
+		t.Errorf("a hello joined after its TTL")
+	}
+}
+
+func TestPendingHelloCap(t *testing.T) {
+	defer pycharm.SetMaxPendingHellos(2)()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	px, ide := startProxy(t, ctx, pycharm.Config{})
+	addr := px.Addr().String()
+	go func() { _ = ide.Accept(ctx) }()
+	for pid := int64(1); pid <= 2; pid++ {
+		if n, reply := sayHello(t, addr, pid, 0, dap.Roots{}); n == "" {
+			t.Fatalf("hello %d: %s", pid, reply)
+		}
+	}
+	if n, reply := sayHello(t, addr, 3, 0, dap.Roots{}); n != "" || !strings.Contains(reply, "too many") {
+		t.Errorf("third pending hello: %q, want refused (too many workers connecting at once)", reply)
 	}
 }

@@ -320,6 +320,38 @@ func PrefixThreadNames(quoted, prefix string) string {
 	return PyQuote(out, payloadSafe)
 }
 
+var (
+	threadTagRE = regexp.MustCompile(`<thread\s[^>]*>`)
+	idAttrRE    = regexp.MustCompile(`\bid="([^"]*)"`)
+	nameAttrRE  = regexp.MustCompile(`\bname="([^"]*)"`)
+)
+
+// ThreadRef is a <thread> element's id and name, as PyCharm reads them.
+type ThreadRef struct{ ID, Name string }
+
+// ThreadList lists the <thread> elements of a quoted payload with their
+// names unescaped and unquoted (pydevd quotes a name inside the XML).
+func ThreadList(quoted string) []ThreadRef {
+	var out []ThreadRef
+	for _, tag := range threadTagRE.FindAllString(PyUnquote(quoted), -1) {
+		var t ThreadRef
+		if m := idAttrRE.FindStringSubmatch(tag); m != nil {
+			t.ID = xmlUnescaper.Replace(m[1])
+		}
+		if m := nameAttrRE.FindStringSubmatch(tag); m != nil {
+			t.Name = PyUnquote(xmlUnescaper.Replace(m[1]))
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// ThreadCreatePayload is CMD_THREAD_CREATE's payload for one thread, as
+// pydevd quotes it.
+func ThreadCreatePayload(id, name string) string {
+	return PyQuote(`<xml><thread name="`+xmlEscaper.Replace(PyQuote(name, nameSafe))+`" id="`+xmlEscaper.Replace(id)+`" /></xml>`, payloadSafe)
+}
+
 var threadIDAttrRE = regexp.MustCompile(`<thread\s[^>]*?\bid="(pid_\d+_id_\d+)"`)
 
 // ThreadIDs lists the thread ids of the <thread> elements in a quoted
