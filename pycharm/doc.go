@@ -23,7 +23,10 @@
 // with that pid; all others are broadcast, and the settings among them
 // (version, breakpoints, exception breakpoints, run and the like) are recorded
 // and replayed to executors that join later. Sequence numbers are translated
-// both ways, thread names get the executor's task label, breakpoint files
+// both ways, thread names get the executor's task label (announced again
+// when a reused worker starts another task: PyCharm names threads only from
+// CMD_THREAD_CREATE), the wrapper's own threads ("sparkdap-…") are kept from
+// PyCharm and resumed if a suspend-all stopped them, breakpoint files
 // are rewritten from the developer's path to each candidate executor path
 // (dap.PathMapper.ToRemote) and frame files back (ToLocal), so PyCharm needs
 // no path mappings. Commands from PyCharm the proxy does not know pass

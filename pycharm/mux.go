@@ -157,7 +157,8 @@ type executor struct {
 	seq     int // last seq the proxy used towards this executor (odd)
 	pending map[int]request
 	bps     map[string][]string // breakpoint key → executor files it was set on
-	threads map[string]bool
+	threads map[string]string   // thread id → pydevd's name, for those PyCharm knows
+	hidden  map[string]bool     // the wrapper's own threads, kept from PyCharm
 }
 
 // Listen opens the executor port.
@@ -504,7 +505,7 @@ func (p *Proxy) join(conn net.Conn, pid int64, nonce string) (*executor, error) 
 	}
 	e := &executor{pid: pid, ip: ip, hello: h.hello, p: newPeer(conn), seq: probeSeq,
 		paths: newPathRewriter(p.cfg.Paths, h.hello.Roots), pending: map[int]request{},
-		bps: map[string][]string{}, threads: map[string]bool{}}
+		bps: map[string][]string{}, threads: map[string]string{}, hidden: map[string]bool{}}
 	e.label = labelOf(h.hello.TaskInfo)
 	p.execs[pid] = e
 	st := p.st
@@ -778,8 +779,12 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 			if t.PID == 0 {
 				t.PID = e.pid
 			}
+			old := e.label
 			e.label = labelOf(t)
 			e.hello.TaskInfo.Label = t.Label
+			if e.label != old {
+				p.reannounce(e)
+			}
 		}
 		return
 	}
@@ -793,6 +798,9 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 		}
 		if !ownThreads(e, m) {
 			drop("names a thread that is not this worker's")
+			return
+		}
+		if p.hideOwnThread(e, m) {
 			return
 		}
 		m.Seq = p.nextIDESeq()
@@ -819,8 +827,8 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 	}
 	switch m.ID {
 	case CmdThreadCreate:
-		for _, t := range ThreadIDs(m.Payload) {
-			e.threads[t] = true
+		for _, t := range ThreadList(m.Payload) {
+			e.threads[t.ID] = t.Name
 		}
 	case CmdThreadKill:
 		delete(e.threads, strings.TrimSpace(PyUnquote(m.Payload)))
@@ -830,4 +838,60 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 		m.Payload = PrefixThreadNames(m.Payload, e.label)
 	}
 	p.ide.send(m)
+}
+
+// hideOwnThread keeps the wrapper's own threads (named "sparkdap-…", such
+// as the connect guard) out of PyCharm: their events are dropped, and one
+// suspended by a suspend-all policy or a pause is resumed at once, so it
+// neither shows in PyCharm nor stays stopped inside remote_debug.py. It
+// reports whether m was about such a thread. Callers hold p.mu.
+func (p *Proxy) hideOwnThread(e *executor, m Message) bool {
+	switch m.ID {
+	case CmdThreadCreate:
+		ts := ThreadList(m.Payload)
+		if len(ts) == 0 || !strings.HasPrefix(ts[0].Name, ownThreadPrefix) {
+			return false
+		}
+		for _, t := range ts {
+			e.hidden[t.ID] = true
+		}
+		p.log.Debug().Int64("pid", e.pid).Str("thread", ts[0].ID).Msg("kept the wrapper's own thread out of PyCharm")
+		return true
+	case CmdThreadKill:
+		id := eventThreads(m)[0]
+		if !e.hidden[id] {
+			return false
+		}
+		delete(e.hidden, id)
+		return true
+	case CmdThreadRun:
+		return e.hidden[eventThreads(m)[0]]
+	case CmdThreadSuspend, CmdShowConsole:
+		ids := eventThreads(m)
+		if !e.hidden[ids[0]] {
+			return false
+		}
+		for _, id := range ids {
+			p.forward(e, Message{ID: CmdThreadRun, Payload: id}, request{swallow: true})
+		}
+		p.log.Debug().Int64("pid", e.pid).Strs("threads", ids).Msg("resumed the wrapper's own thread")
+		return true
+	}
+	return false
+}
+
+// reannounce tells PyCharm the new names of e's threads after its task
+// changed: PyCharm takes a thread's name only from CMD_THREAD_CREATE, so a
+// reused worker's thread would keep its first task's label. A repeated
+// create replaces the thread's entry (RemoteDebugger keeps threads by id).
+// Callers hold p.mu.
+func (p *Proxy) reannounce(e *executor) {
+	ids := make([]string, 0, len(e.threads))
+	for id := range e.threads {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		p.ide.send(Message{ID: CmdThreadCreate, Seq: p.nextIDESeq(), Payload: ThreadCreatePayload(id, e.label+e.threads[id])})
+	}
 }

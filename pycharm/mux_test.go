@@ -424,3 +424,83 @@ func TestPendingHelloCap(t *testing.T) {
 		t.Errorf("third pending hello: %q, want refused (too many workers connecting at once)", reply)
 	}
 }
+
+// TestTaskChangeRenamesThreads: PyCharm names threads only from thread
+// create, so when a reused worker starts another task the proxy announces
+// its threads again under the new task's label.
+func TestTaskChangeRenamesThreads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	px, ide := startProxy(t, ctx, pycharm.Config{})
+	w := startWorker(t, ctx, px.Addr().String(), 77, 0, dap.Roots{})
+	if err := ide.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ide.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(t, pycharm.CmdRun)
+	tid := "pid_77_id_1"
+	w.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 2, Payload: pycharm.ThreadCreatePayload(tid, "MainThread")})
+	if _, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadCreate }); err != nil {
+		t.Fatal(err)
+	}
+	if n := ide.ThreadName(tid); !strings.Contains(n, "partition 0") {
+		t.Fatalf("first task's thread name %q", n)
+	}
+	task, _ := json.Marshal(map[string]any{"executorId": "1", "host": "node-1", "pid": 77, "label": "stage 0 · partition 5 · attempt 0"})
+	w.send(pycharm.Message{ID: pycharm.CmdSparkdapTask, Payload: pycharm.PyQuote(string(task), `/<>_=" `)})
+	ctx10, cancel10 := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel10()
+	if _, err := ide.WaitFor(ctx10, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadCreate }); err != nil {
+		t.Fatalf("no new thread create after the task changed: %v", err)
+	}
+	if n := ide.ThreadName(tid); n != "[exec 1 · node-1 · pid 77 · stage 0 · partition 5 · attempt 0] MainThread" {
+		t.Errorf("after the task changed PyCharm shows %q", n)
+	}
+}
+
+// TestWrapperThreadsHidden: the wrapper's own threads never reach PyCharm,
+// and one that a suspend-all stopped is resumed at once.
+func TestWrapperThreadsHidden(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	px, ide := startProxy(t, ctx, pycharm.Config{})
+	w := startWorker(t, ctx, px.Addr().String(), 88, 0, dap.Roots{})
+	if err := ide.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ide.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(t, pycharm.CmdRun)
+	guard, main := "pid_88_id_2", "pid_88_id_1"
+	w.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 2, Payload: pycharm.ThreadCreatePayload(guard, "sparkdap-connect-guard 0123")})
+	w.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 4, Payload: pycharm.ThreadCreatePayload(main, "MainThread")})
+	q := func(s string) string { return pycharm.PyQuote(s, `/<>_=" `) }
+	w.send(pycharm.Message{ID: pycharm.CmdThreadSuspend, Seq: 6, Payload: q(`<xml><thread id="` + main + `" stop_reason="111"><frame id="1" name="f" file="/x.py" line="1"></frame></thread></xml>`)})
+	w.send(pycharm.Message{ID: pycharm.CmdThreadSuspend, Seq: 8, Payload: q(`<xml><thread id="` + guard + `" stop_reason="105"><frame id="2" name="watchdog" file="/w/remote_debug.py" line="480"></frame></thread></xml>`)})
+	if m := w.waitFor(t, pycharm.CmdThreadRun); m.Payload != guard {
+		t.Errorf("resumed %q, want the guard %s", m.Payload, guard)
+	}
+	w.send(pycharm.Message{ID: pycharm.CmdThreadRun, Seq: 10, Payload: guard + "\t-1"})
+	w.send(pycharm.Message{ID: pycharm.CmdThreadKill, Seq: 12, Payload: guard})
+	w.send(pycharm.Message{ID: pycharm.CmdThreadKill, Seq: 14, Payload: main})
+	if _, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadKill }); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ctxShort, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+		m, err := ide.WaitFor(ctxShort, func(pycharm.Message) bool { return true })
+		cancelShort()
+		if err != nil {
+			break
+		}
+		if strings.Contains(pycharm.PyUnquote(m.Payload), guard) {
+			t.Errorf("PyCharm got %v about the guard thread", m)
+		}
+	}
+	if a := ide.Anomalies(); len(a) > 0 {
+		t.Errorf("PyCharm would log %q", a)
+	}
+}
