@@ -52,6 +52,7 @@ var executorPortRE = regexp.MustCompile(`executor port (\S+);`)
 // sources live in another directory than the copy Spark runs.
 type pycharmJob struct {
 	ide        *pycharmtest.Server
+	local      string // the developer's copy of testdata/pycharm
 	localMath  string
 	line       int
 	out        string
@@ -61,15 +62,21 @@ type pycharmJob struct {
 }
 
 func startPyCharmJob(t *testing.T, ctx context.Context, master, partitions string) *pycharmJob {
+	return startPyCharmScript(t, ctx, master, partitions, "pcjob.py")
+}
+
+// startPyCharmScript runs testdata/pycharm/<script> (same result as
+// pcjob.py).
+func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, script string) *pycharmJob {
 	t.Helper()
 	py := requirePyCharmSpark(t)
 	bin := sparkdapBinary(t)
 	local, deploy := t.TempDir(), t.TempDir()
-	for _, f := range []string{"pcjob.py", "pcmath.py"} {
+	for _, f := range []string{script, "pcmath.py"} {
 		copyFile(t, filepath.Join("testdata", "pycharm", f), filepath.Join(local, f))
 		copyFile(t, filepath.Join("testdata", "pycharm", f), filepath.Join(deploy, f))
 	}
-	j := &pycharmJob{localMath: filepath.Join(local, "pcmath.py"), serveErr: &syncbuf.Buffer{},
+	j := &pycharmJob{local: local, localMath: filepath.Join(local, "pcmath.py"), serveErr: &syncbuf.Buffer{},
 		submitOut: &syncbuf.Buffer{}, submitDone: make(chan error, 1)}
 	j.line = breakpointLine(t, j.localMath)
 
@@ -108,7 +115,7 @@ func startPyCharmJob(t *testing.T, ctx context.Context, master, partitions strin
 	submit := exec.CommandContext(ctx, bin, "submit", "--ide", "pycharm", "--partitions", partitions, "--proxy", executors,
 		"--", "--master", master, "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN",
 		"--conf", "spark.pyspark.python="+py, "--py-files", filepath.Join(deploy, "pcmath.py"),
-		filepath.Join(deploy, "pcjob.py"), j.out)
+		filepath.Join(deploy, script), j.out)
 	submit.Dir = deploy
 	submit.Env = append(os.Environ(), "SPARKDAP_TOKEN="+testToken)
 	submit.Stdout, submit.Stderr = j.submitOut, j.submitOut
@@ -312,6 +319,30 @@ func TestPyCharmSparkReusedWorker(t *testing.T) {
 		if _, err := j.ide.Send(pycharm.CmdThreadRun, th.ID); err != nil {
 			t.Fatal(err)
 		}
+	}
+	j.finish(t, ctx)
+}
+
+// TestPyCharmSparkLambdaInDriverFunction: a breakpoint on a lambda inside
+// the driver's main(). PyCharm names main as the breakpoint's function;
+// pydevd matches it against the frame's, and the executor runs <lambda>.
+func TestPyCharmSparkLambdaInDriverFunction(t *testing.T) {
+	ctx := testContext(t, 5*time.Minute)
+	j := startPyCharmScript(t, ctx, "local[2]", "0", "pclambda.py")
+	file := filepath.Join(j.local, "pclambda.py")
+	line := breakpointLine(t, file)
+	if _, err := j.ide.Start(ctx, pycharmtest.Breakpoint{File: file, Line: line, Func: "main"}); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	th := j.nextSuspend(t, ctx)
+	if top := th.Frames[0]; top.File != file || top.Line != line {
+		t.Errorf("suspended at %s:%d, want %s:%d", top.File, top.Line, file, line)
+	}
+	if err := j.ide.RemoveBreakpoint(file, line); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.ide.Send(pycharm.CmdThreadRun, th.ID); err != nil {
+		t.Fatal(err)
 	}
 	j.finish(t, ctx)
 }

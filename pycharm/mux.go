@@ -600,6 +600,7 @@ func (p *Proxy) toExecutor(e *executor, m Message, r request) {
 	}
 	var files []string
 	if m.ID == CmdSetBreak {
+		m = WithAnyFunction(m)
 		files = e.paths.toRemote(file)
 		e.bps[key] = files
 	} else {

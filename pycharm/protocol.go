@@ -260,6 +260,26 @@ func WithBreakpointFile(m Message, file string) Message {
 	return m
 }
 
+// WithAnyFunction returns a SET_BREAK with its function field set to None.
+// PyCharm names the function enclosing the line (for a lambda, the function
+// around it, e.g. main) and pydevd skips frames of any other function
+// ('<lambda>' counts as ”), so a breakpoint in a lambda or nested function
+// shipped from the driver would never fire on an executor. The line alone
+// decides.
+func WithAnyFunction(m Message) Message {
+	if m.ID != CmdSetBreak {
+		return m
+	}
+	f := strings.Split(m.Payload, "\t")
+	i := breakFileField(m.ID, f)
+	if i < 0 || i+2 >= len(f) {
+		return m
+	}
+	f[i+2] = "None"
+	m.Payload = strings.Join(f, "\t")
+	return m
+}
+
 // XML attribute values in pydevd's payloads are escaped by
 // pydevd_xml.make_valid_xml_value: & < > and ".
 var (
