@@ -46,86 +46,171 @@ func requirePyCharmSpark(t *testing.T) string {
 
 var executorPortRE = regexp.MustCompile(`executor port (\S+);`)
 
-// TestPyCharmSparkBreakpoint runs a real PySpark job whose executor code is
-// debugged with pydevd-pycharm through `sparkdap serve --ide-kind pycharm`,
-// with the test double of PyCharm's debug server in PyCharm's place. The
-// developer's sources live in another directory than the copy Spark runs:
-// the breakpoint is set on the local path and the suspend comes back with
-// it.
-func TestPyCharmSparkBreakpoint(t *testing.T) {
+// pycharmJob is a real PySpark job (testdata/pycharm) debugged with
+// pydevd-pycharm through `sparkdap serve --ide-kind pycharm`, with the test
+// double of PyCharm's debug server in PyCharm's place. The developer's
+// sources live in another directory than the copy Spark runs.
+type pycharmJob struct {
+	ide        *pycharmtest.Server
+	local      string // the developer's copy of testdata/pycharm
+	localMath  string
+	line       int
+	out        string
+	serveErr   *syncbuf.Buffer
+	submitOut  *syncbuf.Buffer
+	submitDone chan error
+}
+
+func startPyCharmJob(t *testing.T, ctx context.Context, master, partitions string) *pycharmJob {
+	return startPyCharmScript(t, ctx, master, partitions, "pcjob.py")
+}
+
+// startPyCharmScript runs testdata/pycharm/<script> (same result as
+// pcjob.py).
+func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, script string) *pycharmJob {
+	t.Helper()
 	py := requirePyCharmSpark(t)
 	bin := sparkdapBinary(t)
-	ctx := testContext(t, 5*time.Minute)
-
 	local, deploy := t.TempDir(), t.TempDir()
-	for _, f := range []string{"pcjob.py", "pcmath.py"} {
+	for _, f := range []string{script, "pcmath.py"} {
 		copyFile(t, filepath.Join("testdata", "pycharm", f), filepath.Join(local, f))
 		copyFile(t, filepath.Join("testdata", "pycharm", f), filepath.Join(deploy, f))
 	}
-	localMath := filepath.Join(local, "pcmath.py")
-	line := breakpointLine(t, localMath)
+	j := &pycharmJob{local: local, localMath: filepath.Join(local, "pcmath.py"), serveErr: &syncbuf.Buffer{},
+		submitOut: &syncbuf.Buffer{}, submitDone: make(chan error, 1)}
+	j.line = breakpointLine(t, j.localMath)
 
 	ide, err := pycharmtest.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ide.Close()
+	t.Cleanup(ide.Close)
 	ide.Log = func(dir string, m pycharm.Message) { t.Logf("pycharm %s %s", dir, m) }
+	j.ide = ide
 
 	// The proxy.
-	serveErr := &syncbuf.Buffer{}
 	serve := exec.CommandContext(ctx, bin, "serve", "--ide-kind", "pycharm", "--pycharm", ide.Addr(),
 		"--executors", "127.0.0.1:0", "--token", testToken, "--root", local, "--log-level", "debug")
-	serve.Stderr = serveErr
+	serve.Stderr = j.serveErr
 	serve.WaitDelay = 5 * time.Second
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		_ = serve.Process.Signal(os.Interrupt)
 		_ = serve.Wait()
-		t.Logf("sparkdap serve log:\n%s", serveErr.String())
-	}()
+		t.Logf("sparkdap serve log:\n%s", j.serveErr.String())
+	})
 	var executors string
 	for deadline := time.Now().Add(30 * time.Second); executors == ""; time.Sleep(50 * time.Millisecond) {
-		if m := executorPortRE.FindStringSubmatch(serveErr.String()); m != nil {
+		if m := executorPortRE.FindStringSubmatch(j.serveErr.String()); m != nil {
 			executors = m[1]
 		} else if time.Now().After(deadline) {
-			t.Fatalf("serve did not report its executor port:\n%s", serveErr.String())
+			t.Fatalf("serve did not report its executor port:\n%s", j.serveErr.String())
 		}
 	}
 
-	// The job: partition 1 only, from the deploy directory.
-	out := filepath.Join(t.TempDir(), "result.json")
-	submitOut := &syncbuf.Buffer{}
-	submit := exec.CommandContext(ctx, bin, "submit", "--ide", "pycharm", "--partitions", "1", "--proxy", executors,
-		"--", "--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN",
+	// The job, from the deploy directory.
+	j.out = filepath.Join(t.TempDir(), "result.json")
+	submit := exec.CommandContext(ctx, bin, "submit", "--ide", "pycharm", "--partitions", partitions, "--proxy", executors,
+		"--", "--master", master, "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN",
 		"--conf", "spark.pyspark.python="+py, "--py-files", filepath.Join(deploy, "pcmath.py"),
-		filepath.Join(deploy, "pcjob.py"), out)
+		filepath.Join(deploy, script), j.out)
 	submit.Dir = deploy
 	submit.Env = append(os.Environ(), "SPARKDAP_TOKEN="+testToken)
-	submit.Stdout, submit.Stderr = submitOut, submitOut
+	submit.Stdout, submit.Stderr = j.submitOut, j.submitOut
 	submit.WaitDelay = 10 * time.Second
 	if err := submit.Start(); err != nil {
 		t.Fatal(err)
 	}
-	submitDone := make(chan error, 1)
-	go func() { submitDone <- submit.Wait() }()
-	defer func() {
+	go func() { j.submitDone <- submit.Wait() }()
+	t.Cleanup(func() {
 		if submit.ProcessState == nil {
 			_ = submit.Process.Kill()
-			<-submitDone
+			<-j.submitDone
 		}
-		t.Logf("sparkdap submit output:\n%s", submitOut.String())
-	}()
+		t.Logf("sparkdap submit output:\n%s", j.submitOut.String())
+	})
 
-	// PyCharm's side: accept the proxy, handshake, breakpoint, run.
 	acceptCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	if err := ide.Accept(acceptCtx); err != nil {
-		t.Fatalf("the proxy never connected to the PyCharm double: %v\nsubmit:\n%s", err, submitOut.String())
+		t.Fatalf("the proxy never connected to the PyCharm double: %v\nsubmit:\n%s", err, j.submitOut.String())
 	}
-	version, err := ide.Handshake(ctx)
+	return j
+}
+
+// nextSuspend waits for the next breakpoint suspend and returns its thread.
+func (j *pycharmJob) nextSuspend(t *testing.T, ctx context.Context) pycharmtest.Thread {
+	t.Helper()
+	suspendCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	suspend, err := j.ide.WaitFor(suspendCtx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadSuspend })
+	if err != nil {
+		t.Fatalf("no suspend: %v\nsubmit:\n%s", err, j.submitOut.String())
+	}
+	threads, _, err := pycharmtest.ParseXML(suspend.Payload)
+	if err != nil || len(threads) != 1 || len(threads[0].Frames) == 0 {
+		t.Fatalf("suspend payload: %v %+v", err, threads)
+	}
+	return threads[0]
+}
+
+// finish waits for the job and checks its result and what PyCharm saw.
+func (j *pycharmJob) finish(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case err := <-j.submitDone:
+		if err != nil {
+			t.Fatalf("job failed: %v\n%s", err, j.submitOut.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("job did not finish after resume")
+	}
+	b, err := os.ReadFile(j.out)
+	if err != nil {
+		t.Fatalf("job wrote no result: %v", err)
+	}
+	var res struct{ Sum, Count int }
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Sum != 1560 || res.Count != 40 {
+		t.Errorf("job result %+v, want sum 1560 count 40", res)
+	}
+	j.checkPyCharmView(t)
+}
+
+// checkPyCharmView: nothing PyCharm would log or drop, the session kept,
+// no sparkdap thread shown.
+func (j *pycharmJob) checkPyCharmView(t *testing.T) {
+	t.Helper()
+	if a := j.ide.Anomalies(); len(a) > 0 {
+		t.Errorf("PyCharm would log: %q", a)
+	}
+	if st := j.ide.Strays(); len(st) > 0 {
+		t.Errorf("PyCharm would drop: %v", st)
+	}
+	if j.ide.Dropped() {
+		t.Errorf("PyCharm dropped the session (CMD_EXIT reached it)")
+	}
+	for id, name := range j.ide.Threads() {
+		if strings.Contains(name, "sparkdap-") {
+			t.Errorf("PyCharm shows sparkdap's own thread %s %q", id, name)
+		}
+	}
+}
+
+// TestPyCharmSparkBreakpoint: the breakpoint is set on the local path and
+// the suspend comes back with it, labelled with its task.
+func TestPyCharmSparkBreakpoint(t *testing.T) {
+	ctx := testContext(t, 5*time.Minute)
+	// Partition 1 only.
+	j := startPyCharmJob(t, ctx, "local[2]", "1")
+	ide, localMath, line := j.ide, j.localMath, j.line
+
+	// PyCharm's side: handshake, breakpoint, run.
+	version, err := ide.Start(ctx, pycharmtest.Breakpoint{File: localMath, Line: line, Func: "scale"})
 	if err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
@@ -133,24 +218,7 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	if version == "sparkdap" {
 		t.Errorf("CMD_VERSION was answered by the proxy's fallback, not by the executor's pydevd")
 	}
-	if err := ide.SetBreakpoint(1, localMath, line); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ide.Send(pycharm.CmdRun); err != nil {
-		t.Fatal(err)
-	}
-
-	suspendCtx, cancelSuspend := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelSuspend()
-	suspend, err := ide.WaitFor(suspendCtx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadSuspend })
-	if err != nil {
-		t.Fatalf("no suspend: %v\nsubmit:\n%s", err, submitOut.String())
-	}
-	threads, _, err := pycharmtest.ParseXML(suspend.Payload)
-	if err != nil || len(threads) != 1 || len(threads[0].Frames) == 0 {
-		t.Fatalf("suspend payload: %v %+v", err, threads)
-	}
-	th := threads[0]
+	th := j.nextSuspend(t, ctx)
 	top := th.Frames[0]
 	if top.File != localMath || top.Line != line {
 		t.Errorf("suspended at %s:%d, want the local path %s:%d", top.File, top.Line, localMath, line)
@@ -201,34 +269,16 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	}
 
 	// Remove the breakpoint and resume: the job finishes.
-	if err := ide.RemoveBreakpoint(1, localMath); err != nil {
+	if err := ide.RemoveBreakpoint(localMath, line); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ide.Send(pycharm.CmdThreadRun, th.ID); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-submitDone:
-		if err != nil {
-			t.Fatalf("job failed: %v\n%s", err, submitOut.String())
-		}
-	case <-ctx.Done():
-		t.Fatalf("job did not finish after resume")
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatalf("job wrote no result: %v", err)
-	}
-	var res struct{ Sum, Count int }
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
-	if res.Sum != 1560 || res.Count != 40 {
-		t.Errorf("job result %+v, want sum 1560 count 40", res)
-	}
+	j.finish(t, ctx)
 	// Only the selected partition's worker attached.
 	attached := 0
-	sc := bufio.NewScanner(strings.NewReader(serveErr.String()))
+	sc := bufio.NewScanner(strings.NewReader(j.serveErr.String()))
 	for sc.Scan() {
 		if strings.Contains(sc.Text(), "attached (") {
 			attached++
@@ -237,4 +287,62 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	if attached != 1 {
 		t.Errorf("%d workers attached, want 1 (partition 1)", attached)
 	}
+}
+
+// TestPyCharmSparkReusedWorker: one Python worker (local[1], worker reuse
+// on) runs both partitions, both selected, with PyCharm's default suspend
+// policy ALL. PyCharm names a thread only from CMD_THREAD_CREATE: at the
+// second task's stop the same thread must carry the second task's label.
+// And the wrapper's own threads never show.
+func TestPyCharmSparkReusedWorker(t *testing.T) {
+	ctx := testContext(t, 5*time.Minute)
+	j := startPyCharmJob(t, ctx, "local[1]", "0,1")
+	// Partition 0 holds 0..19, partition 1 20..39: stop at each one's first.
+	if _, err := j.ide.Start(ctx, pycharmtest.Breakpoint{File: j.localMath, Line: j.line, Func: "scale",
+		Condition: "x in (0, 20)"}); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	var first string
+	for i, want := range []string{"partition 0", "partition 1"} {
+		th := j.nextSuspend(t, ctx)
+		name := j.ide.ThreadName(th.ID)
+		t.Logf("stop %d: thread %s shown as %q", i, th.ID, name)
+		if !strings.Contains(name, want) {
+			t.Errorf("stop %d: PyCharm shows the thread as %q, want the label of %s", i, name, want)
+		}
+		if i == 0 {
+			first = th.ID
+		} else if th.ID != first {
+			t.Errorf("the second task ran in another thread (%s, then %s): the worker was not reused", first, th.ID)
+		}
+		j.checkPyCharmView(t)
+		if _, err := j.ide.Send(pycharm.CmdThreadRun, th.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.finish(t, ctx)
+}
+
+// TestPyCharmSparkLambdaInDriverFunction: a breakpoint on a lambda inside
+// the driver's main(). PyCharm names main as the breakpoint's function;
+// pydevd matches it against the frame's, and the executor runs <lambda>.
+func TestPyCharmSparkLambdaInDriverFunction(t *testing.T) {
+	ctx := testContext(t, 5*time.Minute)
+	j := startPyCharmScript(t, ctx, "local[2]", "0", "pclambda.py")
+	file := filepath.Join(j.local, "pclambda.py")
+	line := breakpointLine(t, file)
+	if _, err := j.ide.Start(ctx, pycharmtest.Breakpoint{File: file, Line: line, Func: "main"}); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	th := j.nextSuspend(t, ctx)
+	if top := th.Frames[0]; top.File != file || top.Line != line {
+		t.Errorf("suspended at %s:%d, want %s:%d", top.File, top.Line, file, line)
+	}
+	if err := j.ide.RemoveBreakpoint(file, line); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.ide.Send(pycharm.CmdThreadRun, th.ID); err != nil {
+		t.Fatal(err)
+	}
+	j.finish(t, ctx)
 }

@@ -10,17 +10,33 @@
 // launches itself). So the proxy holds one connection to PyCharm and
 // multiplexes every selected executor behind it. Executors connect to the
 // proxy's executor port with the same hello the DAP flavour uses (token,
-// session limit, task label, code roots) and then with pydevd; the proxy asks
-// each new pydevd connection for its threads to learn its pid, which ties it
-// to its hello. Towards PyCharm there is one handshake: PyCharm's CMD_VERSION
-// is answered by the first executor's pydevd. Commands that name a thread
-// (pydevd's ids, pid_<pid>_id_<n>, are unique per process) go to the executor
-// with that pid; all others are broadcast, and the settings among them
-// (version, breakpoints, exception breakpoints, run and the like) are recorded
-// and replayed to executors that join later. Sequence numbers are translated
-// both ways, thread names get the executor's task label, breakpoint files
-// are rewritten from the developer's path to each candidate executor path
+// session limit, task label, code roots) and then with pydevd. The hello's
+// reply carries a one-time random nonce ("SPARKDAP/1 OK <nonce>"); the
+// wrapper names its connect-guard thread, alive while pydevd connects,
+// "sparkdap-connect-guard <nonce>", and the proxy asks each new pydevd
+// connection for its threads: the guard's name ties the connection to its
+// hello (pid and address alone would not: through a tunnel every stream has
+// one address), and its thread id gives the pid. Pending hellos expire on
+// their own timers and are capped.
+//
+// Towards PyCharm there is one handshake: PyCharm's CMD_VERSION is answered
+// by the first executor's pydevd. Commands that name a thread (pydevd's ids,
+// pid_<pid>_id_<n>, are unique per process) go to the executor with that
+// pid; all others are broadcast, and the settings among them (version,
+// breakpoints, exception breakpoints, run and the like) are recorded and
+// replayed to executors that join later. Sequence numbers are translated
+// both ways. Thread names get the executor's task label, announced again
+// when a reused worker starts another task (PyCharm names threads only from
+// CMD_THREAD_CREATE); the wrapper's own threads ("sparkdap-…") are kept from
+// PyCharm and resumed if a suspend-all stopped them. Breakpoint files are
+// rewritten from the developer's path to each candidate executor path
 // (dap.PathMapper.ToRemote) and frame files back (ToLocal), so PyCharm needs
-// no path mappings. Commands the proxy does not know pass through unchanged.
-// When PyCharm goes away the executors are let go and run on undebugged.
+// no path mappings; breakpoints lose PyCharm's function filter (a lambda
+// shipped from the driver runs as <lambda>, never as the function PyCharm
+// names). Commands from PyCharm the proxy does not know pass through
+// unchanged; from executors only what PyCharm needs reaches it (an
+// allowlist: events about the worker's own threads, console output, answers
+// to requests PyCharm waits for). Never CMD_EXIT: PyCharm drops the whole
+// session, every worker's, on one. When PyCharm goes away the executors are
+// let go and run on undebugged.
 package pycharm

@@ -3,7 +3,9 @@ package pycharm
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +44,9 @@ type Config struct {
 	VersionTimeout time.Duration
 	// FallbackVersion answers CMD_VERSION when no executor does in time.
 	FallbackVersion string
+	// HelloTTL is how long an accepted hello waits for its pydevd
+	// connection (default dap.DefaultHelloTTL).
+	HelloTTL time.Duration
 }
 
 // The proxy speaks first on every executor connection, because pydevd never
@@ -49,13 +54,27 @@ type Config struct {
 // hello connection skips it; a pydevd connection answers it.
 const probeSeq = 1
 
-// helloTTL is how long an accepted hello waits for its pydevd connection;
 // identifyTimeout bounds a new connection's first bytes and pydevd's answer
 // to the probe.
-const (
-	helloTTL        = 30 * time.Second
-	identifyTimeout = 15 * time.Second
-)
+const identifyTimeout = 15 * time.Second
+
+// maxPendingHellos bounds the hellos waiting for their pydevd connection (a
+// var for tests).
+var maxPendingHellos = 10000
+
+// guardThreadPrefix starts the name of the wrapper's connect-guard thread
+// in PyCharm mode: "sparkdap-connect-guard <nonce>", the nonce being the
+// one the proxy handed out in its hello reply ("SPARKDAP/1 OK <nonce>").
+// The thread lives exactly while pydevd_pycharm.settrace connects, so the
+// answer to the proxy's probe (CMD_LIST_THREADS) names it: that binds the
+// pydevd connection to its hello by a secret only the hello's connection
+// saw, where pid and address alone (one address for every tunnel stream)
+// can be guessed by a co-tenant.
+const guardThreadPrefix = "sparkdap-connect-guard "
+
+// ownThreadPrefix names the wrapper's own threads; the proxy keeps them out
+// of PyCharm.
+const ownThreadPrefix = "sparkdap-"
 
 // noResponse lists the commands from PyCharm that pydevd never answers:
 // nothing is kept waiting for them.
@@ -89,15 +108,15 @@ type Proxy struct {
 	ide    *peer    // the connection to PyCharm, nil when none
 	st     *session // PyCharm's session state, with ide
 	execs  map[int64]*executor
-	hellos map[int64]pendingHello // by pid
-	conns  map[net.Conn]bool      // every open executor-side connection
+	hellos map[string]*pendingHello // by nonce; each expires on its timer
+	conns  map[net.Conn]bool        // every open executor-side connection
 	closed bool
 }
 
 type pendingHello struct {
 	ip    string
 	hello Hello
-	at    time.Time
+	timer *time.Timer // forgets it after Config.HelloTTL
 }
 
 // session is what PyCharm told the proxy since it connected: replayed to
@@ -138,7 +157,8 @@ type executor struct {
 	seq     int // last seq the proxy used towards this executor (odd)
 	pending map[int]request
 	bps     map[string][]string // breakpoint key → executor files it was set on
-	threads map[string]bool
+	threads map[string]string   // thread id → pydevd's name, for those PyCharm knows
+	hidden  map[string]bool     // the wrapper's own threads, kept from PyCharm
 }
 
 // Listen opens the executor port.
@@ -149,6 +169,9 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 	if cfg.VersionTimeout <= 0 {
 		cfg.VersionTimeout = 5 * time.Second
 	}
+	if cfg.HelloTTL <= 0 {
+		cfg.HelloTTL = dap.DefaultHelloTTL
+	}
 	if cfg.FallbackVersion == "" {
 		cfg.FallbackVersion = "sparkdap"
 	}
@@ -157,7 +180,7 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 		return nil, fmt.Errorf("executor port: %w", err)
 	}
 	return &Proxy{cfg: cfg, ln: ln, log: cfg.Log, execs: map[int64]*executor{},
-		hellos: map[int64]pendingHello{}, conns: map[net.Conn]bool{}}, nil
+		hellos: map[string]*pendingHello{}, conns: map[net.Conn]bool{}}, nil
 }
 
 // Addr is the executor port's address.
@@ -265,6 +288,7 @@ func (p *Proxy) serveConn(conn net.Conn) {
 	// pydevd: read up to the probe's answer; keep anything before it.
 	var early []Message
 	var pid int64
+	var nonce string
 	for pid == 0 {
 		m, err := ReadMessage(br, MaxLineBytes)
 		if err != nil {
@@ -272,14 +296,16 @@ func (p *Proxy) serveConn(conn net.Conn) {
 			return
 		}
 		if m.Seq == probeSeq && (m.ID == CmdReturn || m.ID == CmdError) {
-			for _, t := range ThreadIDs(m.Payload) {
-				if id, ok := ThreadPID(t); ok {
-					pid = id
+			for _, t := range ThreadList(m.Payload) {
+				if n, ok := strings.CutPrefix(t.Name, guardThreadPrefix); ok {
+					pid, _ = ThreadPID(t.ID)
+					nonce = n
 					break
 				}
 			}
 			if pid == 0 {
-				log.Warn().Str("answer", m.String()).Msg("pydevd's thread list names no thread; closing")
+				log.Warn().Msg("pydevd connection refused: its thread list names no sparkdap connect guard " +
+					"(not a sparkdap wrapper of this version); the worker runs undebugged")
 				return
 			}
 			continue
@@ -287,7 +313,7 @@ func (p *Proxy) serveConn(conn net.Conn) {
 		early = append(early, m)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	e, err := p.join(conn, pid)
+	e, err := p.join(conn, pid, nonce)
 	if err != nil {
 		log.Warn().Err(err).Int64("pid", pid).Msg("pydevd connection refused; the worker runs undebugged")
 		return
@@ -330,7 +356,8 @@ func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) 
 		reply("REFUSED bad hello")
 		return
 	}
-	if reason := p.acceptHello(remoteIP(conn), hello); reason != "" {
+	nonce, reason := p.acceptHello(remoteIP(conn), hello)
+	if reason != "" {
 		log.Warn().Str("reason", reason).Int64("pid", hello.PID).Str("host", hello.Host).
 			Msg("worker refused; it runs undebugged")
 		p.summary("worker %s pid %d refused: %s; it runs undebugged", hello.Host, hello.PID, reason)
@@ -338,40 +365,57 @@ func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) 
 		return
 	}
 	log.Debug().Int64("pid", hello.PID).Str("label", hello.Label).Msg("hello accepted")
-	reply("OK")
+	reply("OK " + nonce)
 }
 
-func (p *Proxy) acceptHello(ip string, hello Hello) string {
+// newNonce is 128 random bits, hex.
+func newNonce() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("hello nonce: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+func (p *Proxy) acceptHello(ip string, hello Hello) (nonce, reason string) {
 	if p.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(hello.Token), []byte(p.cfg.Token)) != 1 {
 		if hello.Token == "" {
-			return "no access token"
+			return "", "no access token"
 		}
-		return "wrong access token"
+		return "", "wrong access token"
 	}
 	if err := p.ensurePyCharm(); err != nil {
-		return err.Error()
+		return "", err.Error()
 	}
-	now := time.Now()
+	nonce, err := newNonce()
+	if err != nil {
+		return "", err.Error()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for pid, h := range p.hellos {
-		if now.Sub(h.at) > helloTTL {
-			delete(p.hellos, pid)
-		}
-	}
 	if e, ok := p.execs[hello.PID]; ok && e.ip != ip {
-		return fmt.Sprintf("pid %d is already debugged on another host (thread ids would clash)", hello.PID)
+		return "", fmt.Sprintf("pid %d is already debugged on another host (thread ids would clash)", hello.PID)
 	}
-	if h, ok := p.hellos[hello.PID]; ok && h.ip != ip {
-		return fmt.Sprintf("pid %d is already connecting from another host (thread ids would clash)", hello.PID)
+	if len(p.hellos) >= maxPendingHellos {
+		return "", "too many workers connecting at once"
 	}
-	if _, again := p.hellos[hello.PID]; !again && p.cfg.MaxSessions > 0 &&
-		len(p.execs)+len(p.hellos) >= p.cfg.MaxSessions {
-		return fmt.Sprintf("session limit reached (--max-sessions %d)", p.cfg.MaxSessions)
+	if p.cfg.MaxSessions > 0 && len(p.execs)+len(p.hellos) >= p.cfg.MaxSessions {
+		return "", fmt.Sprintf("session limit reached (--max-sessions %d)", p.cfg.MaxSessions)
 	}
 	hello.Token = ""
-	p.hellos[hello.PID] = pendingHello{ip: ip, hello: hello, at: now}
-	return ""
+	h := &pendingHello{ip: ip, hello: hello}
+	// A timer per hello, not a sweep on the next hello: a worker whose
+	// pydevd never came must not hold a session slot, or memory, until
+	// someone else says hello.
+	h.timer = time.AfterFunc(p.cfg.HelloTTL, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.hellos[nonce] == h {
+			delete(p.hellos, nonce)
+		}
+	})
+	p.hellos[nonce] = h
+	return nonce, ""
 }
 
 // ensurePyCharm connects to PyCharm's debug server unless connected.
@@ -442,15 +486,17 @@ func (p *Proxy) readPyCharm(ide *peer, conn net.Conn) {
 
 // join registers an identified pydevd connection and replays PyCharm's
 // session to it.
-func (p *Proxy) join(conn net.Conn, pid int64) (*executor, error) {
+func (p *Proxy) join(conn net.Conn, pid int64, nonce string) (*executor, error) {
 	ip := remoteIP(conn)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	h, ok := p.hellos[pid]
-	if !ok || h.ip != ip {
-		return nil, errors.New("no hello from this process (a worker without the sparkdap wrapper, or its hello expired)")
+	h, ok := p.hellos[nonce]
+	if !ok || h.ip != ip || h.hello.PID != pid {
+		return nil, errors.New("no hello for this connection (its nonce is unknown or expired, or names another process)")
 	}
-	delete(p.hellos, pid)
+	// One use only.
+	delete(p.hellos, nonce)
+	h.timer.Stop()
 	if p.st == nil {
 		return nil, errors.New("PyCharm is not connected")
 	}
@@ -459,7 +505,7 @@ func (p *Proxy) join(conn net.Conn, pid int64) (*executor, error) {
 	}
 	e := &executor{pid: pid, ip: ip, hello: h.hello, p: newPeer(conn), seq: probeSeq,
 		paths: newPathRewriter(p.cfg.Paths, h.hello.Roots), pending: map[int]request{},
-		bps: map[string][]string{}, threads: map[string]bool{}}
+		bps: map[string][]string{}, threads: map[string]string{}, hidden: map[string]bool{}}
 	e.label = labelOf(h.hello.TaskInfo)
 	p.execs[pid] = e
 	st := p.st
@@ -554,6 +600,7 @@ func (p *Proxy) toExecutor(e *executor, m Message, r request) {
 	}
 	var files []string
 	if m.ID == CmdSetBreak {
+		m = WithAnyFunction(m)
 		files = e.paths.toRemote(file)
 		e.bps[key] = files
 	} else {
@@ -661,7 +708,66 @@ func (st *session) record(key string, m Message, keep bool) {
 	}
 }
 
-// fromExecutor relays one message from an executor's pydevd to PyCharm.
+// pycharmEvents are the command ids PyCharm's RemoteDebugger.processResponse
+// dispatches as events whatever their sequence number: thread events,
+// console output, CMD_EXIT, signature and concurrency logs, input requests,
+// process creation and the Cython warning. Anything else is an answer, kept
+// only if PyCharm waits for that sequence number.
+var pycharmEvents = map[int]bool{
+	CmdThreadCreate: true, CmdThreadKill: true, CmdThreadSuspend: true, CmdThreadRun: true,
+	CmdShowConsole: true, CmdWriteToConsole: true, CmdExit: true, 130: true, 145: true,
+	CmdInputRequested: true, CmdProcessCreated: true, CmdShowCythonWarning: true,
+}
+
+// forwardedEvents are the events an executor may send PyCharm unasked.
+// Not CMD_EXIT: PyCharm tears down the whole session on it, every worker's
+// (fireCommunicationError). Not PROCESS_CREATED, INPUT_REQUESTED, signature
+// or concurrency logs: PyCharm's multi-process and console machinery, which
+// the proxy's one connection does not stand for.
+var forwardedEvents = map[int]bool{
+	CmdThreadCreate: true, CmdThreadKill: true, CmdThreadSuspend: true, CmdThreadRun: true,
+	CmdShowConsole: true, CmdWriteToConsole: true, CmdShowCythonWarning: true,
+}
+
+// eventThreads lists the threads a thread event names: the <thread>
+// elements of create, suspend and show-console, the payload of kill, the
+// first field of resume.
+func eventThreads(m Message) []string {
+	switch m.ID {
+	case CmdThreadKill:
+		return []string{strings.TrimSpace(PyUnquote(m.Payload))}
+	case CmdThreadRun:
+		id, _, _ := strings.Cut(PyUnquote(m.Payload), "\t")
+		return []string{strings.TrimSpace(id)}
+	case CmdThreadCreate, CmdThreadSuspend, CmdShowConsole:
+		return ThreadIDs(m.Payload)
+	}
+	return nil
+}
+
+// ownThreads reports whether every thread an event names, and at least
+// one, is e's: a worker must not announce, suspend or kill another's.
+func ownThreads(e *executor, m Message) bool {
+	switch m.ID {
+	case CmdThreadCreate, CmdThreadKill, CmdThreadSuspend, CmdThreadRun, CmdShowConsole:
+	default:
+		return true // not a thread event
+	}
+	ids := eventThreads(m)
+	if len(ids) == 0 {
+		return false
+	}
+	for _, id := range ids {
+		if pid, ok := ThreadPID(id); !ok || pid != e.pid {
+			return false
+		}
+	}
+	return true
+}
+
+// fromExecutor relays one message from an executor's pydevd to PyCharm:
+// the events PyCharm needs about e's own threads, and answers to requests
+// PyCharm is waiting for. Everything else is dropped with a debug line.
 func (p *Proxy) fromExecutor(e *executor, m Message) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -674,12 +780,37 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 			if t.PID == 0 {
 				t.PID = e.pid
 			}
+			old := e.label
 			e.label = labelOf(t)
 			e.hello.TaskInfo.Label = t.Label
+			if e.label != old {
+				p.reannounce(e)
+			}
 		}
 		return
 	}
-	if r, ok := e.pending[m.Seq]; ok && m.Seq%2 == 1 {
+	drop := func(why string) {
+		p.log.Debug().Int64("pid", e.pid).Str("msg", m.String()).Str("why", why).Msg("dropped a message from an executor")
+	}
+	if pycharmEvents[m.ID] {
+		if !forwardedEvents[m.ID] {
+			drop("PyCharm must not get this event from a worker")
+			return
+		}
+		if !ownThreads(e, m) {
+			drop("names a thread that is not this worker's")
+			return
+		}
+		if p.hideOwnThread(e, m) {
+			return
+		}
+		m.Seq = p.nextIDESeq()
+	} else {
+		r, ok := e.pending[m.Seq]
+		if !ok || m.Seq%2 == 0 {
+			drop("answers no request PyCharm is waiting for")
+			return
+		}
 		delete(e.pending, m.Seq)
 		if r.swallow {
 			return
@@ -694,13 +825,11 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 			}
 		}
 		m.Seq = r.ideSeq
-	} else {
-		m.Seq = p.nextIDESeq()
 	}
 	switch m.ID {
 	case CmdThreadCreate:
-		for _, t := range ThreadIDs(m.Payload) {
-			e.threads[t] = true
+		for _, t := range ThreadList(m.Payload) {
+			e.threads[t.ID] = t.Name
 		}
 	case CmdThreadKill:
 		delete(e.threads, strings.TrimSpace(PyUnquote(m.Payload)))
@@ -710,4 +839,60 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 		m.Payload = PrefixThreadNames(m.Payload, e.label)
 	}
 	p.ide.send(m)
+}
+
+// hideOwnThread keeps the wrapper's own threads (named "sparkdap-…", such
+// as the connect guard) out of PyCharm: their events are dropped, and one
+// suspended by a suspend-all policy or a pause is resumed at once, so it
+// neither shows in PyCharm nor stays stopped inside remote_debug.py. It
+// reports whether m was about such a thread. Callers hold p.mu.
+func (p *Proxy) hideOwnThread(e *executor, m Message) bool {
+	switch m.ID {
+	case CmdThreadCreate:
+		ts := ThreadList(m.Payload)
+		if len(ts) == 0 || !strings.HasPrefix(ts[0].Name, ownThreadPrefix) {
+			return false
+		}
+		for _, t := range ts {
+			e.hidden[t.ID] = true
+		}
+		p.log.Debug().Int64("pid", e.pid).Str("thread", ts[0].ID).Msg("kept the wrapper's own thread out of PyCharm")
+		return true
+	case CmdThreadKill:
+		id := eventThreads(m)[0]
+		if !e.hidden[id] {
+			return false
+		}
+		delete(e.hidden, id)
+		return true
+	case CmdThreadRun:
+		return e.hidden[eventThreads(m)[0]]
+	case CmdThreadSuspend, CmdShowConsole:
+		ids := eventThreads(m)
+		if !e.hidden[ids[0]] {
+			return false
+		}
+		for _, id := range ids {
+			p.forward(e, Message{ID: CmdThreadRun, Payload: id}, request{swallow: true})
+		}
+		p.log.Debug().Int64("pid", e.pid).Strs("threads", ids).Msg("resumed the wrapper's own thread")
+		return true
+	}
+	return false
+}
+
+// reannounce tells PyCharm the new names of e's threads after its task
+// changed: PyCharm takes a thread's name only from CMD_THREAD_CREATE, so a
+// reused worker's thread would keep its first task's label. A repeated
+// create replaces the thread's entry (RemoteDebugger keeps threads by id).
+// Callers hold p.mu.
+func (p *Proxy) reannounce(e *executor) {
+	ids := make([]string, 0, len(e.threads))
+	for id := range e.threads {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		p.ide.send(Message{ID: CmdThreadCreate, Seq: p.nextIDESeq(), Payload: ThreadCreatePayload(id, e.label+e.threads[id])})
+	}
 }

@@ -30,6 +30,17 @@ type fakeWorker struct {
 
 func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, partition int64, roots dap.Roots) *fakeWorker {
 	t.Helper()
+	nonce, reply := sayHello(t, addr, pid, partition, roots)
+	if nonce == "" {
+		t.Fatalf("hello refused: %s", reply)
+	}
+	return connectPydevd(t, addr, pid, nonce)
+}
+
+// sayHello says the wrapper's hello and returns the nonce of an "OK
+// <nonce>" reply, or "" and the reply.
+func sayHello(t *testing.T, addr string, pid, partition int64, roots dap.Roots) (nonce, reply string) {
+	t.Helper()
 	h := map[string]any{"token": "tok", "pid": pid, "host": "node-1", "executorId": "1",
 		"label": fmt.Sprintf("stage 0 · partition %d · attempt 0", partition), "roots": roots}
 	b, _ := json.Marshal(h)
@@ -37,24 +48,37 @@ func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, part
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer hc.Close()
 	fmt.Fprintf(hc, "SPARKDAP/1 %s\n", b)
 	_ = hc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	sc := bufio.NewScanner(hc)
 	for sc.Scan() {
 		if i := strings.Index(sc.Text(), "SPARKDAP/1 "); i >= 0 {
-			if reply := sc.Text()[i+11:]; reply != "OK" {
-				t.Fatalf("hello refused: %s", reply)
+			reply := sc.Text()[i+11:]
+			if n, ok := strings.CutPrefix(reply, "OK "); ok && n != "" {
+				return n, reply
 			}
-			break
+			return "", reply
 		}
 	}
-	hc.Close()
+	t.Fatalf("no hello reply: %v", sc.Err())
+	return "", ""
+}
+
+// connectPydevd plays pydevd_pycharm.settrace's connection of a worker
+// whose connect-guard thread carries nonce ("" = no guard thread).
+func connectPydevd(t *testing.T, addr string, pid int64, nonce string) *fakeWorker {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := &fakeWorker{pid: pid, conn: c, got: make(chan pycharm.Message, 100)}
 	tid := fmt.Sprintf("pid_%d_id_1", pid)
+	threads := `<thread name="MainThread" id="` + tid + `" />`
+	if nonce != "" {
+		threads += fmt.Sprintf(`<thread name="%s" id="pid_%d_id_2" />`, pycharm.PyQuote("sparkdap-connect-guard "+nonce, "/"), pid)
+	}
 	go func() {
 		br := bufio.NewReader(c)
 		for {
@@ -66,7 +90,7 @@ func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, part
 			switch m.ID {
 			case pycharm.CmdListThreads:
 				w.send(pycharm.Message{ID: pycharm.CmdReturn, Seq: m.Seq, Payload: pycharm.PyQuote(
-					`<xml><thread name="MainThread" id="`+tid+`" /></xml>`, `/<>_=" `)})
+					`<xml>`+threads+`</xml>`, `/<>_=" `)})
 			case pycharm.CmdVersion:
 				w.send(pycharm.Message{ID: pycharm.CmdVersion, Seq: m.Seq, Payload: fmt.Sprintf("v-%d", pid)})
 			case pycharm.CmdGetFrame:
@@ -131,16 +155,10 @@ func TestMultiplexer(t *testing.T) {
 	if err := ide.Accept(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v, err := ide.Handshake(ctx)
+	local := filepath.Join(root, "job.py")
+	v, err := ide.Start(ctx, pycharmtest.Breakpoint{File: local, Line: 1})
 	if err != nil || v != "v-101" {
 		t.Fatalf("handshake answered %q, %v; want worker 101's version", v, err)
-	}
-	local := filepath.Join(root, "job.py")
-	if err := ide.SetBreakpoint(1, local, 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ide.Send(pycharm.CmdRun); err != nil {
-		t.Fatal(err)
 	}
 	// Breakpoint fanned out to worker A's candidate paths, then run.
 	files := map[string]bool{}
@@ -221,5 +239,268 @@ func TestMultiplexer(t *testing.T) {
 	kill, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadKill })
 	if err != nil || pycharm.PyUnquote(kill.Payload) != tidB {
 		t.Errorf("thread kill %v, %v", kill, err)
+	}
+	if a := ide.Anomalies(); len(a) > 0 {
+		t.Errorf("PyCharm would log: %q", a)
+	}
+	if st := ide.Strays(); len(st) > 0 {
+		t.Errorf("PyCharm would drop: %v", st)
+	}
+}
+
+// startProxy starts a proxy in front of the PyCharm double.
+func startProxy(t *testing.T, ctx context.Context, cfg pycharm.Config) (*pycharm.Proxy, *pycharmtest.Server) {
+	t.Helper()
+	ide, err := pycharmtest.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ide.Close)
+	cfg.PyCharm = ide.Addr()
+	if cfg.Token == "" {
+		cfg.Token = "tok"
+	}
+	cfg.Log = zerolog.Nop()
+	px, err := pycharm.Listen(cfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go px.Serve(ctx)
+	t.Cleanup(px.Close)
+	return px, ide
+}
+
+// TestHostileExecutor: a worker that sends PyCharm what pydevd may send
+// (CMD_EXIT when it exits, process-created, answers to nothing) or what it
+// must not (events about another worker's threads) never gets it through:
+// PyCharm keeps its session, the other worker's thread, and drops nothing.
+func TestHostileExecutor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	px, ide := startProxy(t, ctx, pycharm.Config{})
+	addr := px.Addr().String()
+	a := startWorker(t, ctx, addr, 101, 0, dap.Roots{})
+	if err := ide.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ide.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.waitFor(t, pycharm.CmdRun)
+	q := func(s string) string { return pycharm.PyQuote(s, `/<>_=" `) }
+	tidA := "pid_101_id_1"
+	a.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 2, Payload: q(`<xml><thread name="MainThread" id="` + tidA + `" /></xml>`)})
+	if _, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadCreate }); err != nil {
+		t.Fatal(err)
+	}
+	nameA := ide.ThreadName(tidA)
+
+	h := startWorker(t, ctx, addr, 202, 1, dap.Roots{})
+	h.waitFor(t, pycharm.CmdRun)
+	hostile := []pycharm.Message{
+		{ID: pycharm.CmdExit, Seq: 2},
+		{ID: pycharm.CmdProcessCreated, Seq: 4, Payload: q(`<process/>`)},
+		{ID: pycharm.CmdInputRequested, Seq: 6, Payload: "True"},
+		{ID: pycharm.CmdReturn, Seq: 7, Payload: "an answer to nothing"},
+		{ID: pycharm.CmdGetFrame, Seq: 8, Payload: "an event PyCharm does not know"},
+		{ID: pycharm.CmdThreadCreate, Seq: 10, Payload: q(`<xml><thread name="evil" id="` + tidA + `" /></xml>`)},
+		{ID: pycharm.CmdThreadSuspend, Seq: 12, Payload: q(`<xml><thread id="` + tidA + `" stop_reason="111"><frame id="1" name="f" file="/x.py" line="1"></frame></thread></xml>`)},
+		{ID: pycharm.CmdThreadSuspend, Seq: 14, Payload: q(`<xml><thread id="pid_202_id_1" stop_reason="111"></thread><thread id="` + tidA + `" stop_reason="111"></thread></xml>`)},
+		{ID: pycharm.CmdThreadRun, Seq: 16, Payload: tidA + "\t-1"},
+		{ID: pycharm.CmdThreadKill, Seq: 18, Payload: tidA},
+		{ID: pycharm.CmdThreadCreate, Seq: 20, Payload: q(`<xml><thread name="no id" /></xml>`)},
+	}
+	for _, m := range hostile {
+		h.send(m)
+	}
+	// Then one honest event: everything before it has been dealt with.
+	tidH := "pid_202_id_1"
+	h.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 22, Payload: q(`<xml><thread name="MainThread" id="` + tidH + `" /></xml>`)})
+	m, err := ide.WaitFor(ctx, func(m pycharm.Message) bool {
+		return m.ID == pycharm.CmdThreadCreate && strings.Contains(pycharm.PyUnquote(m.Payload), tidH)
+	})
+	if err != nil {
+		t.Fatalf("the honest event after the hostile ones: %v (session dropped: %v)", err, ide.Dropped())
+	}
+	if ide.Dropped() {
+		t.Errorf("PyCharm dropped the session")
+	}
+	if got := ide.ThreadName(tidA); got != nameA {
+		t.Errorf("worker 101's thread is now %q, was %q", got, nameA)
+	}
+	if st := ide.Strays(); len(st) > 0 {
+		t.Errorf("PyCharm got messages it would drop: %v", st)
+	}
+	if an := ide.Anomalies(); len(an) > 0 {
+		t.Errorf("PyCharm would log: %q", an)
+	}
+	// Nothing else of the hostile worker's reached PyCharm.
+	ctxShort, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if got, err := ide.WaitFor(ctxShort, func(pycharm.Message) bool { return true }); err == nil {
+		t.Errorf("PyCharm got %v %q (after %v)", got, pycharm.PyUnquote(got.Payload), m)
+	}
+}
+
+// refused reports whether the proxy closed a pydevd connection without
+// sending it anything but its probe.
+func (w *fakeWorker) refused(t *testing.T) bool {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case m, ok := <-w.got:
+			if !ok {
+				return true
+			}
+			t.Logf("worker %d got %v", w.pid, m)
+			return false
+		case <-timeout:
+			t.Fatalf("worker %d: neither closed nor served", w.pid)
+		}
+	}
+}
+
+// TestPydevdBoundToHello: a pydevd connection joins only with the nonce
+// the hello's reply handed out, once, before the hello expires; the same
+// pid from the same address (every tunnel stream has one) is not enough.
+func TestPydevdBoundToHello(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	px, ide := startProxy(t, ctx, pycharm.Config{HelloTTL: 300 * time.Millisecond})
+	addr := px.Addr().String()
+	first := startWorker(t, ctx, addr, 100, 0, dap.Roots{})
+	if err := ide.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ide.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first.waitFor(t, pycharm.CmdRun)
+
+	nonce, reply := sayHello(t, addr, 303, 1, dap.Roots{})
+	if nonce == "" || len(nonce) < 32 {
+		t.Fatalf("hello reply %q: want OK and a 128-bit nonce", reply)
+	}
+	// Co-tenants who know the pid: no guard thread, a guessed nonce.
+	if !connectPydevd(t, addr, 303, "").refused(t) {
+		t.Errorf("a pydevd connection with the pid alone joined")
+	}
+	if !connectPydevd(t, addr, 303, strings.Repeat("0", 32)).refused(t) {
+		t.Errorf("a pydevd connection with a guessed nonce joined")
+	}
+	// The nonce with another pid.
+	if !connectPydevd(t, addr, 304, nonce).refused(t) {
+		t.Errorf("the nonce joined another pid")
+	}
+	// The worker itself.
+	w := connectPydevd(t, addr, 303, nonce)
+	w.waitFor(t, pycharm.CmdRun)
+	// Once only.
+	if !connectPydevd(t, addr, 303, nonce).refused(t) {
+		t.Errorf("a nonce joined twice")
+	}
+	// Expired.
+	late, _ := sayHello(t, addr, 505, 2, dap.Roots{})
+	time.Sleep(1500 * time.Millisecond)
+	if !connectPydevd(t, addr, 505, late).refused(t) {
+		t.Errorf("a hello joined after its TTL")
+	}
+}
+
+func TestPendingHelloCap(t *testing.T) {
+	defer pycharm.SetMaxPendingHellos(2)()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	px, ide := startProxy(t, ctx, pycharm.Config{})
+	addr := px.Addr().String()
+	go func() { _ = ide.Accept(ctx) }()
+	for pid := int64(1); pid <= 2; pid++ {
+		if n, reply := sayHello(t, addr, pid, 0, dap.Roots{}); n == "" {
+			t.Fatalf("hello %d: %s", pid, reply)
+		}
+	}
+	if n, reply := sayHello(t, addr, 3, 0, dap.Roots{}); n != "" || !strings.Contains(reply, "too many") {
+		t.Errorf("third pending hello: %q, want refused (too many workers connecting at once)", reply)
+	}
+}
+
+// TestTaskChangeRenamesThreads: PyCharm names threads only from thread
+// create, so when a reused worker starts another task the proxy announces
+// its threads again under the new task's label.
+func TestTaskChangeRenamesThreads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	px, ide := startProxy(t, ctx, pycharm.Config{})
+	w := startWorker(t, ctx, px.Addr().String(), 77, 0, dap.Roots{})
+	if err := ide.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ide.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(t, pycharm.CmdRun)
+	tid := "pid_77_id_1"
+	w.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 2, Payload: pycharm.ThreadCreatePayload(tid, "MainThread")})
+	if _, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadCreate }); err != nil {
+		t.Fatal(err)
+	}
+	if n := ide.ThreadName(tid); !strings.Contains(n, "partition 0") {
+		t.Fatalf("first task's thread name %q", n)
+	}
+	task, _ := json.Marshal(map[string]any{"executorId": "1", "host": "node-1", "pid": 77, "label": "stage 0 · partition 5 · attempt 0"})
+	w.send(pycharm.Message{ID: pycharm.CmdSparkdapTask, Payload: pycharm.PyQuote(string(task), `/<>_=" `)})
+	ctx10, cancel10 := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel10()
+	if _, err := ide.WaitFor(ctx10, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadCreate }); err != nil {
+		t.Fatalf("no new thread create after the task changed: %v", err)
+	}
+	if n := ide.ThreadName(tid); n != "[exec 1 · node-1 · pid 77 · stage 0 · partition 5 · attempt 0] MainThread" {
+		t.Errorf("after the task changed PyCharm shows %q", n)
+	}
+}
+
+// TestWrapperThreadsHidden: the wrapper's own threads never reach PyCharm,
+// and one that a suspend-all stopped is resumed at once.
+func TestWrapperThreadsHidden(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	px, ide := startProxy(t, ctx, pycharm.Config{})
+	w := startWorker(t, ctx, px.Addr().String(), 88, 0, dap.Roots{})
+	if err := ide.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ide.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(t, pycharm.CmdRun)
+	guard, main := "pid_88_id_2", "pid_88_id_1"
+	w.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 2, Payload: pycharm.ThreadCreatePayload(guard, "sparkdap-connect-guard 0123")})
+	w.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 4, Payload: pycharm.ThreadCreatePayload(main, "MainThread")})
+	q := func(s string) string { return pycharm.PyQuote(s, `/<>_=" `) }
+	w.send(pycharm.Message{ID: pycharm.CmdThreadSuspend, Seq: 6, Payload: q(`<xml><thread id="` + main + `" stop_reason="111"><frame id="1" name="f" file="/x.py" line="1"></frame></thread></xml>`)})
+	w.send(pycharm.Message{ID: pycharm.CmdThreadSuspend, Seq: 8, Payload: q(`<xml><thread id="` + guard + `" stop_reason="105"><frame id="2" name="watchdog" file="/w/remote_debug.py" line="480"></frame></thread></xml>`)})
+	if m := w.waitFor(t, pycharm.CmdThreadRun); m.Payload != guard {
+		t.Errorf("resumed %q, want the guard %s", m.Payload, guard)
+	}
+	w.send(pycharm.Message{ID: pycharm.CmdThreadRun, Seq: 10, Payload: guard + "\t-1"})
+	w.send(pycharm.Message{ID: pycharm.CmdThreadKill, Seq: 12, Payload: guard})
+	w.send(pycharm.Message{ID: pycharm.CmdThreadKill, Seq: 14, Payload: main})
+	if _, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadKill }); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ctxShort, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+		m, err := ide.WaitFor(ctxShort, func(pycharm.Message) bool { return true })
+		cancelShort()
+		if err != nil {
+			break
+		}
+		if strings.Contains(pycharm.PyUnquote(m.Payload), guard) {
+			t.Errorf("PyCharm got %v about the guard thread", m)
+		}
+	}
+	if a := ide.Anomalies(); len(a) > 0 {
+		t.Errorf("PyCharm would log %q", a)
 	}
 }

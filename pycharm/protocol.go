@@ -23,15 +23,21 @@ const (
 	CmdSetBreak                = 111
 	CmdRemoveBreak             = 112
 	CmdGetFrame                = 114
+	CmdWriteToConsole          = 116
 	CmdAddExceptionBreak       = 122
 	CmdRemoveExceptionBreak    = 123
 	CmdAddDjangoExceptionBreak = 125
 	CmdRemoveDjangoExcBreak    = 126
+	CmdExit                    = 129
 	CmdSetPyException          = 131
 	CmdSetPropertyTrace        = 133
 	CmdGetArray                = 143
 	CmdEnableDontTrace         = 141
+	CmdShowConsole             = 142
 	CmdShowReturnValues        = 146
+	CmdInputRequested          = 147
+	CmdProcessCreated          = 149
+	CmdShowCythonWarning       = 150
 	CmdStopOnStart             = 154
 	CmdPydevdJSONConfig        = 156
 	CmdSetUnitTestDebugging    = 170
@@ -254,6 +260,26 @@ func WithBreakpointFile(m Message, file string) Message {
 	return m
 }
 
+// WithAnyFunction returns a SET_BREAK with its function field set to None.
+// PyCharm names the function enclosing the line (for a lambda, the function
+// around it, e.g. main) and pydevd skips frames of any other function
+// ('<lambda>' counts as ”), so a breakpoint in a lambda or nested function
+// shipped from the driver would never fire on an executor. The line alone
+// decides.
+func WithAnyFunction(m Message) Message {
+	if m.ID != CmdSetBreak {
+		return m
+	}
+	f := strings.Split(m.Payload, "\t")
+	i := breakFileField(m.ID, f)
+	if i < 0 || i+2 >= len(f) {
+		return m
+	}
+	f[i+2] = "None"
+	m.Payload = strings.Join(f, "\t")
+	return m
+}
+
 // XML attribute values in pydevd's payloads are escaped by
 // pydevd_xml.make_valid_xml_value: & < > and ".
 var (
@@ -312,6 +338,38 @@ func PrefixThreadNames(quoted, prefix string) string {
 		return quoted
 	}
 	return PyQuote(out, payloadSafe)
+}
+
+var (
+	threadTagRE = regexp.MustCompile(`<thread\s[^>]*>`)
+	idAttrRE    = regexp.MustCompile(`\bid="([^"]*)"`)
+	nameAttrRE  = regexp.MustCompile(`\bname="([^"]*)"`)
+)
+
+// ThreadRef is a <thread> element's id and name, as PyCharm reads them.
+type ThreadRef struct{ ID, Name string }
+
+// ThreadList lists the <thread> elements of a quoted payload with their
+// names unescaped and unquoted (pydevd quotes a name inside the XML).
+func ThreadList(quoted string) []ThreadRef {
+	var out []ThreadRef
+	for _, tag := range threadTagRE.FindAllString(PyUnquote(quoted), -1) {
+		var t ThreadRef
+		if m := idAttrRE.FindStringSubmatch(tag); m != nil {
+			t.ID = xmlUnescaper.Replace(m[1])
+		}
+		if m := nameAttrRE.FindStringSubmatch(tag); m != nil {
+			t.Name = PyUnquote(xmlUnescaper.Replace(m[1]))
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// ThreadCreatePayload is CMD_THREAD_CREATE's payload for one thread, as
+// pydevd quotes it.
+func ThreadCreatePayload(id, name string) string {
+	return PyQuote(`<xml><thread name="`+xmlEscaper.Replace(PyQuote(name, nameSafe))+`" id="`+xmlEscaper.Replace(id)+`" /></xml>`, payloadSafe)
 }
 
 var threadIDAttrRE = regexp.MustCompile(`<thread\s[^>]*?\bid="(pid_\d+_id_\d+)"`)

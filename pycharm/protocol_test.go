@@ -177,3 +177,17 @@ func FuzzParseLine(f *testing.F) {
 		}
 	})
 }
+
+func TestWithAnyFunction(t *testing.T) {
+	tests := []struct{ in, want Message }{
+		{Message{CmdSetBreak, 3, "python-line\t/a.py\t12\tmain\tALL\tNone\tNone"}, Message{CmdSetBreak, 3, "python-line\t/a.py\t12\tNone\tALL\tNone\tNone"}},
+		{Message{CmdSetBreak, 3, "7\tpython-line\t/a.py\t12\tmain\tNone\tNone\tNone\tFalse\tALL"}, Message{CmdSetBreak, 3, "7\tpython-line\t/a.py\t12\tNone\tNone\tNone\tNone\tFalse\tALL"}},
+		{Message{CmdSetBreak, 3, "python-line\t/a.py\t12"}, Message{CmdSetBreak, 3, "python-line\t/a.py\t12"}},
+		{Message{CmdRemoveBreak, 3, "python-line\t/a.py\t12"}, Message{CmdRemoveBreak, 3, "python-line\t/a.py\t12"}},
+	}
+	for _, tc := range tests {
+		if got := WithAnyFunction(tc.in); got != tc.want {
+			t.Errorf("WithAnyFunction(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
