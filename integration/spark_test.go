@@ -174,10 +174,9 @@ var labelRE = regexp.MustCompile(`exec \S+ · .+ · pid \d+ · stage \d+ · part
 // loansLayout puts the developer's copy of the loans example in src/ and
 // the copy Spark runs in ship/.
 type loansLayout struct {
-	src, ship          string
-	srcMain, srcLib    string
-	shipMain, shipLib  string
-	plainResult, token string
+	src, ship         string
+	srcMain, srcLib   string
+	shipMain, shipLib string
 }
 
 func newLoansLayout(t *testing.T) loansLayout {

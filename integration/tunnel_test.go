@@ -222,22 +222,6 @@ func startDebuggee(t *testing.T, addr string, iterations int, pause time.Duratio
 	return d
 }
 
-func (d *debuggee) waitLine(t *testing.T, ctx context.Context, prefix string) {
-	t.Helper()
-	for {
-		select {
-		case l := <-d.lines:
-			if strings.HasPrefix(l, prefix) {
-				return
-			}
-		case <-d.exited:
-			t.Fatalf("debuggee %d exited (%v) before printing %q\nstderr:\n%s", d.pid, d.err, prefix, d.errOut)
-		case <-ctx.Done():
-			t.Fatalf("debuggee %d never printed %q: %v", d.pid, prefix, ctx.Err())
-		}
-	}
-}
-
 // waitFinished waits, bounded, for a clean exit with the full result.
 func (d *debuggee) waitFinished(t *testing.T, ctx context.Context, iterations int) {
 	t.Helper()
