@@ -65,6 +65,8 @@ file's other keys are kept; a configuration with the same name is replaced.
 launch.json may contain comments and trailing commas (JSONC): they are read,
 but the rewritten file is plain JSON, so comments are lost; sparkdap warns
 and keeps the original as launch.json.bak. An unreadable file is left as it is.
+Symbolic links at .vscode, launch.json or launch.json.bak are refused, not
+followed: a repository's link must not redirect the write.
 
 Examples:
   sparkdap vscode                              # ./.vscode/launch.json, port 4711
