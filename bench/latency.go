@@ -16,6 +16,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/quickack"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // LatencyConfig sizes the request-latency benchmark.
@@ -98,19 +99,6 @@ func (d *debuggeeProc) kill() {
 	case <-d.waited:
 	case <-time.After(5 * time.Second):
 	}
-}
-
-func breakpointLine(path string) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	for i, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, "# BREAKPOINT") {
-			return i + 1, nil
-		}
-	}
-	return 0, fmt.Errorf("no # BREAKPOINT in %s", path)
 }
 
 // stopAt waits for the stop and finds the top frame.
@@ -303,7 +291,7 @@ func setupDebugpyAdapter(ctx context.Context, cfg LatencyConfig, p *latencyPath,
 // same machine load.
 func Latency(ctx context.Context, cfg LatencyConfig, logf func(string, ...any)) (*Table, error) {
 	script := filepath.Join(cfg.Testdata, "debuggee.py")
-	line, err := breakpointLine(script)
+	line, err := testenv.FindMarkedLine(script, "")
 	if err != nil {
 		return nil, err
 	}

@@ -1,38 +1,22 @@
 package dap
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
 const testIDEToken = "ide-t0ken-9f2c"
 
 // syncBuffer is a log sink tests can read while the Hub writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // waitClosedByProxy waits until the proxy has hung up on c.
 func waitClosedByProxy(t *testing.T, c *dapclient.Client) {

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
 const testToken = "s3cret"
@@ -315,10 +316,8 @@ func TestRefusedExecutorsAreLetGo(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var summary strings.Builder
-			var mu = make(chan struct{}, 1)
-			mu <- struct{}{}
-			p := startProxy(t, func(c *Config) { c.MaxSessions = tt.max; c.Summary = lockedWriter{&summary, mu} })
+			var summary syncbuf.Buffer
+			p := startProxy(t, func(c *Config) { c.MaxSessions = tt.max; c.Summary = &summary })
 			if tt.first {
 				p.executor(1, nil)
 			}
@@ -330,25 +329,12 @@ func TestRefusedExecutorsAreLetGo(t *testing.T) {
 			if cmds := f.commands(); strings.Contains(cmds, "attach") || strings.Contains(cmds, "setBreakpoints") {
 				t.Errorf("refused executor was debugged anyway: %s", cmds)
 			}
-			<-mu
 			got := summary.String()
-			mu <- struct{}{}
 			if !strings.Contains(got, tt.want) {
 				t.Errorf("summary %q does not give the reason %q", got, tt.want)
 			}
 		})
 	}
-}
-
-type lockedWriter struct {
-	sb *strings.Builder
-	mu chan struct{}
-}
-
-func (w lockedWriter) Write(b []byte) (int, error) {
-	<-w.mu
-	defer func() { w.mu <- struct{}{} }()
-	return w.sb.Write(b)
 }
 
 func TestExecutorLeavingRemovesOnlyItsThreads(t *testing.T) {

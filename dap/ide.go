@@ -112,17 +112,6 @@ func (s *IDESession) refuseIDE(req Message, why string) {
 	s.w.closeAfterFlush(fmt.Errorf("refused: %s", why))
 }
 
-// pydevdCommands are the requests pydevd answers. A request that is in the
-// DAP schema but not here gets no response at all from pydevd, so the proxy
-// answers those itself instead of leaving the IDE waiting.
-var pydevdCommands = map[string]bool{
-	"threads": true, "completions": true, "pause": true, "continue": true, "next": true,
-	"stepIn": true, "stepInTargets": true, "stepOut": true, "stackTrace": true, "exceptionInfo": true,
-	"scopes": true, "evaluate": true, "setExpression": true, "variables": true, "setVariable": true,
-	"modules": true, "source": true, "gotoTargets": true, "goto": true, "setDebuggerProperty": true,
-	"setPydevdSourceMap": true, "pydevdSystemInfo": true,
-}
-
 // dapOnlyCommands are standard DAP requests pydevd leaves unanswered.
 var dapOnlyCommands = map[string]bool{
 	"cancel": true, "restart": true, "terminateThreads": true, "breakpointLocations": true,

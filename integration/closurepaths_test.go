@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // wrapConfArgs runs `sparkdap wrap` and `sparkdap conf` as the README tells
@@ -65,8 +67,8 @@ func TestSparkDriverClosuresBindWithoutDriverDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int{
-		"driver-lambda": markerLine(t, src, "driver-lambda"),
-		"driver-udf":    markerLine(t, src, "driver-udf"),
+		"driver-lambda": testenv.MarkedLine(t, src, "driver-lambda"),
+		"driver-udf":    testenv.MarkedLine(t, src, "driver-udf"),
 	}
 
 	p := startProxy(t, ctx, "--root", filepath.Dir(src))
@@ -158,7 +160,7 @@ func TestSparkClosuresFromANewDirectoryInAReusedWorker(t *testing.T) {
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	line := markerLine(t, src, "other-client")
+	line := testenv.MarkedLine(t, src, "other-client")
 
 	p := startProxy(t, ctx, "--root", filepath.Dir(src))
 	ide := dialIDE(t, ctx, p.IDE)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/testenv"
+
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
@@ -229,7 +231,7 @@ func TestSparkConnectUDFStopsAtClientLine(t *testing.T) {
 	if _, err := ide.Initialize(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	line := markerLine(t, l.client, "connect-udf")
+	line := testenv.MarkedLine(t, l.client, "connect-udf")
 	if err := ide.Attach(ctx, map[string]any{"type": "debugpy", "request": "attach", "justMyCode": false},
 		func(ctx context.Context) error {
 			_, err := ide.SetBreakpoints(ctx, l.client, line)

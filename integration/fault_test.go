@@ -15,6 +15,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // Fault tests: real `sparkdap serve` processes, real debugpy workers and a
@@ -162,7 +163,7 @@ func TestFaultIDEReconnects(t *testing.T) {
 				}
 			}
 			script := workerScript(t)
-			if err := setWorkerBreakpoint(ctx, second, script, breakpointLine(t, script)); err != nil {
+			if err := setWorkerBreakpoint(ctx, second, script, testenv.MarkedLine(t, script, "")); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.WriteFile(gate, nil, 0o600); err != nil {
@@ -251,18 +252,10 @@ func TestFaultExecutorDiesMidRequest(t *testing.T) {
 // the proxy is killed -9. The job completes with the same result as a plain
 // run, and neither the job's nor its workers' output shows the token.
 func TestFaultSparkJobSurvivesProxyKill(t *testing.T) {
-	python(t)
 	if testing.Short() {
 		t.Skip("runs a Spark job")
 	}
-	sparkSubmit, err := exec.LookPath("spark-submit")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("spark-submit not on PATH: %v", err)
-		}
-		t.Skipf("spark-submit not on PATH: %v", err)
-	}
-	_ = sparkSubmit
+	requireSpark(t)
 	ctx := testContext(t, 5*time.Minute)
 	dir := t.TempDir()
 	for _, f := range []string{"loans.py", "loanlib.py"} {
@@ -275,7 +268,7 @@ func TestFaultSparkJobSurvivesProxyKill(t *testing.T) {
 		}
 	}
 	lib := filepath.Join(dir, "loanlib.py")
-	line := markerLine(t, lib, "loanlib-payment")
+	line := testenv.MarkedLine(t, lib, "loanlib-payment")
 
 	p := startFaultProxy(t, ctx, "--root", dir)
 	c := dialIDE(t, ctx, p.IDE)

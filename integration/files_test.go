@@ -6,27 +6,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
 // Small file helpers the end-to-end tests share.
-
-// markerLine is the line marked "# BREAKPOINT: name" in path.
-func markerLine(t *testing.T, path, name string) int {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, line := range strings.Split(string(data), "\n") {
-		if strings.HasSuffix(strings.TrimSpace(line), "# BREAKPOINT: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no '# BREAKPOINT: %s' line in %s", name, path)
-	return 0
-}
 
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()

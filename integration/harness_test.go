@@ -20,6 +20,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // testToken is what the proxy expects from workers unless a test says otherwise.
@@ -32,10 +33,6 @@ var (
 	buildOnce sync.Once
 	binPath   string
 	buildErr  error
-
-	pythonOnce sync.Once
-	pythonPath string
-	pythonErr  error
 )
 
 func TestMain(m *testing.M) {
@@ -69,24 +66,13 @@ func sparkdapBinary(t *testing.T) string {
 	return binPath
 }
 
-// python returns the real interpreter path with debugpy importable. It
-// skips the test when there is none, unless CI=true.
+// python returns the real interpreter path with debugpy importable, or the
+// test is testenv.Missing. The real path, not a version manager's shim
+// (pyenv), which costs a shell start per worker and puts a wrapper between
+// us and the pid.
 func python(t *testing.T) string {
 	t.Helper()
-	pythonOnce.Do(func() {
-		var out []byte
-		// Resolve the interpreter once: version-manager shims (pyenv) cost
-		// a shell start per worker and put a wrapper between us and the pid.
-		out, pythonErr = exec.Command("python3", "-c", "import debugpy, sys; print(sys.executable)").Output()
-		pythonPath = strings.TrimSpace(string(out))
-	})
-	if pythonErr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("debugpy is required in CI: python3 -c 'import debugpy': %v", pythonErr)
-		}
-		t.Skipf("skipping: needs python3 with debugpy importable (pip install debugpy): %v", pythonErr)
-	}
-	return pythonPath
+	return testenv.Python(t, "debugpy")
 }
 
 func testContext(t *testing.T, d time.Duration) context.Context {
@@ -191,22 +177,6 @@ func workerScript(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// breakpointLine returns the 1-based number of the line marked "# BREAKPOINT".
-func breakpointLine(t *testing.T, path string) int {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, line := range strings.Split(string(data), "\n") {
-		if strings.Contains(line, "# BREAKPOINT") {
-			return i + 1
-		}
-	}
-	t.Fatalf("no # BREAKPOINT line in %s", path)
-	return 0
 }
 
 // worker is one running testdata/worker.py.

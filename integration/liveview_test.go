@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // TestLiveViewInATerminal runs `sparkdap serve` in a real pseudo-terminal
@@ -19,13 +20,7 @@ import (
 // the connected worker, then that it stopped and where.
 func TestLiveViewInATerminal(t *testing.T) {
 	python(t)
-	tmux, err := exec.LookPath("tmux")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("tmux is required in CI (scripts/setup installs it): %v", err)
-		}
-		t.Skipf("skipping: needs tmux: %v", err)
-	}
+	tmux := testenv.Tool(t, "tmux", "apt-get install tmux")
 	ctx := testContext(t, 2*time.Minute)
 	bin := sparkdapBinary(t)
 	dir := t.TempDir()
@@ -81,7 +76,7 @@ func TestLiveViewInATerminal(t *testing.T) {
 	ide := dialIDE(t, ctx, p.IDE)
 	attachMerged(t, ctx, ide, true)
 	w := startWorker(t, ctx, p, 1, workerOpts{})
-	line := breakpointLine(t, workerScript(t))
+	line := testenv.MarkedLine(t, workerScript(t), "")
 	s := waitScreen("the stopped worker", func(s string) bool {
 		return strings.Contains(s, fmt.Sprintf("STOPPED at worker.py:%d", line)) && strings.Contains(s, fmt.Sprintf("pid %d", w.PID))
 	})

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	godap "github.com/google/go-dap"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // TestSparkPostMortem: with --post-mortem, a task whose UDF raises stops
@@ -19,7 +21,7 @@ func TestSparkPostMortem(t *testing.T) {
 	dir := t.TempDir()
 	job := filepath.Join(dir, "failing_job.py")
 	copyFile(t, filepath.Join("testdata", "failing_job.py"), job)
-	line := markerLine(t, job, "raise")
+	line := testenv.MarkedLine(t, job, "raise")
 
 	p := startProxy(t, ctx, "--root", dir)
 	ide := dialIDE(t, ctx, p.IDE)
@@ -78,7 +80,7 @@ func TestSparkWait(t *testing.T) {
 		"--master", "local[2]", job, out)
 
 	s := nextStop(t, ctx, ide, r)
-	if s.path != job || s.line != markerLine(t, job, "square") || !strings.HasPrefix(s.function, "square") {
+	if s.path != job || s.line != testenv.MarkedLine(t, job, "square") || !strings.HasPrefix(s.function, "square") {
 		t.Fatalf("stopped in %s at %s:%d, want the first line of square in %s", s.function, s.path, s.line, job)
 	}
 	if x := s.locals["x"]; x != "10" {

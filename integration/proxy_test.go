@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-dap"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // stop is one stopped event and the worker it turned out to belong to.
@@ -54,7 +55,7 @@ func inspectStop(t *testing.T, ctx context.Context, c *dapclient.Client, threadI
 	}
 	top := frames[0]
 	script := workerScript(t)
-	line := breakpointLine(t, script)
+	line := testenv.MarkedLine(t, script, "")
 	if top.Source == nil || top.Source.Path != script || top.Line != line || top.Name != "compute" {
 		t.Fatalf("top frame of thread %d: %+v source %+v; want compute at %s:%d", threadID, top, top.Source, script, line)
 	}
@@ -170,7 +171,7 @@ func attachMerged(t *testing.T, ctx context.Context, c *dapclient.Client, withBr
 		if !withBreakpoint {
 			return nil
 		}
-		return setWorkerBreakpoint(ctx, c, workerScript(t), breakpointLine(t, workerScript(t)))
+		return setWorkerBreakpoint(ctx, c, workerScript(t), testenv.MarkedLine(t, workerScript(t), ""))
 	})
 	if err != nil {
 		t.Fatalf("attach: %v", err)
@@ -242,7 +243,7 @@ func TestMergedModeBreakpointFansOutToConnectedExecutors(t *testing.T) {
 		w.waitLine(t, ctx, "CONNECTED")
 	}
 	script := workerScript(t)
-	if err := setWorkerBreakpoint(ctx, c, script, breakpointLine(t, script)); err != nil {
+	if err := setWorkerBreakpoint(ctx, c, script, testenv.MarkedLine(t, script, "")); err != nil {
 		t.Fatalf("breakpoint after executors connected: %v", err)
 	}
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
@@ -270,7 +271,7 @@ func TestChildSessionPerExecutor(t *testing.T) {
 	ctx := testContext(t, 90*time.Second)
 	p := startProxy(t, ctx)
 	script := workerScript(t)
-	line := breakpointLine(t, script)
+	line := testenv.MarkedLine(t, script, "")
 
 	root := dialIDE(t, ctx, p.IDE)
 	children := root.FollowChildren(ctx, func(ctx context.Context, child *dapclient.Client) error {

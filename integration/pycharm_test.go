@@ -14,34 +14,20 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/pycharm"
 	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
 )
 
 // requirePyCharmSpark returns python3's path when pyspark and pydevd-pycharm
-// are importable and spark-submit is on PATH; otherwise it skips, except in
-// CI where it fails.
+// are importable and Spark can run; otherwise the test is testenv.Missing.
 func requirePyCharmSpark(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("skipping Spark job in -short mode")
 	}
-	fail := t.Skipf
-	if os.Getenv("CI") == "true" {
-		fail = t.Fatalf
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "python3", "-c", "import pyspark, pydevd_pycharm, sys; print(sys.executable)").Output()
-	if err != nil {
-		fail("skipping: needs python3 with pyspark and pydevd-pycharm (pip install -r requirements-test.txt): %v", err)
-		return ""
-	}
-	if _, err := exec.LookPath("spark-submit"); err != nil {
-		fail("skipping: spark-submit not on PATH (pip's pyspark puts it there): %v", err)
-		return ""
-	}
-	return strings.TrimSpace(string(out))
+	py, _ := testenv.Spark(t, "pydevd_pycharm")
+	return py
 }
 
 var executorPortRE = regexp.MustCompile(`executor port (\S+);`)
@@ -78,7 +64,7 @@ func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, s
 	}
 	j := &pycharmJob{local: local, localMath: filepath.Join(local, "pcmath.py"), serveErr: &syncbuf.Buffer{},
 		submitOut: &syncbuf.Buffer{}, submitDone: make(chan error, 1)}
-	j.line = breakpointLine(t, j.localMath)
+	j.line = testenv.MarkedLine(t, j.localMath, "pcmath-scale")
 
 	ide, err := pycharmtest.Listen()
 	if err != nil {
@@ -330,7 +316,7 @@ func TestPyCharmSparkLambdaInDriverFunction(t *testing.T) {
 	ctx := testContext(t, 5*time.Minute)
 	j := startPyCharmScript(t, ctx, "local[2]", "0", "pclambda.py")
 	file := filepath.Join(j.local, "pclambda.py")
-	line := breakpointLine(t, file)
+	line := testenv.MarkedLine(t, file, "pclambda")
 	if _, err := j.ide.Start(ctx, pycharmtest.Breakpoint{File: file, Line: line, Func: "main"}); err != nil {
 		t.Fatalf("handshake: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // These tests run the loans example and small jobs on real local-mode
@@ -24,24 +25,11 @@ import (
 // directory than the one Spark runs the job from (ship/), so every stop
 // proves the path mapping: executor path in, local path out.
 
-// requireSpark returns spark-submit, or skips (fails in CI) without it.
+// requireSpark returns spark-submit for local-mode jobs with pandas UDFs
+// and debugpy, or the test is testenv.Missing.
 func requireSpark(t *testing.T) string {
 	t.Helper()
-	py := python(t)
-	fail := t.Skipf
-	if os.Getenv("CI") == "true" {
-		fail = t.Fatalf
-	}
-	if out, err := exec.Command(py, "-c", "import pyspark, pandas, pyarrow").CombinedOutput(); err != nil {
-		fail("needs pyspark, pandas and pyarrow importable (pip install -r requirements-test.txt): %v\n%s", err, out)
-	}
-	if _, err := exec.LookPath("java"); err != nil {
-		fail("needs Java 17 for Spark: %v", err)
-	}
-	submit, err := exec.LookPath("spark-submit")
-	if err != nil {
-		fail("spark-submit not on PATH (pip install pyspark puts it there): %v", err)
-	}
+	_, submit := testenv.Spark(t, "debugpy", "pandas", "pyarrow")
 	return submit
 }
 
@@ -174,10 +162,9 @@ var labelRE = regexp.MustCompile(`exec \S+ · .+ · pid \d+ · stage \d+ · part
 // loansLayout puts the developer's copy of the loans example in src/ and
 // the copy Spark runs in ship/.
 type loansLayout struct {
-	src, ship          string
-	srcMain, srcLib    string
-	shipMain, shipLib  string
-	plainResult, token string
+	src, ship         string
+	srcMain, srcLib   string
+	shipMain, shipLib string
 }
 
 func newLoansLayout(t *testing.T) loansLayout {
@@ -223,10 +210,10 @@ func TestSparkStopsInEveryKindOfExecutorCode(t *testing.T) {
 		path string
 		line int
 	}{
-		"mapvalues-lambda": {l.srcMain, markerLine(t, l.srcMain, "mapvalues-lambda")},
-		"loanlib-payment":  {l.srcLib, markerLine(t, l.srcLib, "loanlib-payment")},
-		"udf-body":         {l.srcMain, markerLine(t, l.srcMain, "udf-body")},
-		"mapinpandas-body": {l.srcMain, markerLine(t, l.srcMain, "mapinpandas-body")},
+		"mapvalues-lambda": {l.srcMain, testenv.MarkedLine(t, l.srcMain, "mapvalues-lambda")},
+		"loanlib-payment":  {l.srcLib, testenv.MarkedLine(t, l.srcLib, "loanlib-payment")},
+		"udf-body":         {l.srcMain, testenv.MarkedLine(t, l.srcMain, "udf-body")},
+		"mapinpandas-body": {l.srcMain, testenv.MarkedLine(t, l.srcMain, "mapinpandas-body")},
 	}
 	// What is still armed, per file: a hit disarms its breakpoint so each
 	// kind stops once.
@@ -342,7 +329,7 @@ func TestSparkZipModuleAndDriverClosureBind(t *testing.T) {
 		if _, err := ide.Initialize(ctx, false); err != nil {
 			t.Fatal(err)
 		}
-		line := markerLine(t, l.srcLib, "loanlib-amortize")
+		line := testenv.MarkedLine(t, l.srcLib, "loanlib-amortize")
 		if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
 			_, err := ide.SetBreakpoints(ctx, l.srcLib, line)
 			return err
@@ -381,7 +368,7 @@ func TestSparkZipModuleAndDriverClosureBind(t *testing.T) {
 		ship := filepath.Join(root, "deploy", "closure_job.py")
 		copyFile(t, filepath.Join("testdata", "closure_job.py"), src)
 		copyFile(t, filepath.Join("testdata", "closure_job.py"), ship)
-		line := markerLine(t, src, "closure-lambda")
+		line := testenv.MarkedLine(t, src, "closure-lambda")
 		p := startProxy(t, ctx, "--root", filepath.Dir(src))
 		ide := dialIDE(t, ctx, p.IDE)
 		if _, err := ide.Initialize(ctx, false); err != nil {

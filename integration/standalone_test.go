@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // TestStandaloneClusterStopsInExecutor is examples/README.md's Spark
@@ -43,7 +44,7 @@ func TestStandaloneClusterStopsInExecutor(t *testing.T) {
 		}
 	}
 	srcLib := filepath.Join(src, "loanlib.py")
-	line := markerLine(t, srcLib, "loanlib-payment")
+	line := testenv.MarkedLine(t, srcLib, "loanlib-payment")
 	env := []string{"PYSPARK_PYTHON=" + py, "PYSPARK_DRIVER_PYTHON=" + py, "SPARK_LOCAL_IP=127.0.0.1", "SPARK_HOME=" + sparkHome}
 
 	// The reference result, from a plain local run while the cluster starts.
@@ -185,17 +186,14 @@ func TestStandaloneClusterStopsInExecutor(t *testing.T) {
 // spark-submit, or skips (fails in CI) without them or Java.
 func requireStandalone(t *testing.T, py string) (sparkHome, sparkSubmit string) {
 	t.Helper()
-	fail := t.Skipf
-	if os.Getenv("CI") == "true" {
-		fail = t.Fatalf
-	}
+	fail := func(format string, args ...any) { t.Helper(); testenv.Missing(t, format, args...) }
 	if _, err := exec.LookPath("java"); err != nil {
-		fail("skipping: needs Java 17 for the Spark standalone cluster: %v", err)
+		fail("needs Java 17 for the Spark standalone cluster: %v", err)
 		return
 	}
 	out, err := exec.Command(py, "-c", "import os, pyspark, pandas, pyarrow; print(os.path.dirname(pyspark.__file__))").CombinedOutput()
 	if err != nil {
-		fail("skipping: needs pyspark, pandas and pyarrow importable by %s (pip install -r requirements-test.txt): %v\n%s", py, err, out)
+		fail("needs pyspark, pandas and pyarrow importable by %s (pip install -r requirements-test.txt): %v\n%s", py, err, out)
 		return
 	}
 	sparkHome = strings.TrimSpace(string(out))
@@ -203,7 +201,7 @@ func requireStandalone(t *testing.T, py string) (sparkHome, sparkSubmit string) 
 		sparkHome = h
 	}
 	if _, err := os.Stat(filepath.Join(sparkHome, "bin", "spark-class")); err != nil {
-		fail("skipping: no bin/spark-class in %s: %v", sparkHome, err)
+		fail("no bin/spark-class in %s: %v", sparkHome, err)
 		return
 	}
 	return sparkHome, filepath.Join(sparkHome, "bin", "spark-submit")

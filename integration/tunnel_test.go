@@ -27,20 +27,13 @@ import (
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/sshdtest"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
-const sshdPath = sshdtest.Path
-
-// requireSSHD skips without OpenSSH's server, except in CI where
-// scripts/setup installs it and its absence is a failure.
+// requireSSHD: without OpenSSH's server the test is testenv.Missing.
 func requireSSHD(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(sshdPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("tunnel tests need %s in CI (scripts/setup installs openssh-server): %v", sshdPath, err)
-		}
-		t.Skipf("skipping: tunnel tests need OpenSSH's server at %s (apt-get install openssh-server): %v", sshdPath, err)
-	}
+	testenv.SSHD(t)
 }
 
 func writeKey(t *testing.T, path string) ssh.PublicKey {
@@ -220,22 +213,6 @@ func startDebuggee(t *testing.T, addr string, iterations int, pause time.Duratio
 		}
 	})
 	return d
-}
-
-func (d *debuggee) waitLine(t *testing.T, ctx context.Context, prefix string) {
-	t.Helper()
-	for {
-		select {
-		case l := <-d.lines:
-			if strings.HasPrefix(l, prefix) {
-				return
-			}
-		case <-d.exited:
-			t.Fatalf("debuggee %d exited (%v) before printing %q\nstderr:\n%s", d.pid, d.err, prefix, d.errOut)
-		case <-ctx.Done():
-			t.Fatalf("debuggee %d never printed %q: %v", d.pid, prefix, ctx.Err())
-		}
-	}
 }
 
 // waitFinished waits, bounded, for a clean exit with the full result.

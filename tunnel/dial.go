@@ -267,6 +267,11 @@ func hostKeyChecker(file string, t Target, acceptNew bool, log zerolog.Logger) (
 	return cb, algos, nil
 }
 
+// appendKnownHost appends in place, as OpenSSH does, rather than through
+// internal/safefile's temp file and rename: ssh processes append to the same
+// file concurrently, and a rewrite would drop their lines and replace a
+// known_hosts that dotfile managers often symlink. The path is the user's
+// own setting, not something a repository chooses.
 func appendKnownHost(file, hostname string, key ssh.PublicKey) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return err

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/safefile"
 )
 
 //go:embed template/remote_debug.py.tmpl
@@ -76,25 +77,10 @@ func WriteFile(path string, o Options) error {
 	if o.Token != "" {
 		perm = 0o600
 	}
-	// Write to a temp file and rename so that a Spark job starting meanwhile
-	// never imports a half-written module.
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".remote_debug-*.py")
-	if err != nil {
-		return fmt.Errorf("write wrapper: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write wrapper %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write wrapper %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write wrapper %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	// safefile writes a temp file and renames it, so that a Spark job
+	// starting meanwhile never imports a half-written module, and neither
+	// follows nor replaces a symlink at path.
+	if err := safefile.WriteFile(path, buf.Bytes(), perm); err != nil {
 		return fmt.Errorf("write wrapper: %w", err)
 	}
 	return nil

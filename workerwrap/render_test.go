@@ -2,12 +2,15 @@ package workerwrap
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/safefile"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -99,6 +102,30 @@ func TestWriteFilePermissions(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Errorf("WriteFile left %d files behind, want only %s", len(entries), FileName)
+	}
+}
+
+// A remote_debug.py that is a symlink (to a file outside, standing for
+// ~/.bashrc) is refused: neither written through nor replaced.
+func TestWriteFileRefusesSymlink(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	victim := filepath.Join(outside, "bashrc")
+	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, FileName)
+	if err := os.Symlink(victim, path); err != nil {
+		t.Skip("symlinks unavailable:", err)
+	}
+	err := WriteFile(path, NewOptions())
+	if !errors.Is(err, safefile.ErrSymlink) {
+		t.Errorf("err %v, want safefile.ErrSymlink", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v, %v", fi.Mode(), err)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // The tests below run real PySpark jobs (local[2], one short job each).
@@ -30,29 +32,7 @@ func requireSpark(t *testing.T) sparkEnv {
 	if testing.Short() {
 		t.Skip("skipping Spark job in -short mode")
 	}
-	fail := t.Skipf
-	if os.Getenv("CI") == "true" {
-		fail = t.Fatalf
-	}
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		fail("python3 not found, needed for the PySpark tests: %v", err)
-		return sparkEnv{}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, python, "-c", "import pyspark, debugpy").CombinedOutput(); err != nil {
-		fail("pyspark and debugpy must be importable by %s for the PySpark tests (pip install pyspark debugpy): %v\n%s", python, err, out)
-		return sparkEnv{}
-	}
-	sparkSubmit, err := exec.LookPath("spark-submit")
-	if home := os.Getenv("SPARK_HOME"); home != "" {
-		sparkSubmit, err = filepath.Join(home, "bin", "spark-submit"), nil
-	}
-	if err != nil {
-		fail("spark-submit not found (pip's pyspark puts it on PATH): %v", err)
-		return sparkEnv{}
-	}
+	python, sparkSubmit := testenv.Spark(t, "debugpy")
 	return sparkEnv{python: python, sparkSubmit: sparkSubmit}
 }
 
@@ -327,22 +307,6 @@ func TestSparkSelectsPartition(t *testing.T) {
 	}
 }
 
-// markerLine returns the 1-based line of "# BREAKPOINT: <name>" in path.
-func markerLine(t *testing.T, path, name string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(b), "\n") {
-		if strings.HasSuffix(strings.TrimSpace(l), "# BREAKPOINT: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("%s has no BREAKPOINT: %s marker", path, name)
-	return 0
-}
-
 func TestSparkWaitStopsInUserCode(t *testing.T) {
 	se := requireSpark(t)
 	a := newFakeAdapter(t, "")
@@ -364,7 +328,7 @@ func TestSparkWaitStopsInUserCode(t *testing.T) {
 		t.Fatalf("sparkdapTask events = %v, want one for partition 2 with wait and postMortem", r.tasks)
 	}
 	job, _ := filepath.Abs(filepath.Join("testdata", "job.py"))
-	want := stackFrame{Name: "scale", Path: job, Line: markerLine(t, job, "job-scale")}
+	want := stackFrame{Name: "scale", Path: job, Line: testenv.MarkedLine(t, job, "job-scale")}
 	if len(r.stops) != 1 {
 		t.Fatalf("got %d stops, want exactly 1 (at the first user line of the selected task): %+v", len(r.stops), r.stops)
 	}

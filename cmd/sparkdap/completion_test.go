@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 func completionScript(t *testing.T, shell string) string {
@@ -102,10 +104,7 @@ func TestCompletionScripts(t *testing.T) {
 
 // The bash script, sourced into a real bash, completes commands and flags.
 func TestCompletionBashReal(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
+	bash := testenv.Tool(t, "bash", "scripts/ need it too")
 	script := filepath.Join(t.TempDir(), "sparkdap.bash")
 	if err := os.WriteFile(script, []byte(completionScript(t, "bash")), 0o644); err != nil {
 		t.Fatal(err)

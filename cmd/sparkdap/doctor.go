@@ -17,7 +17,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/dap"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/tunnel"
 )
 
@@ -645,7 +645,7 @@ type pathError struct {
 type probeProc struct {
 	stdin  io.WriteCloser
 	stdout io.Reader
-	stderr *lockedWriter
+	stderr *syncbuf.Buffer // the probe's stderr, for error messages
 	wait   func() error
 	kill   func()
 }
@@ -653,7 +653,7 @@ type probeProc struct {
 // startLocalProbe runs the probe with py on this machine.
 func startLocalProbe(py, host, port string) (*probeProc, error) {
 	cmd := exec.Command(py, "-c", probeScript, host, port)
-	p := &probeProc{stderr: &lockedWriter{}}
+	p := &probeProc{stderr: &syncbuf.Buffer{}}
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -676,7 +676,7 @@ func startRemoteProbe(client *ssh.Client, python, host, port string) (*probeProc
 	if err != nil {
 		return nil, err
 	}
-	p := &probeProc{stderr: &lockedWriter{}}
+	p := &probeProc{stderr: &syncbuf.Buffer{}}
 	if p.stdin, err = sess.StdinPipe(); err != nil {
 		sess.Close()
 		return nil, err
@@ -738,11 +738,11 @@ func (d *doctor) testConnection(ctx context.Context, start func(host, port strin
 	for {
 		select {
 		case <-ctx.Done():
-			return &pathError{err: fmt.Errorf("the worker did not finish connecting within %s (stderr: %s)", d.f.timeout, p.stderr.last()),
+			return &pathError{err: fmt.Errorf("the worker did not finish connecting within %s (stderr: %s)", d.f.timeout, lastStderr(p.stderr)),
 				fix: "is the proxy overloaded or stopped? sparkdap serve --log-level debug shows each connection"}
 		case line, ok := <-lines:
 			if !ok {
-				return &pathError{err: fmt.Errorf("the worker exited before connecting: %s", p.stderr.last())}
+				return &pathError{err: fmt.Errorf("the worker exited before connecting: %s", lastStderr(p.stderr))}
 			}
 			verb, rest, _ := strings.Cut(line, " ")
 			switch verb {
@@ -797,22 +797,10 @@ func (d *doctor) waitListed(ctx context.Context, ideAddr string, pid int) *pathE
 	}
 }
 
-// lockedWriter keeps a child's stderr for error messages.
-type lockedWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *lockedWriter) last() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if l := lastLine(w.buf.String()); l != "" {
+// lastStderr is the last line a probe wrote to stderr (the exception), for
+// error messages.
+func lastStderr(b *syncbuf.Buffer) string {
+	if l := lastLine(b.String()); l != "" {
 		return l
 	}
 	return "(nothing on stderr)"

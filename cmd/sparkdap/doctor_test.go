@@ -22,20 +22,14 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
-// debugpyPython is a real interpreter with debugpy, or the test skips
-// (fails in CI).
+// debugpyPython is a real interpreter with debugpy, or the test is
+// testenv.Missing.
 func debugpyPython(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("python3", "-c", "import debugpy, sys; print(sys.executable)").Output()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("python3 with debugpy is required in CI: %v", err)
-		}
-		t.Skipf("needs python3 with debugpy importable: %v", err)
-	}
-	return strings.TrimSpace(string(out))
+	return testenv.Python(t, "debugpy")
 }
 
 // freeAddr is a loopback address nobody listens on (just now).

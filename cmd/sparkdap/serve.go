@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/internal/safefile"
 )
 
 func init() {
@@ -264,13 +265,13 @@ func warnIfPublic(addr string, log zerolog.Logger) error {
 	return nil
 }
 
+// writeReadyFile writes the ready file whole (readers poll for it) and
+// private (it holds the token). It often lives in a shared directory such as
+// /tmp, so safefile neither writes into a file another user planted under a
+// predictable temp name nor follows a link there.
 func writeReadyFile(path string, fields map[string]string) error {
 	b, _ := json.Marshal(fields)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("--ready-file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := safefile.WriteFile(path, b, 0o600); err != nil {
 		return fmt.Errorf("--ready-file: %w", err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/sparkdap/sparkdap/internal/jsonc"
+	"github.com/sparkdap/sparkdap/internal/safefile"
 )
 
 func init() {
@@ -64,6 +65,8 @@ file's other keys are kept; a configuration with the same name is replaced.
 launch.json may contain comments and trailing commas (JSONC): they are read,
 but the rewritten file is plain JSON, so comments are lost; sparkdap warns
 and keeps the original as launch.json.bak. An unreadable file is left as it is.
+Symbolic links at .vscode, launch.json or launch.json.bak are refused, not
+followed: a repository's link must not redirect the write.
 
 Examples:
   sparkdap vscode                              # ./.vscode/launch.json, port 4711
@@ -104,11 +107,24 @@ Flags:
 	if fi, err := os.Stat(*dir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("--dir %s: not a directory (the workspace folder must exist)", *dir)
 	}
-	path := filepath.Join(*dir, ".vscode", "launch.json")
-	old, err := os.ReadFile(path)
+	// The repository decides what .vscode, launch.json and launch.json.bak
+	// are: a symlink committed there would send these writes anywhere the
+	// user can write (~/.bashrc). So none of them is followed: safefile
+	// refuses links at the files, and the folder is checked here.
+	vscodeDir := filepath.Join(*dir, ".vscode")
+	if fi, err := os.Lstat(vscodeDir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%s %w; nothing was changed", vscodeDir, safefile.ErrSymlink)
+	}
+	path := filepath.Join(vscodeDir, "launch.json")
+	old, err := safefile.ReadFile(path)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read %s: %w", path, err)
+		return fmt.Errorf("read %w; nothing was changed", err)
+	}
+	// Keep an existing file's permissions, for the file and its backup.
+	mode := fs.FileMode(0o644)
+	if fi, err := safefile.Lstat(path); err == nil && fi != nil {
+		mode = fi.Mode().Perm()
 	}
 	res, err := mergeLaunch(old, cfg)
 	if err != nil {
@@ -124,13 +140,16 @@ Flags:
 	}
 	if res.info.Comments > 0 {
 		bak := path + ".bak"
-		if err := os.WriteFile(bak, old, 0o644); err != nil {
+		if err := safefile.WriteFile(bak, old, mode); err != nil {
 			return fmt.Errorf("keep a copy of %s: %w; the file was not changed", path, err)
 		}
 		fmt.Fprintf(stderr, "sparkdap: warning: %s has %d comment(s); the rewritten file is plain JSON without them. The original is kept as %s\n",
 			path, res.info.Comments, bak)
 	}
-	if err := writeFileAtomic(path, res.data); err != nil {
+	if err := os.MkdirAll(vscodeDir, 0o755); err != nil {
+		return err
+	}
+	if err := safefile.WriteFile(path, res.data, mode); err != nil {
 		return err
 	}
 	how := "added"
@@ -312,33 +331,4 @@ func parseObject(plain []byte) ([]member, error) {
 		return nil, where(err)
 	}
 	return members, nil
-}
-
-// writeFileAtomic replaces path by data without a moment where it is
-// half written, keeping an existing file's permissions.
-func writeFileAtomic(path string, data []byte) error {
-	mode := fs.FileMode(0o644)
-	if fi, err := os.Stat(path); err == nil {
-		mode = fi.Mode().Perm()
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".launch.json.*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

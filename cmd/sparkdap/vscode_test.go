@@ -324,3 +324,105 @@ func TestPyCharmHelp(t *testing.T) {
 		t.Errorf("bad port: exit %d", code)
 	}
 }
+
+// A repository can commit symlinks under .vscode. `sparkdap vscode` run in it
+// must not write through them to a file outside (here standing for
+// ~/.bashrc), nor replace them: it refuses and changes nothing.
+func TestVSCodeRefusesSymlinks(t *testing.T) {
+	const commented = "{\n  // a comment, so a .bak is kept\n  \"version\": \"0.2.0\", \"configurations\": []\n}\n"
+	const victimText = "export PATH=$HOME/bin:$PATH\n"
+	tests := []struct {
+		name string
+		// plant lays out the repository at dir, given a victim file and a
+		// victim folder outside it.
+		plant func(t *testing.T, dir, victimFile, victimDir string)
+	}{
+		{name: "launch.json.bak links to a victim", plant: func(t *testing.T, dir, victimFile, _ string) {
+			mustWrite(t, filepath.Join(dir, ".vscode", "launch.json"), commented)
+			mustSymlink(t, victimFile, filepath.Join(dir, ".vscode", "launch.json.bak"))
+		}},
+		// A JSON file outside, so that only the link stops the rewrite.
+		{name: "launch.json links to a victim", plant: func(t *testing.T, dir, _, victimDir string) {
+			if err := os.MkdirAll(filepath.Join(dir, ".vscode"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			mustSymlink(t, filepath.Join(victimDir, "launch.json"), filepath.Join(dir, ".vscode", "launch.json"))
+		}},
+		{name: ".vscode links to a victim folder", plant: func(t *testing.T, dir, _, victimDir string) {
+			mustSymlink(t, victimDir, filepath.Join(dir, ".vscode"))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, outside := t.TempDir(), t.TempDir()
+			victimFile := filepath.Join(outside, "bashrc")
+			victimDir := filepath.Join(outside, "config")
+			mustWrite(t, victimFile, victimText)
+			mustWrite(t, filepath.Join(victimDir, "launch.json"), commented)
+			tt.plant(t, dir, victimFile, victimDir)
+			before := snapshot(t, dir)
+
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"vscode", "--dir", dir}, &stdout, &stderr)
+			if code != 1 || !strings.Contains(stderr.String(), "symbolic link") {
+				t.Errorf("exit %d, stderr %q; want 1 and a word about the symbolic link", code, stderr.String())
+			}
+			if b, _ := os.ReadFile(victimFile); string(b) != victimText {
+				t.Errorf("the file outside the repository was overwritten:\n%s", b)
+			}
+			if got := snapshot(t, victimDir); !reflect.DeepEqual(got, map[string]string{"launch.json": commented}) {
+				t.Errorf("the folder outside the repository changed: %q", got)
+			}
+			if after := snapshot(t, dir); !reflect.DeepEqual(after, before) {
+				t.Errorf("the repository changed:\nbefore %q\nafter  %q", before, after)
+			}
+		})
+	}
+}
+
+// snapshot is every entry under dir, not following links: a link as
+// "-> target", a file as its content.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case d.Type()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			m[rel] = "-> " + target
+			return err
+		case d.IsDir():
+			m[rel] = "dir"
+		default:
+			b, err := os.ReadFile(p)
+			m[rel] = string(b)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func mustWrite(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustSymlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Skip("symlinks unavailable:", err)
+	}
+}

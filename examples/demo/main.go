@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 func main() {
@@ -73,19 +74,6 @@ func logLevel() string {
 
 func say(format string, args ...any) { fmt.Printf("\n▶ "+format+"\n", args...) }
 
-func markerLine(file, marker string) (int, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0, err
-	}
-	for i, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, "# BREAKPOINT: "+marker) {
-			return i + 1, nil
-		}
-	}
-	return 0, fmt.Errorf("%s: no '# BREAKPOINT: %s' line", file, marker)
-}
-
 func run(ctx context.Context, sparkdap, example, partitions string) error {
 	example, _ = filepath.Abs(example)
 	sparkdap, _ = filepath.Abs(sparkdap)
@@ -128,11 +116,11 @@ func run(ctx context.Context, sparkdap, example, partitions string) error {
 	// driver's script) and in a helper module shipped with --py-files.
 	main := filepath.Join(example, "loans.py")
 	lib := filepath.Join(example, "loanlib.py")
-	udfLine, err := markerLine(main, "udf-body")
+	udfLine, err := testenv.FindMarkedLine(main, "udf-body")
 	if err != nil {
 		return err
 	}
-	libLine, err := markerLine(lib, "loanlib-payment")
+	libLine, err := testenv.FindMarkedLine(lib, "loanlib-payment")
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package dapclient
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,11 +9,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-dap"
+
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // These tests check the client against debugpy's real adapter, so that a
@@ -22,58 +23,14 @@ import (
 
 func requireDebugpy(t *testing.T) string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err == nil {
-		err = exec.Command(py, "-c", "import debugpy").Run()
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("debugpy is required in CI: python3 -c 'import debugpy': %v", err)
-		}
-		t.Skipf("skipping: needs python3 with debugpy importable (pip install debugpy): %v", err)
-	}
-	return py
-}
-
-// breakpointLine returns the 1-based line of the line marked "# BREAKPOINT".
-func breakpointLine(t *testing.T, path string) int {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, line := range strings.Split(string(data), "\n") {
-		if strings.Contains(line, "# BREAKPOINT") {
-			return i + 1
-		}
-	}
-	t.Fatalf("no # BREAKPOINT line in %s", path)
-	return 0
-}
-
-// syncBuffer collects a process's stdout while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	return testenv.Python(t, "debugpy")
 }
 
 type debuggee struct {
 	cmd    *exec.Cmd
 	port   int
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *syncbuf.Buffer
+	stderr *syncbuf.Buffer
 	waited chan error
 }
 
@@ -85,7 +42,7 @@ func startDebuggee(t *testing.T, ctx context.Context, py, script string, args ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &debuggee{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, waited: make(chan error, 1)}
+	d := &debuggee{cmd: cmd, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, waited: make(chan error, 1)}
 	cmd.Stdout = pw
 	cmd.Stderr = d.stderr
 	if err := cmd.Start(); err != nil {
@@ -199,7 +156,7 @@ func TestAgainstDebugpyAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := breakpointLine(t, script)
+	line := testenv.MarkedLine(t, script, "")
 	d := startDebuggee(t, ctx, py, script, "parent")
 
 	c, err := Dial(ctx, fmt.Sprintf("127.0.0.1:%d", d.port))
@@ -266,7 +223,7 @@ func TestFollowChildrenAgainstDebugpy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := breakpointLine(t, script)
+	line := testenv.MarkedLine(t, script, "")
 	d := startDebuggee(t, ctx, py, script, "parent", "spawn")
 
 	root, err := Dial(ctx, fmt.Sprintf("127.0.0.1:%d", d.port))

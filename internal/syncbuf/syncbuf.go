@@ -1,5 +1,5 @@
 // Package syncbuf is a bytes.Buffer that a child process writes to while
-// tests read it.
+// others read it: tests, and sparkdap doctor keeping a probe's stderr.
 package syncbuf
 
 import (

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/bench"
+	"github.com/sparkdap/sparkdap/internal/safefile"
 )
 
 func main() {
@@ -106,7 +107,7 @@ func main() {
 	})
 	fmt.Fprintf(w, "Reproduce: `scripts/bench%s` (Go %s).\n", map[bool]string{true: " -quick", false: ""}[*quick], runtime.Version())
 	if *out != "" {
-		if err := os.WriteFile(*out, []byte(report.String()), 0o644); err != nil {
+		if err := safefile.WriteFile(*out, []byte(report.String()), 0o644); err != nil {
 			fatal(err)
 		}
 	}
