@@ -69,7 +69,8 @@ type ExecutorSession struct {
 	roots       Roots                      // where this worker loads code from, for path mapping
 	paths       map[string]pathResult      // executor path → its mapping (cached)
 	remoteOf    map[string]string          // local path → the executor path it was mapped from
-	sentPaths   map[string]map[string]bool // breakpoint key → executor paths it was sent to
+	sent        map[string]*sentBreakpoints // breakpoint key → where it was sent, so clearing reaches it all
+	refusals    map[string]*bpAnswers       // breakpoint key → what pydevd answered to its latest request
 	ready       bool                       // handshake done: gets fan-outs and routed requests
 	detached    bool                       // its child IDE session ended: no more breakpoints
 	threads     map[int64]string           // local thread id → name
