@@ -2,6 +2,9 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -126,5 +129,76 @@ func stoppedChild(t *testing.T, ctx context.Context, children <-chan dapclient.C
 		case <-ctx.Done():
 			t.Fatalf("no stop in any of %d child sessions: %v", len(kids), ctx.Err())
 		}
+	}
+}
+
+// TestRefusedBreakpointIsReported: a breakpoint real pydevd will not set
+// shows unverified in the IDE with pydevd's reason and what to do about
+// it, and `sparkdap paths` lists it under its executor.
+func TestRefusedBreakpointIsReported(t *testing.T) {
+	py := python(t)
+	out, err := exec.Command(py, "-c", "import json; print(json.__file__)").Output()
+	if err != nil {
+		t.Fatalf("locating the json module: %v", err)
+	}
+	stdlib := strings.TrimSpace(string(out))
+	for _, tt := range []struct {
+		name   string
+		path   string
+		line   int
+		reason string // pydevd's words
+		advice string // what sparkdap adds
+	}{
+		{"file the executor does not have", filepath.Join(t.TempDir(), "gone", "ghost.py"), 3,
+			"Breakpoint in file that does not exist.", "sparkdap paths"},
+		{"library file under justMyCode", stdlib, 1, "Breakpoint in file excluded by filters.", `"justMyCode": false`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testContext(t, 90*time.Second)
+			p := startProxy(t, ctx, "--root", t.TempDir())
+			c := dialIDE(t, ctx, p.IDE)
+			attachMerged(t, ctx, c, false)
+			gate := filepath.Join(t.TempDir(), "go")
+			w := startWorker(t, ctx, p, 1, workerOpts{gate: gate})
+			w.waitLine(t, ctx, "CONNECTED")
+
+			// Decoded by hand: go-dap's Breakpoint has no reason field.
+			var body struct {
+				Breakpoints []struct {
+					Verified bool   `json:"verified"`
+					Reason   string `json:"reason"`
+					Message  string `json:"message"`
+				} `json:"breakpoints"`
+			}
+			if err := c.Call(ctx, "setBreakpoints", map[string]any{"source": map[string]any{"path": tt.path},
+				"breakpoints": []any{map[string]any{"line": tt.line}}}, &body); err != nil {
+				t.Fatal(err)
+			}
+			bps := body.Breakpoints
+			if len(bps) != 1 {
+				t.Fatalf("setBreakpoints answered %+v, want one breakpoint", bps)
+			}
+			bp := bps[0]
+			if bp.Verified || bp.Reason != "failed" || !strings.Contains(bp.Message, tt.reason) ||
+				!strings.Contains(bp.Message, tt.advice) {
+				t.Errorf("breakpoint %+v: want unverified, reason failed, a message with %q and %q", bp, tt.reason, tt.advice)
+			}
+
+			report, err := exec.CommandContext(ctx, sparkdapBinary(t), "paths", "--ide", p.IDE).CombinedOutput()
+			if err != nil {
+				t.Fatalf("sparkdap paths: %v\n%s", err, report)
+			}
+			t.Logf("sparkdap paths:\n%s", report)
+			want := fmt.Sprintf("breakpoint refused: %s:%d: %s", tt.path, tt.line, tt.reason)
+			if !strings.Contains(string(report), want) {
+				t.Errorf("sparkdap paths does not list %q:\n%s", want, report)
+			}
+
+			// Nothing else is harmed: the worker runs to its result.
+			if err := os.WriteFile(gate, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			w.waitSuccess(t, ctx)
+		})
 	}
 }
