@@ -135,7 +135,9 @@ func (es *ExecutorSession) request(command string, args any, timeout time.Durati
 	})
 	if err != nil {
 		es.takePending(seq)
-		cb(nil, err)
+		// Not on this goroutine: callers may hold the Hub's lock, and cb
+		// may take it.
+		go cb(nil, err)
 		return
 	}
 	t := time.AfterFunc(timeout, func() {

@@ -273,7 +273,9 @@ func (h *Hub) announce(es *ExecutorSession) {
 
 func (h *Hub) announceLocked(es *ExecutorSession) {
 	root := h.root
-	if es.announced || !es.ready || root == nil || !root.childMode || !root.configured || h.children[es.id] != nil {
+	// A detached executor's child session was closed since this root
+	// attached: the developer let it go, so it is not opened again.
+	if es.announced || es.detached || !es.ready || root == nil || !root.childMode || !root.configured || h.children[es.id] != nil {
 		return
 	}
 	if es.announce != nil {

@@ -112,7 +112,7 @@ func explainRefusal(msg string) string {
 type BreakpointRefusal struct {
 	Source  string   `json:"source"` // the IDE's (local) path
 	Line    int64    `json:"line"`
-	Message string   `json:"message"` // pydevd's reason
+	Message string   `json:"message"` // pydevd's reason, and what to do
 	Tried   []string `json:"tried"`   // the executor paths it was sent to
 }
 
@@ -138,7 +138,7 @@ func (es *ExecutorSession) refusalsLocked() []BreakpointRefusal {
 			}
 			tried := append([]string(nil), a.tried...)
 			sort.Strings(tried)
-			out = append(out, BreakpointRefusal{Source: local, Line: p.line, Message: p.message, Tried: tried})
+			out = append(out, BreakpointRefusal{Source: local, Line: p.line, Message: explainRefusal(p.message), Tried: tried})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
