@@ -18,6 +18,9 @@ type bpEntry struct {
 	answered bool
 	ids      []int64
 	merged   []map[string]any // position → breakpoint as the IDE sees it
+	// why is pydevd's own reason behind merged's message, per position,
+	// so a more telling reason can replace a less telling one.
+	why []string
 }
 
 // BreakpointRegistry keeps what the IDE asked for so it can be fanned out to
@@ -88,6 +91,7 @@ func (e *bpEntry) grow(r *BreakpointRegistry, n int) {
 		r.nextID++
 		id := r.nextID
 		e.ids = append(e.ids, id)
+		e.why = append(e.why, "")
 		e.merged = append(e.merged, map[string]any{
 			"id": json.Number(strconv.FormatInt(id, 10)), "verified": false,
 			"reason": "pending", "message": "waiting for an executor to load this code"})
@@ -146,13 +150,17 @@ func (e *bpEntry) absorb(i int, bp map[string]any) bool {
 		next["source"] = deepCopy(src) // the IDE's path, not whichever executor path bound
 	}
 	if !verified {
-		// Keep the executor's reason, so a rejected breakpoint says why; it
-		// reaches the IDE with the response. No event: with several
-		// candidate paths per executor most attempts fail, and only a
-		// binding is news.
-		if _, ok := next["message"]; !ok {
-			next["message"] = cur["message"]
+		// Keep the executor's most telling reason, with what to do about
+		// it, so a rejected breakpoint says why; it reaches the IDE with
+		// the response. No event: with several candidate paths per
+		// executor most attempts fail, and only a binding is news.
+		msg, _ := next["message"].(string)
+		if refusalRank(msg) <= refusalRank(e.why[i]) {
+			return false
 		}
+		e.why[i] = msg
+		next["message"] = explainRefusal(msg)
+		next["reason"] = "failed"
 		if next["line"] == nil {
 			next["line"] = cur["line"]
 		}

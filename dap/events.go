@@ -53,9 +53,11 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 	}
 	switch m.Event() {
 	case "stopped":
-		if hasTid {
-			es.stopped[tid] = deepCopy(m).(Message)
+		if !h.watchedLocked(es) {
+			h.unwatchedStopLocked(es, tid)
+			return
 		}
+		es.stopped[tid] = deepCopy(m).(Message)
 		h.focused = es
 		h.learnStopLocationLocked(es, tid)
 	case "output":
@@ -209,7 +211,16 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 	es.task = ti
 	if ti.Roots != nil && !reflect.DeepEqual(*ti.Roots, es.roots) {
 		es.roots = *ti.Roots
-		for _, e := range h.bps.global() {
+		// New roots, new candidate paths: send again what this executor
+		// is meant to have (none once its child session has left).
+		if !es.detached {
+			for _, e := range h.bps.global() {
+				if es.overrides[e.key] == nil {
+					h.sendBreakpointsLocked(es, e, nil)
+				}
+			}
+		}
+		for _, e := range es.overrides {
 			h.sendBreakpointsLocked(es, e, nil)
 		}
 	}
@@ -232,6 +243,9 @@ func (h *Hub) breakpointEventLocked(es *ExecutorSession, m Message) {
 	ref, ok := h.bps.byID[global]
 	if !ok || !h.bps.current(ref.entry) {
 		return
+	}
+	if v, _ := bp["verified"].(bool); v {
+		es.verifiedLocked(ref.entry, ref.index)
 	}
 	if ref.entry.absorb(ref.index, bp) {
 		h.breakpointChangedLocked(ref.entry, ref.index)

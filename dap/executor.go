@@ -66,20 +66,21 @@ type ExecutorSession struct {
 	// Guarded by hub.mu.
 	proc        ProcessInfo
 	task        TaskInfo
-	roots       Roots                      // where this worker loads code from, for path mapping
-	paths       map[string]pathResult      // executor path → its mapping (cached)
-	remoteOf    map[string]string          // local path → the executor path it was mapped from
-	sentPaths   map[string]map[string]bool // breakpoint key → executor paths it was sent to
-	ready       bool                       // handshake done: gets fan-outs and routed requests
-	detached    bool                       // its child IDE session ended: no more breakpoints
-	threads     map[int64]string           // local thread id → name
-	stopped     map[int64]Message          // local thread id → its last stopped event, as pydevd sent it
-	bpIDs       map[int64]int64            // pydevd breakpoint id → global breakpoint id
-	overrides   map[string]*bpEntry        // breakpoints its child session set for it alone
-	midLine     bool                       // output so far did not end a line (merged-mode prefixes)
-	stoppedAt   string                     // where it stopped, for the status view
-	outputBytes int64                      // output text relayed, for the status view
-	announced   bool                       // the IDE has been told (startDebugging sent)
+	roots       Roots                       // where this worker loads code from, for path mapping
+	paths       map[string]pathResult       // executor path → its mapping (cached)
+	remoteOf    map[string]string           // local path → the executor path it was mapped from
+	sent        map[string]*sentBreakpoints // breakpoint key → where it was sent, so clearing reaches it all
+	refusals    map[string]*bpAnswers       // breakpoint key → what pydevd answered to its latest request
+	ready       bool                        // handshake done: gets fan-outs and routed requests
+	detached    bool                        // its child IDE session ended: no more breakpoints
+	threads     map[int64]string            // local thread id → name
+	stopped     map[int64]Message           // local thread id → its last stopped event, as pydevd sent it
+	bpIDs       map[int64]int64             // pydevd breakpoint id → global breakpoint id
+	overrides   map[string]*bpEntry         // breakpoints its child session set for it alone
+	midLine     bool                        // output so far did not end a line (merged-mode prefixes)
+	stoppedAt   string                      // where it stopped, for the status view
+	outputBytes int64                       // output text relayed, for the status view
+	announced   bool                        // the IDE has been told (startDebugging sent)
 	announce    *time.Timer
 }
 
@@ -134,7 +135,9 @@ func (es *ExecutorSession) request(command string, args any, timeout time.Durati
 	})
 	if err != nil {
 		es.takePending(seq)
-		cb(nil, err)
+		// Not on this goroutine: callers may hold the Hub's lock, and cb
+		// may take it.
+		go cb(nil, err)
 		return
 	}
 	t := time.AfterFunc(timeout, func() {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +27,13 @@ type fakePydevd struct {
 	verify func(path string, line int) (bool, string)
 	// framePath is the file of the frame it reports stopped in.
 	framePath string
+
+	// armed is what pydevd would stop at: executor path → lines, and the
+	// exception filters; suspended is whether it is stopped. Both follow
+	// the proxy's requests as pydevd's state does.
+	armed     map[string][]int64
+	filters   []any
+	suspended bool
 
 	seq      int64
 	requests []Message
@@ -87,6 +96,7 @@ func (f *fakePydevd) serve() {
 		}
 		f.mu.Lock()
 		f.requests = append(f.requests, m)
+		f.track(m)
 		close(f.changed)
 		f.changed = make(chan struct{})
 		f.mu.Unlock()
@@ -104,7 +114,78 @@ func (f *fakePydevd) serve() {
 		if m.Command() == "continue" {
 			f.event("continued", map[string]any{"threadId": 1, "allThreadsContinued": true})
 		}
+		if m.Command() == "disconnect" {
+			if term, _ := m.Arguments()["terminateDebuggee"].(bool); term {
+				// pydevd kills its process: the connection ends.
+				f.conn.Close()
+				return
+			}
+		}
 	}
+}
+
+// track updates the modelled pydevd state for request m. Callers hold f.mu.
+func (f *fakePydevd) track(m Message) {
+	args := m.Arguments()
+	switch m.Command() {
+	case "setBreakpoints":
+		src, _ := args["source"].(map[string]any)
+		path, _ := src["path"].(string)
+		bps, _ := args["breakpoints"].([]any)
+		var lines []int64
+		for _, b := range bps {
+			if bm, ok := b.(map[string]any); ok {
+				l, _ := toInt(bm["line"])
+				lines = append(lines, l)
+			}
+		}
+		if f.armed == nil {
+			f.armed = map[string][]int64{}
+		}
+		if len(lines) == 0 {
+			delete(f.armed, path)
+		} else {
+			f.armed[path] = lines
+		}
+	case "setExceptionBreakpoints":
+		f.filters, _ = args["filters"].([]any)
+	case "continue":
+		f.suspended = false
+	case "disconnect":
+		f.armed, f.filters, f.suspended = nil, nil, false
+	}
+}
+
+// hit runs the worker's code at path:line: it stops there, as pydevd
+// does, if a breakpoint is armed at that executor path. It reports whether
+// it stopped.
+func (f *fakePydevd) hit(path string, line int64) bool {
+	f.mu.Lock()
+	stop := !f.suspended && slices.Contains(f.armed[path], line)
+	if stop {
+		f.suspended = true
+	}
+	f.mu.Unlock()
+	if stop {
+		f.stop()
+	}
+	return stop
+}
+
+// state reports whether the fake is stopped, and a description of what
+// is still armed ("" for nothing).
+func (f *fakePydevd) state() (suspended bool, armed string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var parts []string
+	for p, lines := range f.armed {
+		parts = append(parts, fmt.Sprintf("%s:%v", p, lines))
+	}
+	if len(f.filters) > 0 {
+		parts = append(parts, fmt.Sprintf("exceptions %v", f.filters))
+	}
+	sort.Strings(parts)
+	return f.suspended, strings.Join(parts, " ")
 }
 
 // answer plays pydevd: the same answers, with ids from per-process counters.

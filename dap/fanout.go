@@ -75,15 +75,20 @@ func (h *Hub) sendBreakpointsLocked(es *ExecutorSession, e *bpEntry, done func()
 	default:
 		requests = []map[string]any{deepCopy(e.args).(map[string]any)}
 	}
+	es.expectAnswersLocked(e, len(requests))
 	var left atomic.Int64
 	left.Store(int64(len(requests)))
 	for _, args := range requests {
+		es.recordSentLocked(e.key, e.command, args)
+		sentTo := ""
+		if src, ok := args["source"].(map[string]any); ok {
+			sentTo, _ = src["path"].(string)
+		}
 		es.request(e.command, args, h.cfg.FanoutTimeout, func(m Message, err error) {
-			if err == nil {
-				h.absorbBreakpoints(es, e, m)
-			} else {
+			if err != nil {
 				es.logger().Warn().Err(err).Str("command", e.command).Msg("breakpoints not set on executor")
 			}
+			h.absorbBreakpoints(es, e, sentTo, m, err)
 			if left.Add(-1) == 0 && done != nil {
 				done()
 			}
@@ -91,14 +96,22 @@ func (h *Hub) sendBreakpointsLocked(es *ExecutorSession, e *bpEntry, done func()
 	}
 }
 
-func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, m Message) {
-	if !m.Success() {
+// absorbBreakpoints folds one executor's answer to a breakpoint request
+// sent to path sentTo into the merged view and the executor's own record.
+func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, sentTo string, m Message, err error) {
+	if err == nil && !m.Success() {
 		es.logger().Warn().Str("command", e.command).Str("error", m.ErrorMessage()).Msg("executor refused breakpoints")
-		return
 	}
-	bps, _ := m.Body()["breakpoints"].([]any)
+	var bps []any
+	if err == nil && m.Success() {
+		bps, _ = m.Body()["breakpoints"].([]any)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	es.answeredLocked(e, sentTo, bps)
+	if len(bps) == 0 {
+		return
+	}
 	live := h.bps.current(e)
 	e.grow(h.bps, len(bps))
 	for i, item := range bps {

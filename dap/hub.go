@@ -273,7 +273,9 @@ func (h *Hub) announce(es *ExecutorSession) {
 
 func (h *Hub) announceLocked(es *ExecutorSession) {
 	root := h.root
-	if es.announced || !es.ready || root == nil || !root.childMode || !root.configured || h.children[es.id] != nil {
+	// A detached executor's child session was closed since this root
+	// attached: the developer let it go, so it is not opened again.
+	if es.announced || es.detached || !es.ready || root == nil || !root.childMode || !root.configured || h.children[es.id] != nil {
 		return
 	}
 	if es.announce != nil {
@@ -359,8 +361,10 @@ func (h *Hub) readyLocked() []*ExecutorSession {
 }
 
 // ideGone handles the end of an IDE session (disconnect or dropped
-// connection). Executors are never killed for it: they are resumed and
-// stripped of breakpoints, so jobs run on while nobody watches.
+// connection). Executors are never killed for it (unless a child session
+// asked for terminateDebuggee): every executor no session shows any more
+// has each breakpoint ever sent to it cleared at the executor paths it was
+// sent to, and is resumed, so jobs run on while nobody watches.
 func (h *Hub) ideGone(ide *IDESession, terminateDebuggee bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -368,34 +372,34 @@ func (h *Hub) ideGone(ide *IDESession, terminateDebuggee bool) {
 	case ide == h.root:
 		h.root = nil
 		h.attachArgs = nil
-		undo := h.bps.clear()
+		global := map[string]bool{}
+		for _, e := range h.bps.global() {
+			global[e.key] = true
+		}
+		h.bps.clear()
+		released := 0
 		for _, es := range h.readyLocked() {
 			es.announced = false
-			for _, m := range undo {
-				es.request(m.Command(), m.Arguments(), h.cfg.FanoutTimeout, ignoreAnswer(es))
+			if h.children[es.id] != nil {
+				// Its child session still shows it: only the root's
+				// breakpoints go, those the child set stay.
+				h.clearSentLocked(es, func(key string) bool { return !global[key] || es.overrides[key] != nil })
+				continue
 			}
-			h.resumeLocked(es)
+			h.releaseLocked(es)
+			released++
 		}
-		h.summary("IDE detached; %d executor(s) resumed and keep running", len(h.executors))
+		h.summary("IDE detached; %d executor(s) resumed and keep running", released)
 	case ide.executor != nil && h.children[ide.executor.id] == ide:
 		es := ide.executor
 		delete(h.children, es.id)
 		es.detached = true
+		h.releaseLocked(es)
 		if terminateDebuggee {
+			// Released first all the same: if the worker outlives the
+			// request, it must not wait at a breakpoint for nobody.
 			es.request("disconnect", map[string]any{"terminateDebuggee": true}, h.cfg.RequestTimeout, ignoreAnswer(es))
-			return
 		}
-		entries := h.bps.global()
-		for key, e := range es.overrides {
-			entries = append(entries, e)
-			h.bps.drop(e)
-			delete(es.overrides, key)
-		}
-		undo := clearRequests(entries)
-		for _, m := range undo {
-			es.request(m.Command(), m.Arguments(), h.cfg.FanoutTimeout, ignoreAnswer(es))
-		}
-		h.resumeLocked(es)
 	}
 }
 

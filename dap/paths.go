@@ -24,22 +24,21 @@ func (h *Hub) breakpointTargetsLocked(es *ExecutorSession, e *bpEntry) []string 
 	if h.cfg.Paths == nil || e.command != "setBreakpoints" || local == "" {
 		return nil
 	}
-	if es.sentPaths == nil {
-		es.sentPaths = map[string]map[string]bool{}
-	}
-	sent := es.sentPaths[e.key]
-	if sent == nil {
-		sent = map[string]bool{}
-		es.sentPaths[e.key] = sent
-	}
+	seen := map[string]bool{}
 	var out []string
 	for _, p := range h.cfg.Paths.ToRemote(local, es.roots) {
-		if !sent[p] {
-			sent[p] = true
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
 		}
 	}
-	for p := range sent {
-		out = append(out, p)
+	if sb := es.sent[e.key]; sb != nil {
+		for p := range sb.sources {
+			if p != "" && !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -152,10 +151,13 @@ type PathReport struct {
 	Roots    Roots     `json:"roots"`
 	Mapped   []Mapping `json:"mapped"`
 	Unmapped []string  `json:"unmapped"`
+	// Refused lists the source breakpoints this executor could set at
+	// none of the paths tried, with pydevd's reason.
+	Refused []BreakpointRefusal `json:"refused"`
 }
 
-// PathReports lists, per executor, each mapping applied and each path that
-// could not be mapped (with why).
+// PathReports lists, per executor, each mapping applied, each path that
+// could not be mapped (with why) and each breakpoint it refused.
 func (h *Hub) PathReports() []PathReport {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -171,6 +173,7 @@ func (h *Hub) PathReports() []PathReport {
 		}
 		sort.Slice(r.Mapped, func(i, j int) bool { return r.Mapped[i].Remote < r.Mapped[j].Remote })
 		sort.Strings(r.Unmapped)
+		r.Refused = es.refusalsLocked()
 		out = append(out, r)
 	}
 	return out

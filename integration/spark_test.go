@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +47,11 @@ func startSpark(t *testing.T, ctx context.Context, dir string, env []string, nam
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	// Its own process group, so a job that hangs is killed whole (the JVM
+	// and its Python workers too) and cannot hold the output pipe open.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	r := &sparkRun{out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = r.out, r.out
 	start := time.Now()
@@ -61,7 +67,7 @@ func startSpark(t *testing.T, ctx context.Context, dir string, env []string, nam
 		select {
 		case <-r.done:
 		default:
-			cmd.Process.Kill()
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-r.done
 		}
 		if t.Failed() {

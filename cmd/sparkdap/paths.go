@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sparkdap/sparkdap/dap"
@@ -23,7 +24,7 @@ func runPaths(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	ideToken := fs.String("ide-token", "", "the proxy's IDE token, if it requires one (default: $"+ideTokenEnv+")")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: sparkdap paths [--ide HOST:PORT] [--json]\n\nPer executor: its code roots, each path mapped to a local file (and by which rule), each path left unmapped (and why).\n\nExamples:\n  sparkdap paths\n  sparkdap paths --ide 127.0.0.1:4800 --json | jq '.[].unmapped'\n\nFlags:\n")
+		fmt.Fprintf(stderr, "usage: sparkdap paths [--ide HOST:PORT] [--json]\n\nPer executor: its code roots, each path mapped to a local file (and by which rule), each path left unmapped (and why), each breakpoint it refused (and pydevd's reason).\n\nExamples:\n  sparkdap paths\n  sparkdap paths --ide 127.0.0.1:4800 --json | jq '.[].unmapped'\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -62,6 +63,12 @@ func runPaths(args []string, stdout, stderr io.Writer) error {
 		}
 		for _, u := range r.Unmapped {
 			fmt.Fprintf(stdout, "  unmapped: %s\n", u)
+		}
+		for _, b := range r.Refused {
+			fmt.Fprintf(stdout, "  breakpoint refused: %s:%d: %s\n", b.Source, b.Line, b.Message)
+			if len(b.Tried) > 0 {
+				fmt.Fprintf(stdout, "    tried on the executor as: %s\n", strings.Join(b.Tried, ", "))
+			}
 		}
 	}
 	return nil
