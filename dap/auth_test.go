@@ -15,9 +15,6 @@ import (
 
 const testIDEToken = "ide-t0ken-9f2c"
 
-// syncBuffer is a log sink tests can read while the Hub writes to it.
-type syncBuffer = syncbuf.Buffer
-
 // waitClosedByProxy waits until the proxy has hung up on c.
 func waitClosedByProxy(t *testing.T, c *dapclient.Client) {
 	t.Helper()
@@ -33,7 +30,7 @@ func waitClosedByProxy(t *testing.T, c *dapclient.Client) {
 // connection is closed; the right token attaches, is not passed on to
 // pydevd, and never shows up in the log.
 func TestIDETokenRefusals(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	p := startProxy(t, func(c *Config) {
 		c.IDEToken = testIDEToken
 		c.Log = zerolog.New(logs).Level(zerolog.DebugLevel)

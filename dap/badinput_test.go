@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
 // What a bad message does to the connection that sent it.
@@ -55,7 +56,7 @@ var framingAttacks = []badInput{
 }
 
 // waitLog waits (bounded) until the proxy's log contains want.
-func waitLog(t *testing.T, logs *syncBuffer, want string) {
+func waitLog(t *testing.T, logs *syncbuf.Buffer, want string) {
 	t.Helper()
 	for range 500 {
 		if strings.Contains(logs.String(), want) {
@@ -96,8 +97,8 @@ func readResponse(t *testing.T, fr *FrameReader) Message {
 	return nil
 }
 
-func badInputProxy(t *testing.T) (*testProxy, *syncBuffer) {
-	logs := &syncBuffer{}
+func badInputProxy(t *testing.T) (*testProxy, *syncbuf.Buffer) {
+	logs := &syncbuf.Buffer{}
 	p := startProxy(t, func(c *Config) {
 		c.MaxMessageBytes = 1 << 20
 		c.Log = zerolog.New(logs).Level(zerolog.DebugLevel)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // TestSparkIDELeavesWhileWorkerStopped: the IDE goes away while a real
@@ -38,7 +39,7 @@ func TestSparkIDELeavesWhileWorkerStopped(t *testing.T) {
 			ship := filepath.Join(root, "deploy", "job", "four_partitions.py")
 			copyFile(t, filepath.Join("testdata", "four_partitions.py"), src)
 			copyFile(t, filepath.Join("testdata", "four_partitions.py"), ship)
-			line := markerLine(t, src, "square")
+			line := testenv.MarkedLine(t, src, "square")
 			p := startProxy(t, ctx, "--root", filepath.Dir(src))
 
 			ide := dialIDE(t, ctx, p.IDE)
