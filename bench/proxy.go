@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/tunnel"
 )
 
@@ -102,10 +103,10 @@ func runChild() error {
 	if err := json.Unmarshal([]byte(os.Getenv(childConfigEnv)), &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	var paths *dap.PathMapper
+	var paths *pathmap.Mapper
 	if cfg.Root != "" {
 		var err error
-		if paths, err = dap.NewPathMapper(cfg.Root, nil); err != nil {
+		if paths, err = pathmap.New(cfg.Root, nil); err != nil {
 			return err
 		}
 	}

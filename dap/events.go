@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"strings"
 )
 
@@ -125,8 +124,8 @@ func (h *Hub) learnStopLocationLocked(es *ExecutorSession, tid int64) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if h.cfg.Paths != nil && path != "" {
-			if r := h.mapRemoteLocked(es, path); r.err == nil {
-				path = r.m.Local
+			if r := h.mapRemoteLocked(es, path); r.Err == nil {
+				path = r.Mapping.Local
 			}
 		}
 		if _, still := es.stopped[tid]; still {
@@ -178,7 +177,7 @@ func (h *Hub) mergedViewLocked(es *ExecutorSession, out Message) {
 // track of lines split across events.
 func (es *ExecutorSession) prefixLines(s string) string {
 	var sb strings.Builder
-	prefix := "[" + es.Label() + "] "
+	prefix := "[" + es.labelLocked() + "] "
 	for len(s) > 0 {
 		if !es.midLine {
 			sb.WriteString(prefix)
@@ -209,8 +208,7 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 		ti.Roots = es.task.Roots
 	}
 	es.task = ti
-	if ti.Roots != nil && !reflect.DeepEqual(*ti.Roots, es.roots) {
-		es.roots = *ti.Roots
+	if ti.Roots != nil && es.paths.SetRoots(*ti.Roots) {
 		// New roots, new candidate paths: send again what this executor
 		// is meant to have (none once its child session has left).
 		if !es.detached {
@@ -224,7 +222,7 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 			h.sendBreakpointsLocked(es, e, nil)
 		}
 	}
-	es.logger().Info().Str("label", es.Label()).Msg("executor task")
+	es.logger().Info().Str("label", es.labelLocked()).Msg("executor task")
 	h.announceLocked(es)
 }
 

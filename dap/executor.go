@@ -3,11 +3,9 @@ package dap
 import (
 	"bufio"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +13,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/quickack"
+	"github.com/sparkdap/sparkdap/pathmap"
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // errTimeout is what a request gets when its executor does not answer.
@@ -35,21 +35,6 @@ type ProcessInfo struct {
 	Platform   string
 }
 
-// TaskInfo is what the generated worker wrapper reports in its sparkdapTask
-// event: where the worker runs and which Spark task it is running.
-type TaskInfo struct {
-	ExecutorID    string `json:"executorId"`
-	Host          string `json:"host"`
-	PID           int64  `json:"pid"`
-	StageID       *int64 `json:"stageId"`
-	PartitionID   *int64 `json:"partitionId"`
-	AttemptNumber *int64 `json:"attemptNumber"`
-	TaskAttemptID *int64 `json:"taskAttemptId"`
-	Label         string `json:"label"`
-	PostMortem    bool   `json:"postMortem"`
-	Roots         *Roots `json:"roots,omitempty"`
-}
-
 // ExecutorSession is one pydevd connection: one Python worker process.
 type ExecutorSession struct {
 	id     uint64
@@ -66,9 +51,7 @@ type ExecutorSession struct {
 	// Guarded by hub.mu.
 	proc        ProcessInfo
 	task        TaskInfo
-	roots       Roots                       // where this worker loads code from, for path mapping
-	paths       map[string]pathResult       // executor path → its mapping (cached)
-	remoteOf    map[string]string           // local path → the executor path it was mapped from
+	paths       *pathmap.Cache              // its roots and path translations (own leaf lock)
 	sent        map[string]*sentBreakpoints // breakpoint key → where it was sent, so clearing reaches it all
 	refusals    map[string]*bpAnswers       // breakpoint key → what pydevd answered to its latest request
 	ready       bool                        // handshake done: gets fan-outs and routed requests
@@ -89,6 +72,7 @@ func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {
 		id: id, hub: h, w: newWire(quickack.Wrap(conn)), remote: conn.RemoteAddr().String(),
 		pending: map[int64]*pendingCall{}, threads: map[int64]string{},
 		stopped: map[int64]Message{}, bpIDs: map[int64]int64{}, overrides: map[string]*bpEntry{},
+		paths: pathmap.NewCache(h.cfg.Paths, pathmap.Roots{}),
 	}
 	es.setLogger(h.log.With().Uint64("executor", id).Str("remote", es.remote).Logger())
 	return es
@@ -101,25 +85,16 @@ func (es *ExecutorSession) setLogger(l zerolog.Logger) { es.logp.Store(&l) }
 // ID is the proxy's number for this session.
 func (es *ExecutorSession) ID() uint64 { return es.id }
 
-// Label names the session for people: executor, host, pid and Spark task
-// where known. Callers hold hub.mu.
-func (es *ExecutorSession) Label() string {
-	var parts []string
-	if es.task.ExecutorID != "" {
-		parts = append(parts, "exec "+es.task.ExecutorID)
+// labelLocked names the session for people (worker.Label): executor, host
+// (the connection's address until the wrapper says), pid and Spark task
+// where known. Callers hold hub.mu, which guards what it reads.
+func (es *ExecutorSession) labelLocked() string {
+	t := es.task
+	if t.Host == "" {
+		t.Host, _, _ = net.SplitHostPort(es.remote)
 	}
-	host := es.task.Host
-	if host == "" {
-		host, _, _ = net.SplitHostPort(es.remote)
-	}
-	parts = append(parts, host)
-	if es.proc.PID != 0 {
-		parts = append(parts, fmt.Sprintf("pid %d", es.proc.PID))
-	}
-	if es.task.Label != "" {
-		parts = append(parts, es.task.Label)
-	}
-	return strings.Join(parts, " · ")
+	t.PID = es.proc.PID
+	return worker.Label(t)
 }
 
 // request sends a request to pydevd; cb gets its response, or an error if
@@ -207,7 +182,7 @@ func (es *ExecutorSession) serve(ctx context.Context) {
 	// buffer, so a small read buffer does; it is per idle connection.
 	br := bufio.NewReaderSize(es.w.conn, 256)
 	var readErr error
-	if IsHello(br) {
+	if worker.IsHello(br) {
 		readErr = es.serveHello(br)
 	} else {
 		readErr = es.w.readFrames(NewFrameReader(br, es.hub.cfg.MaxMessageBytes), es.handle)
@@ -259,12 +234,8 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 		return fmt.Errorf("executor %s: authorize: %w", es.remote, err)
 	}
 	token, _ := auth.Body()["clientAccessToken"].(string)
-	if h.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(token), []byte(h.cfg.Token)) != 1 {
-		why := "wrong access token"
-		if token == "" {
-			why = "no access token"
-		}
-		return es.refuse(ctx, why)
+	if err := h.admission.CheckToken(token); err != nil {
+		return es.refuse(ctx, err.Error())
 	}
 
 	info, err := es.call(ctx, "pydevdSystemInfo", nil)
@@ -273,8 +244,8 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 	}
 	proc := parseSystemInfo(info.Body())
 
-	if !h.admit(es, proc) {
-		return es.refuse(ctx, fmt.Sprintf("session limit reached (--max-sessions %d)", h.cfg.MaxSessions))
+	if err := h.admit(es, proc); err != nil {
+		return es.refuse(ctx, err.Error())
 	}
 
 	if _, err := es.call(ctx, "initialize", h.executorInitializeArgs()); err != nil {

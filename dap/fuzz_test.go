@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // The fuzz targets below drive a live Hub over in-memory pipes: arbitrary
@@ -238,25 +239,26 @@ func FuzzHello(f *testing.F) {
 	f.Add([]byte("SPARKDAP/1 {\"token\":\"s3cret\",\"pid\":1e3,\"roots\":7}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		br := bufio.NewReaderSize(bytes.NewReader(data), 4096)
-		if !IsHello(br) {
+		if !worker.IsHello(br) {
 			return
 		}
-		hello, err := ReadHello(br)
+		hello, err := worker.ReadHello(br)
 		if err != nil {
 			return
 		}
 		h := NewHub(Config{Token: testToken, MaxSessions: 2, Log: zerolog.Nop()})
 		token := hello.Token
 		for range 2 {
-			if reason := h.acceptHello("127.0.0.1:1234", hello); reason == "" && token != testToken {
+			if err := h.acceptHello("127.0.0.1:1234", hello); err == nil && token != testToken {
 				t.Fatalf("hello with token %q accepted", token)
 			}
 		}
-		if len(h.hellos) > 1 {
-			t.Fatalf("one process holds %d pending hellos", len(h.hellos))
+		pending := h.admission.Pending()
+		if len(pending) > 1 {
+			t.Fatalf("one process holds %d pending hellos", len(pending))
 		}
-		for _, p := range h.hellos {
-			if p.hello.Token != "" {
+		for _, p := range pending {
+			if p.Token != "" {
 				t.Fatal("a pending hello keeps the token")
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	godap "github.com/google/go-dap"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/pathmap"
 )
 
 // sayHello plays the worker wrapper's hello and returns the proxy's verdict.
@@ -76,7 +77,7 @@ func TestHelloRefusals(t *testing.T) {
 func TestHelloRootsMapBreakpointsBeforeUserCode(t *testing.T) {
 	local := "/home/me/proj/jobs/utils.py"
 	shipped := "/tmp/spark-1/userFiles-2/jobs/utils.py"
-	pm := newPathMapperFiles("/home/me/proj", false, []string{local, "/home/me/proj/app.py"}, nil)
+	pm := pathmap.NewForFiles("/home/me/proj", false, []string{local, "/home/me/proj/app.py"}, nil)
 	p := startProxy(t, func(c *Config) { c.Paths = pm })
 	var set []godap.Breakpoint
 	c := p.ide(false, func(ctx context.Context, c *dapclient.Client) error {
@@ -137,7 +138,7 @@ func TestHelloRootsMapBreakpointsBeforeUserCode(t *testing.T) {
 }
 
 func TestUnmappedSourceKeepsItsReference(t *testing.T) {
-	pm := newPathMapperFiles("/home/me/proj", false, []string{"/home/me/proj/app.py"}, nil)
+	pm := pathmap.NewForFiles("/home/me/proj", false, []string{"/home/me/proj/app.py"}, nil)
 	p := startProxy(t, func(c *Config) { c.Paths = pm })
 	c := p.ide(false, nil)
 	f := p.executor(8, nil)

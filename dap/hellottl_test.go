@@ -16,7 +16,7 @@ func TestAbandonedHelloGivesBackItsSlot(t *testing.T) {
 	}
 	for range 500 {
 		p.hub.mu.Lock()
-		n := len(p.hub.hellos)
+		n := len(p.hub.admission.Pending())
 		p.hub.mu.Unlock()
 		if n == 0 {
 			break

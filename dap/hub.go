@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sparkdap/sparkdap/pathmap"
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // Config tunes a Hub. Zero values take the defaults.
@@ -43,7 +46,7 @@ type Config struct {
 	LabelWait time.Duration
 	// Paths translates between executor paths and local sources; nil
 	// passes paths through unchanged.
-	Paths *PathMapper
+	Paths *pathmap.Mapper
 	// Merged forces merged threads even for clients that support child
 	// sessions.
 	Merged bool
@@ -92,14 +95,18 @@ type Hub struct {
 	children   map[uint64]*IDESession // executor id → its child IDE session
 	attachArgs map[string]any         // the root IDE's attach arguments
 	focused    *ExecutorSession       // the executor that stopped last
-	hellos     map[helloKey]*pendingHello
+	// admission holds pending hellos and applies the token and session
+	// limit (its lock is a leaf: called under mu). Sessions it counts are
+	// len(executors).
+	admission *worker.Registry
 }
 
 // NewHub returns a Hub with cfg's settings.
 func NewHub(cfg Config) *Hub {
 	cfg.setDefaults()
 	return &Hub{cfg: cfg, log: cfg.Log, ids: NewIDTable(), executors: map[uint64]*ExecutorSession{},
-		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{}, hellos: map[helloKey]*pendingHello{}}
+		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{},
+		admission: worker.NewRegistry(worker.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL})}
 }
 
 func (h *Hub) summary(format string, args ...any) {
@@ -118,7 +125,7 @@ func (h *Hub) Executors() []ExecutorStatus {
 	out := make([]ExecutorStatus, 0, len(h.executors))
 	for _, es := range h.executors {
 		if es.ready {
-			st := ExecutorStatus{ID: es.id, Label: es.Label(), Process: es.proc, Task: es.task,
+			st := ExecutorStatus{ID: es.id, Label: es.labelLocked(), Process: es.proc, Task: es.task,
 				Stopped: len(es.stopped) > 0, OutputBytes: es.outputBytes}
 			if st.Stopped {
 				st.StoppedAt = es.stoppedAt
@@ -163,24 +170,27 @@ func (h *Hub) Stats() Stats {
 
 // admit takes a handshaking executor into the Hub, with what its hello
 // said. A worker that said hello already holds a slot under the session
-// limit; one that did not (a plain debugpy.connect) needs a free one.
-func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo) bool {
+// limit; one that did not (a plain debugpy.connect) needs a free one. The
+// refusal is a *worker.SessionLimitError.
+func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hello, ok := h.claimHelloLocked(es.remote, proc.PID)
-	if !ok && h.cfg.MaxSessions > 0 && len(h.executors)+len(h.hellos) >= h.cfg.MaxSessions {
-		return false
+	if !ok {
+		if err := h.admission.AdmitWithoutHello(len(h.executors)); err != nil {
+			return err
+		}
 	}
 	if ok {
 		es.task = hello.TaskInfo
 		if hello.Roots != nil {
-			es.roots = *hello.Roots
+			es.paths.SetRoots(*hello.Roots)
 		}
 	}
 	es.proc = proc
 	es.setLogger(es.logger().With().Int64("pid", proc.PID).Logger())
 	h.executors[es.id] = es
-	return true
+	return nil
 }
 
 func (h *Hub) unadmit(es *ExecutorSession) {
@@ -259,8 +269,8 @@ func (h *Hub) executorReady(es *ExecutorSession) {
 	if h.root != nil && h.root.childMode && h.root.configured {
 		es.announce = time.AfterFunc(h.cfg.LabelWait, func() { h.announce(es) })
 	}
-	es.logger().Info().Str("label", es.Label()).Str("python", es.proc.Python).Msg("executor attached")
-	h.summary("+ executor %d attached [%s]", es.id, es.Label())
+	es.logger().Info().Str("label", es.labelLocked()).Str("python", es.proc.Python).Msg("executor attached")
+	h.summary("+ executor %d attached [%s]", es.id, es.labelLocked())
 }
 
 // announce tells a child-session-capable IDE about an executor by asking it
@@ -297,7 +307,7 @@ func (h *Hub) announceLocked(es *ExecutorSession) {
 			host = "127.0.0.1"
 		}
 	}
-	cfg["name"] = "Executor " + es.Label()
+	cfg["name"] = "Executor " + es.labelLocked()
 	cfg["connect"] = map[string]any{"host": host, "port": port}
 	cfg["sparkdapExecutor"] = es.id
 	_ = root.w.send(newRequest("startDebugging", map[string]any{"request": "attach", "configuration": cfg}), nil)
@@ -335,7 +345,7 @@ func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 			_ = target.w.send(ev, nil)
 		}
 	}
-	label := es.Label()
+	label := es.labelLocked()
 	h.mu.Unlock()
 	h.ids.Forget(es.id)
 	if child != nil {

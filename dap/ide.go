@@ -362,7 +362,7 @@ func (h *Hub) mergedThreads(s *IDESession, req Message) {
 			if p.es == nil {
 				continue
 			}
-			prefix := "[" + p.es.Label() + "] "
+			prefix := "[" + p.es.labelLocked() + "] "
 			for _, t := range p.threads {
 				if th, ok := t.(map[string]any); ok {
 					if tid, ok := toInt(th["id"]); ok {

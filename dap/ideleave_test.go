@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/pathmap"
 )
 
 // The IDE leaving must never leave a worker waiting for it. These tests
@@ -25,7 +26,7 @@ const (
 )
 
 func leaveProxy(t *testing.T) *testProxy {
-	pm := newPathMapperFiles("/home/me/proj", false, []string{leaveLocal}, nil)
+	pm := pathmap.NewForFiles("/home/me/proj", false, []string{leaveLocal}, nil)
 	return startProxy(t, func(c *Config) { c.Paths = pm })
 }
 

@@ -122,7 +122,7 @@ func checkEmpty(t *testing.T, h *Hub) {
 	sessions := len(h.ids.sessions)
 	h.ids.mu.Unlock()
 	h.mu.Lock()
-	executors, hellos := len(h.executors), len(h.hellos)
+	executors, hellos := len(h.executors), len(h.admission.Pending())
 	h.mu.Unlock()
 	if sessions != 0 || executors != 0 {
 		t.Errorf("hub still holds %d id sessions and %d executors", sessions, executors)
@@ -351,7 +351,7 @@ func TestLoadConnectDisconnectCycles(t *testing.T) {
 	waitNoExecutors(t, p.hub)
 	for range 100 { // hellos that were never claimed expire (HelloTTL)
 		p.hub.mu.Lock()
-		n := len(p.hub.hellos)
+		n := len(p.hub.admission.Pending())
 		p.hub.mu.Unlock()
 		if n == 0 {
 			break

@@ -3,17 +3,17 @@ package dap
 import (
 	"errors"
 	"sort"
+
+	"github.com/sparkdap/sparkdap/pathmap"
 )
 
-// This file applies the PathMapper to the DAP traffic of one executor:
-// local → remote for breakpoints (every candidate path is tried), remote →
-// local for everything that names a source on the way back.
+// This file applies the path mapper to the DAP traffic of one executor,
+// through its pathmap.Cache: local → remote for breakpoints (every
+// candidate path is tried), remote → local for everything that names a
+// source on the way back.
 
-// pathResult caches one remote path's mapping.
-type pathResult struct {
-	m   Mapping
-	err error
-}
+// Mapping is one remote → local translation, for PathReport.
+type Mapping = pathmap.Mapping
 
 // breakpointTargetsLocked lists the executor paths a source breakpoint
 // request goes to: the mapper's candidates for this executor, plus every
@@ -26,7 +26,7 @@ func (h *Hub) breakpointTargetsLocked(es *ExecutorSession, e *bpEntry) []string 
 	}
 	seen := map[string]bool{}
 	var out []string
-	for _, p := range h.cfg.Paths.ToRemote(local, es.roots) {
+	for _, p := range es.paths.ToRemote(local) {
 		if !seen[p] {
 			seen[p] = true
 			out = append(out, p)
@@ -62,8 +62,8 @@ func (h *Hub) localizePathsLocked(es *ExecutorSession, v any) {
 			case "module":
 				if mod, ok := e.(map[string]any); ok {
 					if p, ok := mod["path"].(string); ok {
-						if r := h.mapRemoteLocked(es, p); r.err == nil {
-							mod["path"] = r.m.Local
+						if r := h.mapRemoteLocked(es, p); r.Err == nil {
+							mod["path"] = r.Mapping.Local
 						}
 					}
 				}
@@ -84,36 +84,30 @@ func (h *Hub) localizeSourceLocked(es *ExecutorSession, src map[string]any) {
 		return
 	}
 	r := h.mapRemoteLocked(es, p)
-	if r.err != nil {
+	if r.Err != nil {
 		return
 	}
-	src["path"] = r.m.Local
+	src["path"] = r.Mapping.Local
 	if _, has := src["sourceReference"]; has {
 		src["sourceReference"] = 0 // the IDE reads the local file
 	}
 }
 
 // mapRemoteLocked maps one executor path, once per executor and path, and
-// reports each new outcome for `sparkdap serve`'s path report.
-func (h *Hub) mapRemoteLocked(es *ExecutorSession, remote string) pathResult {
-	if r, ok := es.paths[remote]; ok {
+// logs each new outcome (`sparkdap paths` reports them all).
+func (h *Hub) mapRemoteLocked(es *ExecutorSession, remote string) pathmap.Result {
+	r, fresh := es.paths.ToLocal(remote)
+	if !fresh {
 		return r
 	}
-	m, err := h.cfg.Paths.ToLocal(remote, es.roots)
-	r := pathResult{m, err}
-	if es.paths == nil {
-		es.paths = map[string]pathResult{}
-		es.remoteOf = map[string]string{}
-	}
-	es.paths[remote] = r
-	if err == nil {
-		es.remoteOf[m.Local] = remote
+	if r.Err == nil {
+		m := r.Mapping
 		es.logger().Debug().Str("remote", remote).Str("local", m.Local).Str("rule", m.Rule).Msg("path mapped")
-	} else if errors.Is(err, ErrAmbiguous) {
-		// The one outcome the user must act on (with --map).
-		es.logger().Warn().Err(err).Msg("path not mapped")
+	} else if errors.Is(r.Err, pathmap.ErrAmbiguous) {
+		// The one outcome the user must act on (with an explicit rule).
+		es.logger().Warn().Err(r.Err).Msg("path not mapped")
 	} else {
-		es.logger().Debug().Err(err).Msg("path not mapped; the IDE gets the executor's copy")
+		es.logger().Debug().Err(r.Err).Msg("path not mapped; the IDE gets the executor's copy")
 	}
 	return r
 }
@@ -129,7 +123,7 @@ func (h *Hub) remotizePathsLocked(es *ExecutorSession, v any) {
 		for k, e := range t {
 			if src, ok := e.(map[string]any); ok && k == "source" {
 				if p, ok := src["path"].(string); ok {
-					if remote, ok := es.remoteOf[p]; ok {
+					if remote, ok := es.paths.RemoteOf(p); ok {
 						src["path"] = remote
 					}
 				}
@@ -163,16 +157,8 @@ func (h *Hub) PathReports() []PathReport {
 	defer h.mu.Unlock()
 	var out []PathReport
 	for _, es := range h.readyLocked() {
-		r := PathReport{Executor: es.id, Label: es.Label(), Roots: es.roots, Mapped: []Mapping{}, Unmapped: []string{}}
-		for _, p := range es.paths {
-			if p.err == nil {
-				r.Mapped = append(r.Mapped, p.m)
-			} else {
-				r.Unmapped = append(r.Unmapped, p.err.Error())
-			}
-		}
-		sort.Slice(r.Mapped, func(i, j int) bool { return r.Mapped[i].Remote < r.Mapped[j].Remote })
-		sort.Strings(r.Unmapped)
+		r := PathReport{Executor: es.id, Label: es.labelLocked(), Roots: es.paths.Roots()}
+		r.Mapped, r.Unmapped = es.paths.Outcomes()
 		r.Refused = es.refusalsLocked()
 		out = append(out, r)
 	}

@@ -3,9 +3,6 @@ package pycharm
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +16,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/pathmap"
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // Config configures the PyCharm front end of the proxy.
@@ -32,7 +30,7 @@ type Config struct {
 	// MaxSessions caps the executors debugged at once; 0 = no cap.
 	MaxSessions int
 	// Paths maps executor paths to local ones; nil passes them through.
-	Paths *dap.PathMapper
+	Paths *pathmap.Mapper
 	// Log gets diagnostics; Summary (optional) one line per worker event.
 	Log     zerolog.Logger
 	Summary io.Writer
@@ -45,7 +43,7 @@ type Config struct {
 	// FallbackVersion answers CMD_VERSION when no executor does in time.
 	FallbackVersion string
 	// HelloTTL is how long an accepted hello waits for its pydevd
-	// connection (default dap.DefaultHelloTTL).
+	// connection (default worker.DefaultHelloTTL).
 	HelloTTL time.Duration
 }
 
@@ -60,7 +58,7 @@ const identifyTimeout = 15 * time.Second
 
 // maxPendingHellos bounds the hellos waiting for their pydevd connection (a
 // var for tests).
-var maxPendingHellos = 10000
+var maxPendingHellos = worker.DefaultMaxPending
 
 // guardThreadPrefix starts the name of the wrapper's connect-guard thread
 // in PyCharm mode: "sparkdap-connect-guard <nonce>", the nonce being the
@@ -104,19 +102,21 @@ type Proxy struct {
 
 	dialMu sync.Mutex // one dial to PyCharm at a time
 
+	// admission holds pending hellos by nonce, each expiring on its own
+	// timer, and applies the token, pending cap and session limit. Its
+	// lock is a leaf, taken under mu; the sessions it counts are
+	// len(execs).
+	admission *worker.Registry
+
+	// mu guards the fields below, the executors' state and PyCharm's
+	// session state. Sends to peers happen under it (they only queue);
+	// nothing under it waits on the network.
 	mu     sync.Mutex
 	ide    *peer    // the connection to PyCharm, nil when none
 	st     *session // PyCharm's session state, with ide
 	execs  map[int64]*executor
-	hellos map[string]*pendingHello // by nonce; each expires on its timer
-	conns  map[net.Conn]bool        // every open executor-side connection
+	conns  map[net.Conn]bool // every open executor-side connection
 	closed bool
-}
-
-type pendingHello struct {
-	ip    string
-	hello Hello
-	timer *time.Timer // forgets it after Config.HelloTTL
 }
 
 // session is what PyCharm told the proxy since it connected: replayed to
@@ -150,7 +150,7 @@ type request struct {
 type executor struct {
 	pid     int64
 	ip      string
-	hello   Hello
+	hello   worker.Hello
 	label   string
 	p       *peer
 	paths   *pathRewriter
@@ -170,7 +170,7 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 		cfg.VersionTimeout = 5 * time.Second
 	}
 	if cfg.HelloTTL <= 0 {
-		cfg.HelloTTL = dap.DefaultHelloTTL
+		cfg.HelloTTL = worker.DefaultHelloTTL
 	}
 	if cfg.FallbackVersion == "" {
 		cfg.FallbackVersion = "sparkdap"
@@ -179,8 +179,10 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor port: %w", err)
 	}
-	return &Proxy{cfg: cfg, ln: ln, log: cfg.Log, execs: map[int64]*executor{},
-		hellos: map[string]*pendingHello{}, conns: map[net.Conn]bool{}}, nil
+	admission := worker.NewRegistry(worker.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions,
+		MaxPending: maxPendingHellos, TTL: cfg.HelloTTL})
+	return &Proxy{cfg: cfg, ln: ln, log: cfg.Log, execs: map[int64]*executor{}, admission: admission,
+		conns: map[net.Conn]bool{}}, nil
 }
 
 // Addr is the executor port's address.
@@ -247,6 +249,7 @@ func (p *Proxy) Close() {
 	p.conns = map[net.Conn]bool{}
 	p.mu.Unlock()
 	p.ln.Close()
+	p.admission.Close()
 	if ide != nil {
 		ide.close()
 	}
@@ -281,7 +284,7 @@ func (p *Proxy) serveConn(conn net.Conn) {
 		log.Debug().Err(err).Msg("connection closed before it said anything")
 		return
 	}
-	if isHello(br) {
+	if worker.IsHello(br) {
 		p.serveHello(conn, br, log)
 		return
 	}
@@ -346,76 +349,51 @@ func remoteIP(conn net.Conn) string {
 
 // serveHello answers a hello: token, session limit, PyCharm reachable.
 func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) {
-	reply := func(s string) {
+	reply := func(b []byte) {
 		_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		_, _ = conn.Write([]byte(helloPrefix + s + "\n"))
+		_, _ = conn.Write(b)
 	}
-	hello, err := readHello(br)
+	hello, err := worker.ReadHello(br)
 	if err != nil {
 		log.Warn().Err(err).Msg("bad hello")
-		reply("REFUSED bad hello")
+		reply(worker.Reply("", worker.ErrBadHello))
 		return
 	}
-	nonce, reason := p.acceptHello(remoteIP(conn), hello)
-	if reason != "" {
-		log.Warn().Str("reason", reason).Int64("pid", hello.PID).Str("host", hello.Host).
+	nonce, err := p.acceptHello(remoteIP(conn), hello)
+	if err != nil {
+		log.Warn().Str("reason", err.Error()).Int64("pid", hello.PID).Str("host", hello.Host).
 			Msg("worker refused; it runs undebugged")
-		p.summary("worker %s pid %d refused: %s; it runs undebugged", hello.Host, hello.PID, reason)
-		reply("REFUSED " + reason)
+		p.summary("worker %s pid %d refused: %v; it runs undebugged", hello.Host, hello.PID, err)
+		reply(worker.Reply("", err))
 		return
 	}
 	log.Debug().Int64("pid", hello.PID).Str("label", hello.Label).Msg("hello accepted")
-	reply("OK " + nonce)
+	reply(worker.Reply(nonce, nil))
 }
 
-// newNonce is 128 random bits, hex.
-func newNonce() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("hello nonce: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
+// errPIDElsewhere refuses a hello whose pid another host's worker already
+// debugs: pydevd's thread ids (pid_<pid>_id_<n>) would clash.
+type errPIDElsewhere struct{ pid int64 }
+
+func (e *errPIDElsewhere) Error() string {
+	return fmt.Sprintf("pid %d is already debugged on another host (thread ids would clash)", e.pid)
 }
 
-func (p *Proxy) acceptHello(ip string, hello Hello) (nonce, reason string) {
-	if p.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(hello.Token), []byte(p.cfg.Token)) != 1 {
-		if hello.Token == "" {
-			return "", "no access token"
-		}
-		return "", "wrong access token"
+// acceptHello admits a hello (token first, then PyCharm reachable, then the
+// registry's caps) and returns the nonce its pydevd connection must show.
+func (p *Proxy) acceptHello(ip string, hello worker.Hello) (nonce string, err error) {
+	if err := p.admission.CheckToken(hello.Token); err != nil {
+		return "", err
 	}
 	if err := p.ensurePyCharm(); err != nil {
-		return "", err.Error()
-	}
-	nonce, err := newNonce()
-	if err != nil {
-		return "", err.Error()
+		return "", err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e, ok := p.execs[hello.PID]; ok && e.ip != ip {
-		return "", fmt.Sprintf("pid %d is already debugged on another host (thread ids would clash)", hello.PID)
+		return "", &errPIDElsewhere{hello.PID}
 	}
-	if len(p.hellos) >= maxPendingHellos {
-		return "", "too many workers connecting at once"
-	}
-	if p.cfg.MaxSessions > 0 && len(p.execs)+len(p.hellos) >= p.cfg.MaxSessions {
-		return "", fmt.Sprintf("session limit reached (--max-sessions %d)", p.cfg.MaxSessions)
-	}
-	hello.Token = ""
-	h := &pendingHello{ip: ip, hello: hello}
-	// A timer per hello, not a sweep on the next hello: a worker whose
-	// pydevd never came must not hold a session slot, or memory, until
-	// someone else says hello.
-	h.timer = time.AfterFunc(p.cfg.HelloTTL, func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.hellos[nonce] == h {
-			delete(p.hellos, nonce)
-		}
-	})
-	p.hellos[nonce] = h
-	return nonce, ""
+	return p.admission.AcceptNonce(ip, hello, len(p.execs))
 }
 
 // ensurePyCharm connects to PyCharm's debug server unless connected.
@@ -490,23 +468,21 @@ func (p *Proxy) join(conn net.Conn, pid int64, nonce string) (*executor, error) 
 	ip := remoteIP(conn)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	h, ok := p.hellos[nonce]
-	if !ok || h.ip != ip || h.hello.PID != pid {
+	// One use only: Claim forgets it.
+	hello, ok := p.admission.Claim(nonce, ip, pid)
+	if !ok {
 		return nil, errors.New("no hello for this connection (its nonce is unknown or expired, or names another process)")
 	}
-	// One use only.
-	delete(p.hellos, nonce)
-	h.timer.Stop()
 	if p.st == nil {
 		return nil, errors.New("PyCharm is not connected")
 	}
 	if _, dup := p.execs[pid]; dup {
 		return nil, fmt.Errorf("pid %d is already connected", pid)
 	}
-	e := &executor{pid: pid, ip: ip, hello: h.hello, p: newPeer(conn), seq: probeSeq,
-		paths: newPathRewriter(p.cfg.Paths, h.hello.Roots), pending: map[int]request{},
+	e := &executor{pid: pid, ip: ip, hello: hello, p: newPeer(conn), seq: probeSeq,
+		paths: newPathRewriter(p.cfg.Paths, hello.Roots), pending: map[int]request{},
 		bps: map[string][]string{}, threads: map[string]string{}, hidden: map[string]bool{}}
-	e.label = labelOf(h.hello.TaskInfo)
+	e.label = labelOf(hello.TaskInfo)
 	p.execs[pid] = e
 	st := p.st
 	if st.version != nil {
@@ -521,21 +497,10 @@ func (p *Proxy) join(conn net.Conn, pid int64, nonce string) (*executor, error) 
 	return e, nil
 }
 
-// labelOf is the thread-name prefix of an executor's task, in the DAP
-// flavour's merged-mode style.
-func labelOf(t dap.TaskInfo) string {
-	var parts []string
-	if t.ExecutorID != "" {
-		parts = append(parts, "exec "+t.ExecutorID)
-	}
-	if t.Host != "" {
-		parts = append(parts, t.Host)
-	}
-	parts = append(parts, "pid "+strconv.FormatInt(t.PID, 10))
-	if t.Label != "" {
-		parts = append(parts, t.Label)
-	}
-	return "[" + strings.Join(parts, " · ") + "] "
+// labelOf is the thread-name prefix of an executor's task: the shared
+// task label (worker.Label), as the DAP flavour's merged mode writes it.
+func labelOf(t worker.TaskInfo) string {
+	return "[" + worker.Label(t) + "] "
 }
 
 // leave forgets an executor whose connection ended: PyCharm is told its
@@ -775,7 +740,7 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 		return
 	}
 	if m.ID == CmdSparkdapTask {
-		var t dap.TaskInfo
+		var t worker.TaskInfo
 		if err := json.Unmarshal([]byte(PyUnquote(m.Payload)), &t); err == nil {
 			if t.PID == 0 {
 				t.PID = e.pid

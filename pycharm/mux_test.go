@@ -14,7 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/pycharm"
 	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
 )
@@ -28,7 +28,7 @@ type fakeWorker struct {
 	got  chan pycharm.Message
 }
 
-func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, partition int64, roots dap.Roots) *fakeWorker {
+func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, partition int64, roots pathmap.Roots) *fakeWorker {
 	t.Helper()
 	nonce, reply := sayHello(t, addr, pid, partition, roots)
 	if nonce == "" {
@@ -39,7 +39,7 @@ func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, part
 
 // sayHello says the wrapper's hello and returns the nonce of an "OK
 // <nonce>" reply, or "" and the reply.
-func sayHello(t *testing.T, addr string, pid, partition int64, roots dap.Roots) (nonce, reply string) {
+func sayHello(t *testing.T, addr string, pid, partition int64, roots pathmap.Roots) (nonce, reply string) {
 	t.Helper()
 	h := map[string]any{"token": "tok", "pid": pid, "host": "node-1", "executorId": "1",
 		"label": fmt.Sprintf("stage 0 · partition %d · attempt 0", partition), "roots": roots}
@@ -132,7 +132,7 @@ func TestMultiplexer(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "job.py"), []byte("x = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	paths, err := dap.NewPathMapper(root, nil)
+	paths, err := pathmap.New(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestMultiplexer(t *testing.T) {
 	defer px.Close()
 	addr := px.Addr().String()
 
-	rootsA := dap.Roots{SparkFiles: "/spark/a/userFiles-1"}
+	rootsA := pathmap.Roots{SparkFiles: "/spark/a/userFiles-1"}
 	a := startWorker(t, ctx, addr, 101, 0, rootsA)
 	if err := ide.Accept(ctx); err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func TestMultiplexer(t *testing.T) {
 	a.waitFor(t, pycharm.CmdRun)
 
 	// A late joiner gets version, breakpoint and run replayed.
-	b := startWorker(t, ctx, addr, 202, 1, dap.Roots{SparkFiles: "/spark/b/userFiles-2"})
+	b := startWorker(t, ctx, addr, 202, 1, pathmap.Roots{SparkFiles: "/spark/b/userFiles-2"})
 	for {
 		m := b.waitFor(t, pycharm.CmdSetBreak)
 		if _, f, _ := pycharm.BreakpointKey(m); f == "/spark/b/userFiles-2/job.py" {
@@ -279,7 +279,7 @@ func TestHostileExecutor(t *testing.T) {
 	defer cancel()
 	px, ide := startProxy(t, ctx, pycharm.Config{})
 	addr := px.Addr().String()
-	a := startWorker(t, ctx, addr, 101, 0, dap.Roots{})
+	a := startWorker(t, ctx, addr, 101, 0, pathmap.Roots{})
 	if err := ide.Accept(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestHostileExecutor(t *testing.T) {
 	}
 	nameA := ide.ThreadName(tidA)
 
-	h := startWorker(t, ctx, addr, 202, 1, dap.Roots{})
+	h := startWorker(t, ctx, addr, 202, 1, pathmap.Roots{})
 	h.waitFor(t, pycharm.CmdRun)
 	hostile := []pycharm.Message{
 		{ID: pycharm.CmdExit, Seq: 2},
@@ -369,7 +369,7 @@ func TestPydevdBoundToHello(t *testing.T) {
 	defer cancel()
 	px, ide := startProxy(t, ctx, pycharm.Config{HelloTTL: 300 * time.Millisecond})
 	addr := px.Addr().String()
-	first := startWorker(t, ctx, addr, 100, 0, dap.Roots{})
+	first := startWorker(t, ctx, addr, 100, 0, pathmap.Roots{})
 	if err := ide.Accept(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestPydevdBoundToHello(t *testing.T) {
 	}
 	first.waitFor(t, pycharm.CmdRun)
 
-	nonce, reply := sayHello(t, addr, 303, 1, dap.Roots{})
+	nonce, reply := sayHello(t, addr, 303, 1, pathmap.Roots{})
 	if nonce == "" || len(nonce) < 32 {
 		t.Fatalf("hello reply %q: want OK and a 128-bit nonce", reply)
 	}
@@ -401,7 +401,7 @@ func TestPydevdBoundToHello(t *testing.T) {
 		t.Errorf("a nonce joined twice")
 	}
 	// Expired.
-	late, _ := sayHello(t, addr, 505, 2, dap.Roots{})
+	late, _ := sayHello(t, addr, 505, 2, pathmap.Roots{})
 	time.Sleep(1500 * time.Millisecond)
 	if !connectPydevd(t, addr, 505, late).refused(t) {
 		t.Errorf("a hello joined after its TTL")
@@ -416,11 +416,11 @@ func TestPendingHelloCap(t *testing.T) {
 	addr := px.Addr().String()
 	go func() { _ = ide.Accept(ctx) }()
 	for pid := int64(1); pid <= 2; pid++ {
-		if n, reply := sayHello(t, addr, pid, 0, dap.Roots{}); n == "" {
+		if n, reply := sayHello(t, addr, pid, 0, pathmap.Roots{}); n == "" {
 			t.Fatalf("hello %d: %s", pid, reply)
 		}
 	}
-	if n, reply := sayHello(t, addr, 3, 0, dap.Roots{}); n != "" || !strings.Contains(reply, "too many") {
+	if n, reply := sayHello(t, addr, 3, 0, pathmap.Roots{}); n != "" || !strings.Contains(reply, "too many") {
 		t.Errorf("third pending hello: %q, want refused (too many workers connecting at once)", reply)
 	}
 }
@@ -432,7 +432,7 @@ func TestTaskChangeRenamesThreads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	px, ide := startProxy(t, ctx, pycharm.Config{})
-	w := startWorker(t, ctx, px.Addr().String(), 77, 0, dap.Roots{})
+	w := startWorker(t, ctx, px.Addr().String(), 77, 0, pathmap.Roots{})
 	if err := ide.Accept(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +466,7 @@ func TestWrapperThreadsHidden(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	px, ide := startProxy(t, ctx, pycharm.Config{})
-	w := startWorker(t, ctx, px.Addr().String(), 88, 0, dap.Roots{})
+	w := startWorker(t, ctx, px.Addr().String(), 88, 0, pathmap.Roots{})
 	if err := ide.Accept(ctx); err != nil {
 		t.Fatal(err)
 	}

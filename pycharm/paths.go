@@ -1,69 +1,43 @@
 package pycharm
 
 import (
-	"sync"
-
-	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/pathmap"
 )
 
-// pathRewriter translates one executor's paths with the shared PathMapper:
+// pathRewriter translates one executor's paths through its pathmap.Cache:
 // PyCharm's local breakpoint files to the paths the executor may know them
 // by, and the executor's frame files back to local files. A nil mapper
-// passes paths through (serve --no-path-mapping).
+// passes paths through (serve --no-path-mapping). It is safe for concurrent
+// use (the Cache's own leaf lock); the Proxy calls it under p.mu.
 type pathRewriter struct {
-	paths *dap.PathMapper
-	roots dap.Roots
-
-	mu     sync.Mutex
-	local  map[string]string   // executor path → local path ("" = unmapped)
-	remote map[string][]string // local path → executor candidates
+	c *pathmap.Cache
 }
 
-func newPathRewriter(paths *dap.PathMapper, roots *dap.Roots) *pathRewriter {
-	r := &pathRewriter{paths: paths, local: map[string]string{}, remote: map[string][]string{}}
+func newPathRewriter(paths *pathmap.Mapper, roots *pathmap.Roots) *pathRewriter {
+	var r pathmap.Roots
 	if roots != nil {
-		r.roots = *roots
+		r = *roots
 	}
-	return r
+	return &pathRewriter{c: pathmap.NewCache(paths, r)}
 }
 
-// toRemote lists the executor paths to set a breakpoint in local on.
+// toRemote lists the executor paths to set a breakpoint in local on; the
+// local path itself when the mapper has no candidate.
 func (r *pathRewriter) toRemote(local string) []string {
-	if r.paths == nil {
-		return []string{local}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c, ok := r.remote[local]; ok {
+	if c := r.c.ToRemote(local); len(c) > 0 {
 		return c
 	}
-	c := r.paths.ToRemote(local, r.roots)
-	if len(c) == 0 {
-		c = []string{local}
-	}
-	r.remote[local] = c
-	return c
+	return []string{local}
 }
 
 // toLocal maps an executor's frame file to the local file, or returns it
 // unchanged when no local file fits.
 func (r *pathRewriter) toLocal(remote string) string {
-	if r.paths == nil || remote == "" || remote[0] == '<' {
+	if remote == "" || remote[0] == '<' {
 		return remote
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if l, ok := r.local[remote]; ok {
-		if l == "" {
-			return remote
-		}
-		return l
+	if res, _ := r.c.ToLocal(remote); res.Err == nil {
+		return res.Mapping.Local
 	}
-	m, err := r.paths.ToLocal(remote, r.roots)
-	if err != nil {
-		r.local[remote] = ""
-		return remote
-	}
-	r.local[remote] = m.Local
-	return m.Local
+	return remote
 }

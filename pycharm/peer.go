@@ -2,65 +2,29 @@ package pycharm
 
 import (
 	"net"
-	"sync"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/wirequeue"
 )
 
-// peer is one TCP connection with its own writer goroutine, so that a slow
-// peer never blocks the multiplexer: sends queue without blocking, and a peer
-// that lets its queue overflow is disconnected.
+// peer is one TCP connection (PyCharm's or an executor's pydevd) whose
+// writes go through a wirequeue.Queue, so that a slow peer never blocks the
+// multiplexer: sends queue without blocking (callers hold p.mu), the queue's
+// flusher goroutine, running only while there is something to write, is the
+// connection's only writer, and a peer that lets too much pile up, or reads
+// nothing for writeTimeout, is disconnected. The connection's reader is the
+// goroutine serving it (readPyCharm, serveConn).
 type peer struct {
-	conn net.Conn
-	out  chan []byte
-	done chan struct{}
-	once sync.Once
+	q *wirequeue.Queue
 }
 
-const (
-	peerQueue    = 4096
-	writeTimeout = 30 * time.Second
-)
+const writeTimeout = 30 * time.Second
 
 func newPeer(conn net.Conn) *peer {
-	p := &peer{conn: conn, out: make(chan []byte, peerQueue), done: make(chan struct{})}
-	go p.writeLoop()
-	return p
-}
-
-func (p *peer) writeLoop() {
-	for {
-		select {
-		case b := <-p.out:
-			_ = p.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if _, err := p.conn.Write(b); err != nil {
-				p.close()
-				return
-			}
-		case <-p.done:
-			return
-		}
-	}
+	return &peer{q: wirequeue.New(conn, wirequeue.Options{WriteTimeout: writeTimeout})}
 }
 
 // send queues one message; false if the peer is gone or could not keep up.
-func (p *peer) send(m Message) bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-	}
-	select {
-	case p.out <- m.Marshal():
-		return true
-	default:
-		p.close()
-		return false
-	}
-}
+func (p *peer) send(m Message) bool { return p.q.Send(m.Marshal()) == nil }
 
-func (p *peer) close() {
-	p.once.Do(func() {
-		close(p.done)
-		p.conn.Close()
-	})
-}
+func (p *peer) close() { p.q.Close(nil) }

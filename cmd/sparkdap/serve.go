@@ -19,6 +19,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/dap"
 	"github.com/sparkdap/sparkdap/internal/safefile"
+	"github.com/sparkdap/sparkdap/pathmap"
 )
 
 func init() {
@@ -109,18 +110,18 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	var paths *dap.PathMapper
+	var paths *pathmap.Mapper
 	if !f.noPathMapping {
-		var rules []dap.MapRule
+		var rules []pathmap.Rule
 		for _, m := range f.maps {
-			r, err := dap.ParseMapRule(m)
+			r, err := pathmap.ParseRule(m)
 			if err != nil {
-				return err
+				return fmt.Errorf("--map %w", err)
 			}
 			rules = append(rules, r)
 		}
-		if paths, err = dap.NewPathMapper(f.root, rules); err != nil {
-			return err
+		if paths, err = pathmap.New(f.root, rules); err != nil {
+			return fmt.Errorf("--root %w", err)
 		}
 	}
 	// The executor side: the DAP hub, or the PyCharm proxy.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/pycharm"
 )
 
@@ -31,7 +31,7 @@ func (p *pycharmFlags) enabled() bool { return p.ide == "pycharm" }
 // PyCharm when the first selected worker says hello, so start PyCharm's
 // debug server first; workers that come while it is not listening run
 // undebugged.
-func (p *pycharmFlags) listen(executors, token string, maxSessions int, paths *dap.PathMapper, log zerolog.Logger, stderr io.Writer) (*pycharm.Proxy, error) {
+func (p *pycharmFlags) listen(executors, token string, maxSessions int, paths *pathmap.Mapper, log zerolog.Logger, stderr io.Writer) (*pycharm.Proxy, error) {
 	if err := warnIfPublic(p.pycharm, log); err != nil {
 		return nil, fmt.Errorf("--pycharm: %w", err)
 	}

@@ -1,4 +1,4 @@
-package dap
+package pathmap
 
 import (
 	"errors"
@@ -24,9 +24,9 @@ var windowsFiles = []string{
 	`C:\Users\me\proj\lib\loans\calc.py`,
 }
 
-func mustRule(t *testing.T, s string) MapRule {
+func mustRule(t *testing.T, s string) Rule {
 	t.Helper()
-	r, err := ParseMapRule(s)
+	r, err := ParseRule(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestToLocal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var rules []MapRule
+			var rules []Rule
 			for _, r := range tt.rules {
 				rules = append(rules, mustRule(t, r))
 			}
@@ -85,7 +85,7 @@ func TestToLocal(t *testing.T) {
 			if tt.windows {
 				files, root = windowsFiles, `C:\Users\me\proj`
 			}
-			pm := newPathMapperFiles(root, tt.windows, files, rules)
+			pm := NewForFiles(root, tt.windows, files, rules)
 			got, err := pm.ToLocal(tt.remote, executor)
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
@@ -104,7 +104,7 @@ func TestToLocal(t *testing.T) {
 }
 
 func TestAmbiguityNamesTheCandidates(t *testing.T) {
-	pm := newPathMapperFiles("/home/me/proj", false, projectFiles, nil)
+	pm := NewForFiles("/home/me/proj", false, projectFiles, nil)
 	_, err := pm.ToLocal("/tmp/userFiles-1/utils.py", Roots{})
 	if err == nil || !strings.Contains(err.Error(), "/home/me/proj/jobs/utils.py") || !strings.Contains(err.Error(), "/home/me/proj/tools/utils.py") {
 		t.Fatalf("err = %v; want both candidates named", err)
@@ -139,11 +139,11 @@ func TestToRemote(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var rules []MapRule
+			var rules []Rule
 			for _, r := range tt.rules {
 				rules = append(rules, mustRule(t, r))
 			}
-			pm := newPathMapperFiles(tt.root, tt.windows, nil, rules)
+			pm := NewForFiles(tt.root, tt.windows, nil, rules)
 			got := pm.ToRemote(tt.local, roots)
 			set := map[string]bool{}
 			for _, g := range got {
@@ -168,8 +168,8 @@ func TestToRemote(t *testing.T) {
 
 func TestParseMapRule(t *testing.T) {
 	for _, bad := range []string{"", "=x", "x=", "noequals", "/tmp/[unclosed=/x"} {
-		if _, err := ParseMapRule(bad); err == nil {
-			t.Errorf("ParseMapRule(%q) accepted", bad)
+		if _, err := ParseRule(bad); err == nil {
+			t.Errorf("ParseRule(%q) accepted", bad)
 		}
 	}
 	r := mustRule(t, "/tmp/deps.zip=/src")
@@ -185,7 +185,7 @@ func TestPathMapperReadsTheLocalTree(t *testing.T) {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, []byte("x = 1\n"), 0o644)
 	}
-	pm, err := NewPathMapper(root, nil)
+	pm, err := New(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func FuzzPathMapper(f *testing.F) {
 		if windows {
 			files, root = windowsFiles, `C:\Users\me\proj`
 		}
-		pm := newPathMapperFiles(root, windows, files, nil)
+		pm := NewForFiles(root, windows, files, nil)
 		roots := Roots{SparkFiles: "/tmp/spark-1/userFiles-2", Cwd: "/work", SysPath: []string{"./deps.zip"}}
 		if m, err := pm.ToLocal(remote, roots); err == nil {
 			found := false

@@ -1,4 +1,4 @@
-package dap
+package pathmap
 
 import (
 	"errors"
@@ -54,10 +54,10 @@ func isLibraryDir(d string) bool {
 	return false
 }
 
-// MapRule is an explicit --map REMOTE=LOCAL: a remote prefix, which may be a
+// Rule is an explicit REMOTE=LOCAL rule (serve's --map): a remote prefix, which may be a
 // regular expression (for directories with generated names such as
 // userFiles-<uuid>), and the local directory it stands for.
-type MapRule struct {
+type Rule struct {
 	Remote *regexp.Regexp // anchored at the start
 	Local  string
 	raw    string
@@ -66,16 +66,16 @@ type MapRule struct {
 	literal string
 }
 
-// regexMeta are the characters that make a --map prefix a regular
+// regexMeta are the characters that make a rule's prefix a regular
 // expression. A dot alone does not: it is everywhere in file names and
 // matches itself either way.
 const regexMeta = `[]()*+?{}|^$\`
 
-// ParseMapRule parses REMOTE_PREFIX=LOCAL_PREFIX.
-func ParseMapRule(s string) (MapRule, error) {
+// ParseRule parses REMOTE_PREFIX=LOCAL_PREFIX.
+func ParseRule(s string) (Rule, error) {
 	remote, local, ok := strings.Cut(s, "=")
 	if !ok || remote == "" || local == "" {
-		return MapRule{}, fmt.Errorf("--map %q: want REMOTE_PREFIX=LOCAL_PREFIX", s)
+		return Rule{}, &RuleError{Rule: s, Reason: "want REMOTE_PREFIX=LOCAL_PREFIX"}
 	}
 	expr, literal := regexp.QuoteMeta(remote), remote
 	if strings.ContainsAny(remote, regexMeta) {
@@ -83,27 +83,69 @@ func ParseMapRule(s string) (MapRule, error) {
 	}
 	re, err := regexp.Compile("^(?:" + expr + ")")
 	if err != nil {
-		return MapRule{}, fmt.Errorf("--map %q: bad regular expression: %w", s, err)
+		return Rule{}, &RuleError{Rule: s, Reason: "bad regular expression", Err: err}
 	}
-	return MapRule{Remote: re, Local: local, raw: s, literal: literal}, nil
+	return Rule{Remote: re, Local: local, raw: s, literal: literal}, nil
 }
 
-func (r MapRule) String() string { return r.raw }
+func (r Rule) String() string { return r.raw }
+
+// RuleError is a rule ParseRule cannot use. It names no flag: the caller
+// that took the rule from one (cmd/sparkdap's --map) says which.
+type RuleError struct {
+	Rule   string // as given
+	Reason string
+	Err    error // the regular expression's error, if that was it
+}
+
+func (e *RuleError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%q: %s: %v", e.Rule, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("%q: %s", e.Rule, e.Reason)
+}
+
+func (e *RuleError) Unwrap() error { return e.Err }
 
 // ErrAmbiguous is returned when several local files fit a remote path
 // equally well: sparkdap would rather show nothing than the wrong file.
 var ErrAmbiguous = errors.New("ambiguous")
 
+// AmbiguousError names the local files that fit a remote path equally
+// well. It is ErrAmbiguous (errors.Is); its text says an explicit rule
+// settles it, without naming the flag that gives one.
+type AmbiguousError struct {
+	Remote     string
+	Candidates []string // sorted
+}
+
+func (e *AmbiguousError) Error() string {
+	return fmt.Sprintf("%s: %v: %d local files fit equally well: %s (add a mapping rule)",
+		e.Remote, ErrAmbiguous, len(e.Candidates), strings.Join(e.Candidates, ", "))
+}
+
+func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous }
+
+// RootError is a local project root New cannot resolve.
+type RootError struct {
+	Root string
+	Err  error
+}
+
+func (e *RootError) Error() string { return e.Root + ": " + e.Err.Error() }
+
+func (e *RootError) Unwrap() error { return e.Err }
+
 // ErrUnmapped is returned when no local file fits a remote path.
 var ErrUnmapped = errors.New("no local file")
 
-// PathMapper translates between executor paths and the developer's local
-// sources. Rules, in order: explicit --map rules; the executor's learned
+// Mapper translates between executor paths and the developer's local
+// sources. Rules, in order: explicit rules (serve's --map); the executor's learned
 // roots (a path under a root is looked up under the local project root);
 // then the local file whose path shares the longest suffix with the remote
 // path, if exactly one does.
-type PathMapper struct {
-	rules   []MapRule
+type Mapper struct {
+	rules   []Rule
 	root    string // local project root
 	windows bool   // local paths are Windows paths: case-insensitive, backslashes
 
@@ -112,21 +154,22 @@ type PathMapper struct {
 	files func() ([]string, error)
 }
 
-// NewPathMapper maps against the Python files under root on this machine.
-func NewPathMapper(root string, rules []MapRule) (*PathMapper, error) {
+// New maps against the Python files under root on this machine.
+func New(root string, rules []Rule) (*Mapper, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		return nil, fmt.Errorf("--root %s: %w", root, err)
+		return nil, &RootError{Root: root, Err: err}
 	}
-	pm := &PathMapper{rules: rules, root: abs, windows: filepath.Separator == '\\'}
+	pm := &Mapper{rules: rules, root: abs, windows: filepath.Separator == '\\'}
 	pm.files = func() ([]string, error) { return walkPython(abs) }
 	return pm, nil
 }
 
-// newPathMapperFiles maps against a fixed list of local files, in the given
-// style; for tests of other platforms' paths.
-func newPathMapperFiles(root string, windows bool, files []string, rules []MapRule) *PathMapper {
-	return &PathMapper{rules: rules, root: root, windows: windows,
+// NewForFiles maps against a fixed list of local files, in the given style
+// (windows: case-insensitive, backslashes), instead of walking root; for
+// tests, including other platforms' paths.
+func NewForFiles(root string, windows bool, files []string, rules []Rule) *Mapper {
+	return &Mapper{rules: rules, root: root, windows: windows,
 		files: func() ([]string, error) { return files, nil }}
 }
 
@@ -162,13 +205,13 @@ func walkPython(root string) ([]string, error) {
 }
 
 // Refresh forgets the local index; the next lookup re-reads the tree.
-func (pm *PathMapper) Refresh() {
+func (pm *Mapper) Refresh() {
 	pm.mu.Lock()
 	pm.index = nil
 	pm.mu.Unlock()
 }
 
-func (pm *PathMapper) lookup(base string) []string {
+func (pm *Mapper) lookup(base string) []string {
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
 	if pm.index == nil {
@@ -184,14 +227,14 @@ func (pm *PathMapper) lookup(base string) []string {
 
 // local-path helpers in the local style.
 
-func (pm *PathMapper) split(p string) []string {
+func (pm *Mapper) split(p string) []string {
 	if pm.windows {
 		p = strings.ReplaceAll(p, `\`, "/")
 	}
 	return strings.FieldsFunc(p, func(r rune) bool { return r == '/' })
 }
 
-func (pm *PathMapper) base(p string) string {
+func (pm *Mapper) base(p string) string {
 	parts := pm.split(p)
 	if len(parts) == 0 {
 		return ""
@@ -199,7 +242,7 @@ func (pm *PathMapper) base(p string) string {
 	return parts[len(parts)-1]
 }
 
-func (pm *PathMapper) join(dir string, rel []string) string {
+func (pm *Mapper) join(dir string, rel []string) string {
 	sep := "/"
 	if pm.windows {
 		sep = `\`
@@ -207,7 +250,7 @@ func (pm *PathMapper) join(dir string, rel []string) string {
 	return strings.TrimRight(dir, `/\`) + sep + strings.Join(rel, sep)
 }
 
-func (pm *PathMapper) same(a, b string) bool {
+func (pm *Mapper) same(a, b string) bool {
 	if pm.windows {
 		return strings.EqualFold(a, b)
 	}
@@ -215,7 +258,7 @@ func (pm *PathMapper) same(a, b string) bool {
 }
 
 // under returns p's components below dir, if p is under dir (local style).
-func (pm *PathMapper) under(p, dir string) ([]string, bool) {
+func (pm *Mapper) under(p, dir string) ([]string, bool) {
 	pp, dp := pm.split(p), pm.split(dir)
 	if len(pp) <= len(dp) {
 		return nil, false
@@ -235,7 +278,7 @@ type Mapping struct {
 }
 
 // ToLocal finds the local file for an executor's path.
-func (pm *PathMapper) ToLocal(remote string, roots Roots) (Mapping, error) {
+func (pm *Mapper) ToLocal(remote string, roots Roots) (Mapping, error) {
 	remote = resolveRemote(remote, roots.Cwd)
 	for _, r := range pm.rules {
 		if loc := r.Remote.FindStringIndex(remote); loc != nil {
@@ -263,7 +306,7 @@ func (pm *PathMapper) ToLocal(remote string, roots Roots) (Mapping, error) {
 }
 
 // bySuffix picks the local file sharing the longest path suffix.
-func (pm *PathMapper) bySuffix(remote string, parts []string) (Mapping, error) {
+func (pm *Mapper) bySuffix(remote string, parts []string) (Mapping, error) {
 	if len(parts) == 0 {
 		return Mapping{}, fmt.Errorf("%s: %w", remote, ErrUnmapped)
 	}
@@ -289,8 +332,7 @@ func (pm *PathMapper) bySuffix(remote string, parts []string) (Mapping, error) {
 		return Mapping{remote, best[0], fmt.Sprintf("suffix match (%d components)", bestLen)}, nil
 	}
 	sort.Strings(best)
-	return Mapping{}, fmt.Errorf("%s: %w: %d local files fit equally well: %s (add --map)",
-		remote, ErrAmbiguous, len(best), strings.Join(best, ", "))
+	return Mapping{}, &AmbiguousError{Remote: remote, Candidates: best}
 }
 
 // maxCandidates bounds how many executor paths one local file is tried as.
@@ -300,7 +342,7 @@ const maxCandidates = 48
 // likely first: the path itself (same machine), reversed literal --map rules,
 // and the file's path below the project root (and each shorter suffix of it)
 // under each learned root and inside each zip on sys.path.
-func (pm *PathMapper) ToRemote(local string, roots Roots) []string {
+func (pm *Mapper) ToRemote(local string, roots Roots) []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(p string) {

@@ -1,0 +1,205 @@
+package worker
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Refusals a Registry gives. Their text is the reason the wrapper logs (the
+// hello reply's "REFUSED <reason>"); none names a flag, since the library
+// does not know which one set the limit.
+var (
+	ErrNoToken    = errors.New("no access token")
+	ErrWrongToken = errors.New("wrong access token")
+	// ErrTooManyPending: the cap on hellos waiting for their debugger.
+	ErrTooManyPending = errors.New("too many workers connecting at once")
+	// ErrSessionLimit is what every SessionLimitError is (errors.Is).
+	ErrSessionLimit = errors.New("session limit reached")
+)
+
+// SessionLimitError refuses a worker because Max sessions are admitted or
+// promised to pending hellos. The text lives here only, for every front end.
+type SessionLimitError struct{ Max int }
+
+func (e *SessionLimitError) Error() string {
+	return fmt.Sprintf("%v (%d debugged at once)", ErrSessionLimit, e.Max)
+}
+
+func (e *SessionLimitError) Is(target error) bool { return target == ErrSessionLimit }
+
+// DefaultMaxPending bounds hellos waiting for their debugger's connection.
+const DefaultMaxPending = 10000
+
+// Config sets a Registry's rules. Zero values take the defaults.
+type Config struct {
+	// Token is what workers must present; empty accepts any (tests only).
+	Token string
+	// MaxSessions caps sessions admitted plus hellos pending; 0 = no cap.
+	MaxSessions int
+	// MaxPending caps hellos pending (default DefaultMaxPending).
+	MaxPending int
+	// TTL is how long an accepted hello waits (default DefaultHelloTTL).
+	TTL time.Duration
+}
+
+// Registry admits workers: it checks a hello's token, holds accepted
+// hellos until the worker's debugger connection claims them (or their TTL
+// passes), and keeps sessions plus pending hellos under MaxSessions.
+//
+// A hello is kept under a key the front end chooses: the DAP front end keys
+// by address and pid (AddrKey), since pydevd's handshake tells it the pid;
+// the PyCharm front end by a one-time nonce the registry draws
+// (AcceptNonce), since pydevd's thread list carries it back.
+//
+// The sessions themselves live in the front end, which passes how many it
+// has admitted (active) to each call; it holds whatever lock keeps that
+// count still during the call, so the check and the insertion are one step.
+// mu is a leaf lock: the Registry never calls out, so front ends call it
+// under their own locks, and its TTL timers take only mu.
+type Registry struct {
+	cfg Config
+
+	mu      sync.Mutex
+	pending map[string]*pending
+}
+
+type pending struct {
+	from  string // the address the hello came from
+	hello Hello  // without its token
+	timer *time.Timer
+}
+
+// NewRegistry returns an empty Registry with cfg's rules.
+func NewRegistry(cfg Config) *Registry {
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultHelloTTL
+	}
+	return &Registry{cfg: cfg, pending: map[string]*pending{}}
+}
+
+// CheckToken compares a presented token with the configured one in
+// constant time: nil, ErrNoToken or ErrWrongToken.
+func (r *Registry) CheckToken(token string) error {
+	if r.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(r.cfg.Token)) == 1 {
+		return nil
+	}
+	if token == "" {
+		return ErrNoToken
+	}
+	return ErrWrongToken
+}
+
+// AddrKey is the key of a hello that its debugger's connection finds again
+// by address and pid.
+func AddrKey(ip string, pid int64) string { return ip + "\x00" + strconv.FormatInt(pid, 10) }
+
+// Accept checks hello's token and keeps it under key, from the address
+// from, until Claim or its TTL. A second hello under a pending key replaces
+// the first without counting again (a worker that retried). active is how
+// many sessions the caller has admitted.
+func (r *Registry) Accept(key, from string, hello Hello, active int) error {
+	if err := r.CheckToken(hello.Token); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, again := r.pending[key]; again {
+		old.timer.Stop()
+		delete(r.pending, key)
+	} else if err := r.roomLocked(active); err != nil {
+		return err
+	}
+	hello.Token = ""
+	p := &pending{from: from, hello: hello}
+	// A timer per hello rather than a sweep on the next hello: a worker
+	// whose debugger never came must not hold a session slot, or memory,
+	// until someone else says hello.
+	p.timer = time.AfterFunc(r.cfg.TTL, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.pending[key] == p {
+			delete(r.pending, key)
+		}
+	})
+	r.pending[key] = p
+	return nil
+}
+
+// AcceptNonce is Accept under a fresh one-time nonce (128 random bits,
+// hex), which it returns for the hello's reply.
+func (r *Registry) AcceptNonce(from string, hello Hello, active int) (string, error) {
+	if err := r.CheckToken(hello.Token); err != nil {
+		return "", err
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("hello nonce: %w", err)
+	}
+	nonce := hex.EncodeToString(b[:])
+	return nonce, r.Accept(nonce, from, hello, active)
+}
+
+func (r *Registry) roomLocked(active int) error {
+	if len(r.pending) >= r.cfg.MaxPending {
+		return ErrTooManyPending
+	}
+	if r.cfg.MaxSessions > 0 && active+len(r.pending) >= r.cfg.MaxSessions {
+		return &SessionLimitError{Max: r.cfg.MaxSessions}
+	}
+	return nil
+}
+
+// Claim takes the hello pending under key, once: only a connection from the
+// same address, for the same pid, gets it; another leaves it pending.
+func (r *Registry) Claim(key, from string, pid int64) (Hello, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pending[key]
+	if !ok || p.from != from || p.hello.PID != pid {
+		return Hello{}, false
+	}
+	p.timer.Stop()
+	delete(r.pending, key)
+	return p.hello, true
+}
+
+// AdmitWithoutHello checks that a worker that said no hello (a plain
+// debugpy.connect) has a free slot: nil or a *SessionLimitError.
+func (r *Registry) AdmitWithoutHello(active int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cfg.MaxSessions > 0 && active+len(r.pending) >= r.cfg.MaxSessions {
+		return &SessionLimitError{Max: r.cfg.MaxSessions}
+	}
+	return nil
+}
+
+// Pending lists the hellos waiting for their debugger, tokens removed.
+func (r *Registry) Pending() []Hello {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Hello, 0, len(r.pending))
+	for _, p := range r.pending {
+		out = append(out, p.hello)
+	}
+	return out
+}
+
+// Close stops every pending hello's timer and forgets them.
+func (r *Registry) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, p := range r.pending {
+		p.timer.Stop()
+		delete(r.pending, k)
+	}
+}
