@@ -1,0 +1,123 @@
+package wirequeue
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pair is a loopback TCP connection: the queue's end and the peer's.
+func pair(t *testing.T) (ours, theirs net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ours, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ours.Close(); theirs.Close() })
+	return ours, theirs
+}
+
+func waitIdle(t *testing.T, q *Queue) {
+	t.Helper()
+	for range 500 {
+		if !q.Flushing() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the flusher never ended")
+}
+
+// TestNoGoroutineWhenIdle: an idle queue runs no goroutine; one runs while
+// there is something to write and ends when it is written.
+func TestNoGoroutineWhenIdle(t *testing.T) {
+	ours, theirs := pair(t)
+	before := runtime.NumGoroutine()
+	qs := make([]*Queue, 200)
+	for i := range qs {
+		qs[i] = New(ours, Options{})
+	}
+	if q := qs[0]; q.Flushing() {
+		t.Fatal("a new queue is flushing")
+	}
+	if n := runtime.NumGoroutine() - before; n > 5 {
+		t.Fatalf("200 idle queues cost %d goroutines", n)
+	}
+	q := qs[0]
+	for _, s := range []string{"one ", "two ", "three\n"} {
+		if err := q.Send([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	theirs.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, len("one two three\n"))
+	if _, err := io.ReadFull(theirs, got); err != nil || string(got) != "one two three\n" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	waitIdle(t, q)
+}
+
+// TestByteCap: a peer that reads nothing is cut off once more than
+// MaxQueued bytes wait, and later sends fail.
+func TestByteCap(t *testing.T) {
+	ours, _ := pair(t)
+	q := New(ours, Options{MaxQueued: 1 << 20})
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	var err error
+	for i := 0; i < 4096 && err == nil; i++ { // 256 MB at most; the socket buffers far less
+		err = q.Send(chunk)
+	}
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("send never failed on a peer that does not read: %v", err)
+	}
+	if e := q.Err(); e == nil || !strings.Contains(e.Error(), "not reading") {
+		t.Errorf("closed for %v, want the byte cap", e)
+	}
+	if err := q.Send([]byte("late")); !errors.Is(err, ErrClosed) {
+		t.Errorf("send after close: %v", err)
+	}
+	select {
+	case <-q.Done():
+	case <-time.After(10 * time.Second):
+		t.Error("Done not closed")
+	}
+}
+
+// TestCloseAfterFlush: the last words reach the peer before the close.
+func TestCloseAfterFlush(t *testing.T) {
+	ours, theirs := pair(t)
+	q := New(ours, Options{WriteTimeout: 10 * time.Second})
+	n := 0
+	for i := range 100 {
+		if err := q.SendWith(func() []byte { n++; return []byte{byte('a' + i%26)} }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.CloseAfterFlush(errors.New("bye"))
+	q.WaitClosed()
+	theirs.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(theirs)
+	if err != nil || len(got) != 100 || n != 100 || got[99] != byte('a'+99%26) {
+		t.Fatalf("peer read %q (%v), built %d", got, err, n)
+	}
+	if e := q.Err(); e == nil || e.Error() != "bye" {
+		t.Errorf("closed for %v", e)
+	}
+	if q.Flushing() {
+		t.Error("flusher still running after close")
+	}
+}
