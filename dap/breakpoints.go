@@ -23,10 +23,10 @@ type bpEntry struct {
 	why []string
 }
 
-// BreakpointRegistry keeps what the IDE asked for so it can be fanned out to
+// breakpointRegistry keeps what the IDE asked for so it can be fanned out to
 // executors present and replayed to those that connect later. It is guarded
 // by the Hub's lock.
-type BreakpointRegistry struct {
+type breakpointRegistry struct {
 	entries map[string]*bpEntry // global entries by key
 	order   []string            // replay in the order the IDE set them
 	byID    map[int64]bpRef     // global breakpoint id → where it lives
@@ -38,8 +38,8 @@ type bpRef struct {
 	index int
 }
 
-func newBreakpointRegistry() *BreakpointRegistry {
-	return &BreakpointRegistry{entries: map[string]*bpEntry{}, byID: map[int64]bpRef{}}
+func newBreakpointRegistry() *breakpointRegistry {
+	return &breakpointRegistry{entries: map[string]*bpEntry{}, byID: map[int64]bpRef{}}
 }
 
 // bpKey identifies what a breakpoint request replaces: all breakpoints of one
@@ -60,7 +60,7 @@ func bpKey(command string, args map[string]any) string {
 
 // newEntry records a breakpoint request. owner nil makes it the global entry
 // for its key, replacing the previous one.
-func (r *BreakpointRegistry) newEntry(command string, args map[string]any, owner *ExecutorSession) *bpEntry {
+func (r *breakpointRegistry) newEntry(command string, args map[string]any, owner *ExecutorSession) *bpEntry {
 	e := &bpEntry{key: bpKey(command, args), command: command, args: args, owner: owner}
 	if bps, ok := args["breakpoints"].([]any); ok {
 		for i := range bps {
@@ -86,7 +86,7 @@ func (r *BreakpointRegistry) newEntry(command string, args map[string]any, owner
 }
 
 // grow makes room for n positions, giving each new one a global id.
-func (e *bpEntry) grow(r *BreakpointRegistry, n int) {
+func (e *bpEntry) grow(r *breakpointRegistry, n int) {
 	for len(e.ids) < n {
 		r.nextID++
 		id := r.nextID
@@ -100,7 +100,7 @@ func (e *bpEntry) grow(r *BreakpointRegistry, n int) {
 }
 
 // drop forgets an entry's ids.
-func (r *BreakpointRegistry) drop(e *bpEntry) {
+func (r *breakpointRegistry) drop(e *bpEntry) {
 	for _, id := range e.ids {
 		delete(r.byID, id)
 	}
@@ -108,7 +108,7 @@ func (r *BreakpointRegistry) drop(e *bpEntry) {
 
 // current reports whether e is still in force (not replaced by a newer
 // request), so late answers to old requests are ignored.
-func (r *BreakpointRegistry) current(e *bpEntry) bool {
+func (r *breakpointRegistry) current(e *bpEntry) bool {
 	if e.owner != nil {
 		return e.owner.overrides[e.key] == e
 	}
@@ -116,7 +116,7 @@ func (r *BreakpointRegistry) current(e *bpEntry) bool {
 }
 
 // global returns the entries to replay, in the order they were first set.
-func (r *BreakpointRegistry) global() []*bpEntry {
+func (r *breakpointRegistry) global() []*bpEntry {
 	out := make([]*bpEntry, 0, len(r.order))
 	for _, k := range r.order {
 		out = append(out, r.entries[k])
@@ -126,7 +126,7 @@ func (r *BreakpointRegistry) global() []*bpEntry {
 
 // clear forgets every global entry and returns the requests that remove them
 // from an executor (empty lists), for when the IDE goes away.
-func (r *BreakpointRegistry) clear() []Message {
+func (r *breakpointRegistry) clear() []Message {
 	undo := clearRequests(r.global())
 	for _, e := range r.global() {
 		r.drop(e)

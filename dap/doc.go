@@ -1,4 +1,8 @@
-// Package dap is sparkdap's Debug Adapter Protocol proxy.
+// Package dap is sparkdap's Debug Adapter Protocol proxy: the front end for
+// DAP clients (VS Code, nvim-dap, …). What it shares with the PyCharm front
+// end lives elsewhere: the worker's hello, task label and admission in
+// package worker, path mapping in package pathmap, each connection's write
+// queue in internal/wirequeue.
 //
 // A Hub sits between one IDE (any DAP client) and many pydevd instances, one
 // per Spark executor Python worker, that connect out to it with
@@ -10,10 +14,10 @@
 // threads merged and labelled, or, when the client supports the
 // startDebugging reverse request, one child IDESession per executor. All
 // per-process ids (threads, frames, variable and source references,
-// breakpoints) are mapped into one global space by an IDTable so they never
+// breakpoints) are mapped into one global space by an id table so they never
 // collide, and released when what they name goes away. Breakpoints live in a
-// BreakpointRegistry that fans them out to every executor present and replays
-// them to those that connect later; the IDE gets one merged answer.
+// registry that fans them out to every executor present and replays them to
+// those that connect later; the IDE gets one merged answer.
 //
 // Messages travel as generic JSON objects rather than go-dap structs, so a
 // command or field the proxy does not know is forwarded intact; go-dap types

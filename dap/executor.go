@@ -36,6 +36,15 @@ type ProcessInfo struct {
 }
 
 // ExecutorSession is one pydevd connection: one Python worker process.
+//
+// Ownership: the goroutine running serve is the connection's only reader;
+// w's flusher (a goroutine only while there is something to write) its only
+// writer, so anyone may send under any lock. The handshake runs on a
+// goroutine of its own beside the reader until it is done. Fields below are
+// guarded as marked: pendMu (a leaf lock) for pending, hub.mu for the
+// session's state; id, hub, w and remote never change. Callbacks of
+// request run on no lock (on the reader, a timer, or a goroutine of their
+// own when the send failed), so they may take hub.mu.
 type ExecutorSession struct {
 	id     uint64
 	hub    *Hub

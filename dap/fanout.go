@@ -3,7 +3,7 @@ package dap
 import "sync/atomic"
 
 // This file fans breakpoint requests out to executors and folds their
-// answers into the one the IDE gets (see BreakpointRegistry).
+// answers into the one the IDE gets (see breakpointRegistry).
 
 // setBreakpoints records a breakpoint request from the IDE, fans it out and
 // answers with the merged result. owner nil means every executor (the root

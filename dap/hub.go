@@ -80,7 +80,7 @@ func (c *Config) setDefaults() {
 type Hub struct {
 	cfg    Config
 	log    zerolog.Logger
-	ids    *IDTable
+	ids    *idTable
 	nextID atomic.Uint64
 	// refused counts workers let go undebugged, for Stats.
 	refused atomic.Int64
@@ -90,7 +90,7 @@ type Hub struct {
 	mu         sync.Mutex
 	ideAddr    net.Addr                    // where child sessions connect
 	executors  map[uint64]*ExecutorSession // admitted: in handshake or ready
-	bps        *BreakpointRegistry
+	bps        *breakpointRegistry
 	root       *IDESession
 	children   map[uint64]*IDESession // executor id → its child IDE session
 	attachArgs map[string]any         // the root IDE's attach arguments
@@ -104,7 +104,7 @@ type Hub struct {
 // NewHub returns a Hub with cfg's settings.
 func NewHub(cfg Config) *Hub {
 	cfg.setDefaults()
-	return &Hub{cfg: cfg, log: cfg.Log, ids: NewIDTable(), executors: map[uint64]*ExecutorSession{},
+	return &Hub{cfg: cfg, log: cfg.Log, ids: newIDTable(), executors: map[uint64]*ExecutorSession{},
 		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{},
 		admission: worker.NewRegistry(worker.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL})}
 }

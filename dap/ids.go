@@ -30,21 +30,23 @@ type idOwner struct {
 	local   int64
 }
 
-// IDTable maps every executor's local ids into one global space per kind, so
+// idTable maps every executor's local ids into one global space per kind, so
 // that ids from different processes never collide in the IDE. Globals are
 // allocated from a counter that wraps and skips ids still in use; they are
 // released per session and kind when what they name stops being valid
-// (frames and variables on resume, everything on disconnect).
-type IDTable struct {
+// (frames and variables on resume, everything on disconnect). mu guards
+// the rest and is a leaf: taken under the Hub's lock or alone, never held
+// while calling out.
+type idTable struct {
 	mu       sync.Mutex
 	next     [nKinds]int64
 	owners   [nKinds]map[int64]idOwner
 	sessions map[uint64]*[nKinds]map[int64]int64 // session → local → global
 }
 
-// NewIDTable returns an empty table.
-func NewIDTable() *IDTable {
-	t := &IDTable{sessions: make(map[uint64]*[nKinds]map[int64]int64)}
+// newIDTable returns an empty table.
+func newIDTable() *idTable {
+	t := &idTable{sessions: make(map[uint64]*[nKinds]map[int64]int64)}
 	for k := range t.owners {
 		t.owners[k] = make(map[int64]idOwner)
 	}
@@ -53,7 +55,7 @@ func NewIDTable() *IDTable {
 
 // Global returns the global id for session's local id, allocating one on
 // first sight.
-func (t *IDTable) Global(kind idKind, session uint64, local int64) (int64, error) {
+func (t *idTable) Global(kind idKind, session uint64, local int64) (int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	locals := t.sessions[session]
@@ -88,7 +90,7 @@ func (t *IDTable) Global(kind idKind, session uint64, local int64) (int64, error
 }
 
 // Local resolves a global id to its session and local id.
-func (t *IDTable) Local(kind idKind, global int64) (idOwner, bool) {
+func (t *idTable) Local(kind idKind, global int64) (idOwner, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	o, ok := t.owners[kind][global]
@@ -96,7 +98,7 @@ func (t *IDTable) Local(kind idKind, global int64) (idOwner, bool) {
 }
 
 // Release forgets session's ids of the given kinds.
-func (t *IDTable) Release(session uint64, kinds ...idKind) {
+func (t *idTable) Release(session uint64, kinds ...idKind) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	locals := t.sessions[session]
@@ -112,7 +114,7 @@ func (t *IDTable) Release(session uint64, kinds ...idKind) {
 }
 
 // ReleaseOne forgets one local id (a thread that exited).
-func (t *IDTable) ReleaseOne(kind idKind, session uint64, local int64) {
+func (t *idTable) ReleaseOne(kind idKind, session uint64, local int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if locals := t.sessions[session]; locals != nil {
@@ -124,7 +126,7 @@ func (t *IDTable) ReleaseOne(kind idKind, session uint64, local int64) {
 }
 
 // Forget drops everything of a session that has gone.
-func (t *IDTable) Forget(session uint64) {
+func (t *idTable) Forget(session uint64) {
 	t.Release(session, kindThread, kindFrame, kindVariables, kindSource)
 	t.mu.Lock()
 	delete(t.sessions, session)
@@ -132,7 +134,7 @@ func (t *IDTable) Forget(session uint64) {
 }
 
 // Len reports how many global ids of kind are in use (for tests and stats).
-func (t *IDTable) Len(kind idKind) int {
+func (t *idTable) Len(kind idKind) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.owners[kind])

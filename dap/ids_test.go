@@ -7,7 +7,7 @@ import (
 )
 
 func TestIDTable(t *testing.T) {
-	tab := NewIDTable()
+	tab := newIDTable()
 	a1, _ := tab.Global(kindFrame, 1, 7)
 	b1, _ := tab.Global(kindFrame, 2, 7)
 	if a1 == b1 {
@@ -45,7 +45,7 @@ func TestIDTable(t *testing.T) {
 }
 
 func TestIDTableWrapsAndSkipsLiveIDs(t *testing.T) {
-	tab := NewIDTable()
+	tab := newIDTable()
 	live, _ := tab.Global(kindVariables, 1, 1) // global 1 stays in use
 	tab.next[kindVariables] = maxGlobalID - 1
 	g1, _ := tab.Global(kindVariables, 1, 2)
@@ -56,7 +56,7 @@ func TestIDTableWrapsAndSkipsLiveIDs(t *testing.T) {
 }
 
 func TestTranslateBothWays(t *testing.T) {
-	tab := NewIDTable()
+	tab := newIDTable()
 	parse := func(s string) map[string]any {
 		m, err := DecodeMessage([]byte(s))
 		if err != nil {
@@ -110,7 +110,7 @@ func FuzzTranslate(f *testing.F) {
 		if json.Unmarshal(data, &v) != nil {
 			return
 		}
-		tab := NewIDTable()
+		tab := newIDTable()
 		_ = tab.globalize(1, v)
 		_, _, _ = tab.localize(v)
 	})

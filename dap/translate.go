@@ -24,7 +24,7 @@ var listKinds = map[string]idKind{
 // translator rewrites the ids in one message. toGlobal goes executor → IDE;
 // otherwise IDE → executor, where every id must belong to one session.
 type translator struct {
-	table    *IDTable
+	table    *idTable
 	session  uint64 // toGlobal: whose ids; toLocal: filled in by the first id seen
 	toGlobal bool
 	found    bool // toLocal: at least one id resolved
@@ -123,7 +123,7 @@ func (tr *translator) id(kind idKind, v any) (any, error) {
 }
 
 // globalize rewrites session's local ids in v (a body) to global ones.
-func (t *IDTable) globalize(session uint64, v any) error {
+func (t *idTable) globalize(session uint64, v any) error {
 	tr := &translator{table: t, session: session, toGlobal: true}
 	_, err := tr.walk(v)
 	return err
@@ -131,7 +131,7 @@ func (t *IDTable) globalize(session uint64, v any) error {
 
 // localize rewrites global ids in v (a request's arguments) to local ones and
 // reports the session that owns them; ok is false when v carries no id.
-func (t *IDTable) localize(v any) (session uint64, ok bool, err error) {
+func (t *idTable) localize(v any) (session uint64, ok bool, err error) {
 	tr := &translator{table: t}
 	if _, err := tr.walk(v); err != nil {
 		return 0, false, err

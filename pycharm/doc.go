@@ -9,15 +9,20 @@
 // accepts once; its multi-process debugger is used only for processes PyCharm
 // launches itself). So the proxy holds one connection to PyCharm and
 // multiplexes every selected executor behind it. Executors connect to the
-// proxy's executor port with the same hello the DAP flavour uses (token,
-// session limit, task label, code roots) and then with pydevd. The hello's
+// proxy's executor port with the same hello the DAP flavour uses (package
+// worker: token, session limit, task label, code roots) and then with
+// pydevd. The hello's
 // reply carries a one-time random nonce ("SPARKDAP/1 OK <nonce>"); the
 // wrapper names its connect-guard thread, alive while pydevd connects,
 // "sparkdap-connect-guard <nonce>", and the proxy asks each new pydevd
 // connection for its threads: the guard's name ties the connection to its
 // hello (pid and address alone would not: through a tunnel every stream has
-// one address), and its thread id gives the pid. Pending hellos expire on
-// their own timers and are capped.
+// one address), and its thread id gives the pid. Pending hellos live in a
+// worker.Registry, keyed by nonce: they expire on their own timers and are
+// capped. Each connection's writes go through an internal/wirequeue.Queue:
+// no goroutine per idle connection, a byte cap for a peer that stops
+// reading. The package does not import dap: both front ends share only
+// worker, pathmap and wirequeue.
 //
 // Towards PyCharm there is one handshake: PyCharm's CMD_VERSION is answered
 // by the first executor's pydevd. Commands that name a thread (pydevd's ids,
@@ -30,7 +35,7 @@
 // CMD_THREAD_CREATE); the wrapper's own threads ("sparkdap-…") are kept from
 // PyCharm and resumed if a suspend-all stopped them. Breakpoint files are
 // rewritten from the developer's path to each candidate executor path
-// (dap.PathMapper.ToRemote) and frame files back (ToLocal), so PyCharm needs
+// (pathmap.Mapper.ToRemote) and frame files back (ToLocal), so PyCharm needs
 // no path mappings; breakpoints lose PyCharm's function filter (a lambda
 // shipped from the driver runs as <lambda>, never as the function PyCharm
 // names). Commands from PyCharm the proxy does not know pass through
