@@ -21,4 +21,12 @@
 // lets the task run undebugged. The executor environment can override every
 // baked-in option (SPARKDAP_* variables, listed in the generated file and in
 // EnvVars), so one wrapper can be retargeted without rebuilding the job.
+//
+// The module is a plain Python file, python/remote_debug.py, with unit tests
+// of its own (python/tests, pytest) and a ruff configuration. Render writes a
+// short settings header (template/header.py.tmpl: the _BAKED dict and the
+// documentation of the variables) followed by that file unchanged, so the
+// output is still one self-contained file; the PyCharm flavour is a runtime
+// check of the baked "ide" setting. The Go and Python parsers of the same
+// settings are tested against one table, testdata/settings_cases.json.
 package workerwrap

@@ -2,7 +2,7 @@ package workerwrap
 
 import (
 	"bytes"
-	"embed"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,16 +15,24 @@ import (
 	"github.com/sparkdap/sparkdap/internal/safefile"
 )
 
-//go:embed template/remote_debug.py.tmpl
-var templateFS embed.FS
+// moduleSource is the worker module, a plain Python file so that it can be
+// tested and linted on its own. Every generated file is a settings header
+// (template/header.py.tmpl) followed by it, byte for byte.
+//
+//go:embed python/remote_debug.py
+var moduleSource []byte
 
-var tmpl = template.Must(template.New("remote_debug.py.tmpl").
+//go:embed template/header.py.tmpl
+var headerSource string
+
+var header = template.Must(template.New("header.py.tmpl").
 	Funcs(template.FuncMap{"py": pyLiteral}).
 	Option("missingkey=error").
-	ParseFS(templateFS, "template/remote_debug.py.tmpl"))
+	Parse(headerSource))
 
 // templateData is Options in the units the Python side wants.
 type templateData struct {
+	IDE              string
 	Proxy            string
 	TokenEnv         string
 	Token            *string
@@ -35,7 +43,7 @@ type templateData struct {
 	HandshakeTimeout float64
 	Wait             bool
 	PostMortem       bool
-	PyCharm          bool // load pydevd-pycharm and call pydevd_pycharm.settrace instead of debugpy.connect
+	PyCharm          bool // the header's comment says pydevd-pycharm; the module reads IDE
 }
 
 // Render writes the Python source of remote_debug.py for o to w.
@@ -44,6 +52,7 @@ func Render(w io.Writer, o Options) error {
 		return fmt.Errorf("invalid wrapper options: %w", err)
 	}
 	d := templateData{
+		IDE:              o.IDE,
 		Proxy:            o.Proxy,
 		TokenEnv:         o.TokenEnv,
 		Partitions:       o.Partitions,
@@ -59,11 +68,21 @@ func Render(w io.Writer, o Options) error {
 		d.Token = &o.Token
 	}
 	var buf bytes.Buffer
-	if err := tmpl.Execute(&buf, d); err != nil {
+	if err := header.Execute(&buf, d); err != nil {
 		return fmt.Errorf("render %s: %w", FileName, err)
 	}
+	buf.Write(moduleSource)
 	_, err := w.Write(buf.Bytes())
 	return err
+}
+
+// ProbeArgs are the arguments that make a Python interpreter run `sparkdap
+// doctor`'s test worker: the worker module's own hello client, then
+// debugpy.connect to host:port, reading the token from its stdin's first
+// line (see _probe in python/remote_debug.py). The module travels on the
+// command line, so that the probe needs nothing installed where it runs.
+func ProbeArgs(host, port string) []string {
+	return []string{"-c", string(moduleSource), "--sparkdap-probe", host, port}
 }
 
 // WriteFile renders the wrapper to path. The file is private to its owner

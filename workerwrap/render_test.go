@@ -2,15 +2,21 @@ package workerwrap
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/safefile"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -49,9 +55,16 @@ func TestRenderGolden(t *testing.T) {
 			if err := Render(&buf, o); err != nil {
 				t.Fatalf("Render: %v", err)
 			}
+			// The file is the settings header, then the module unchanged:
+			// the golden file holds the header.
+			out := buf.Bytes()
+			if !bytes.HasSuffix(out, moduleSource) {
+				t.Fatalf("output does not end with python/remote_debug.py")
+			}
+			head := out[:len(out)-len(moduleSource)]
 			golden := filepath.Join("testdata", tc.name+".golden")
 			if *update {
-				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+				if err := os.WriteFile(golden, head, 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -59,7 +72,7 @@ func TestRenderGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("read golden (run with -update to create it): %v", err)
 			}
-			if !bytes.Equal(buf.Bytes(), want) {
+			if !bytes.Equal(head, want) {
 				t.Errorf("output differs from %s; run `go test ./workerwrap -run TestRenderGolden -update` and review the diff", golden)
 			}
 		})
@@ -155,5 +168,64 @@ func TestPyLiteral(t *testing.T) {
 	}
 	if _, err := pyLiteral(struct{}{}); err == nil {
 		t.Error("pyLiteral(struct{}{}) succeeded, want an error")
+	}
+}
+
+// The module reads the settings the header bakes in, PyCharm flavour
+// included, as a worker with no SPARKDAP_* variables sees them.
+func TestRenderedSettingsReachTheModule(t *testing.T) {
+	python := testenv.Python(t)
+	pycharm := NewOptions()
+	pycharm.IDE = IDEPyCharm
+	pycharm.Partitions = []int{1}
+	filtered := NewOptions()
+	filtered.Proxy = "[::1]:7000"
+	filtered.Token = `tok "quoted" ü`
+	filtered.Stages = []int{3, 4}
+	filtered.SampleRate = 0.25
+	filtered.ConnectTimeout = 1500 * time.Millisecond
+	filtered.Wait = true
+	for name, o := range map[string]Options{"defaults": NewOptions(), "pycharm": pycharm, "filtered": filtered} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := WriteFile(filepath.Join(dir, FileName), o); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(python, "-c", `
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import remote_debug as r
+c = r._load_config()
+print(json.dumps([r._pycharm(), c["proxy"], c["token"], c["partitions"], c["stages"], c["sample_rate"],
+                  c["connect_timeout"], c["handshake_timeout"], c["wait"], c["post_mortem"]]))
+`, dir)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PYTHONDONTWRITEBYTECODE=1"}
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			host, port, _ := net.SplitHostPort(o.Proxy)
+			n, _ := strconv.Atoi(port)
+			var token any
+			if o.Token != "" {
+				token = o.Token
+			}
+			ids := func(v []int) any {
+				if len(v) == 0 {
+					return nil
+				}
+				return v
+			}
+			wantJSON, _ := json.Marshal([]any{o.IDE == IDEPyCharm, []any{host, n}, token, ids(o.Partitions), ids(o.Stages), o.SampleRate,
+				o.ConnectTimeout.Seconds(), o.HandshakeTimeout.Seconds(), o.Wait, o.PostMortem})
+			var got, want any
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("%q: %v", out, err)
+			}
+			_ = json.Unmarshal(wantJSON, &want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("the module read %s, want %s", out, wantJSON)
+			}
+		})
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/tunnel"
+	"github.com/sparkdap/sparkdap/workerwrap"
 )
 
 func init() {
@@ -542,49 +543,10 @@ func sshFix(err error, t tunnel.Target) string {
 	return fmt.Sprintf("check that 'ssh -p %d %s@%s true' works from this machine", t.Port, t.User, t.Host)
 }
 
-// probeScript is the worker side of the test connection: the wrapper's
-// hello (see dap/hello.go), then debugpy.connect, then it stays connected
-// until its stdin closes. The token comes on stdin's first line, never on
-// a command line.
-const probeScript = `
-import json, os, socket, sys
-host, port = sys.argv[1], int(sys.argv[2])
-token = sys.stdin.readline().strip()
-body = {"token": token, "pid": os.getpid(), "host": socket.gethostname(), "executorId": "doctor",
-        "label": "sparkdap doctor test connection", "roots": {"cwd": os.getcwd(), "sysPath": []}}
-try:
-    sock = socket.create_connection((host, port), timeout=10)
-except OSError as exc:
-    print("UNREACHABLE %s:%d: %s" % (host, port, exc), flush=True)
-    sys.exit(3)
-sock.settimeout(10)
-sock.sendall(("SPARKDAP/1 " + json.dumps(body) + "\n").encode("utf-8"))
-buf = b""
-while True:
-    mark = buf.find(b"SPARKDAP/1 ")
-    if mark >= 0 and buf.find(b"\n", mark) >= 0:
-        reply = buf[mark + 11:buf.find(b"\n", mark)].decode("utf-8", "replace")
-        break
-    chunk = sock.recv(4096)
-    if not chunk:
-        print("NOHELLO proxy closed the connection without answering the hello (it sent %d bytes: %r)" % (len(buf), buf[:120]), flush=True)
-        sys.exit(3)
-    buf += chunk
-sock.close()
-if reply != "OK":
-    print("REFUSED " + reply.replace("REFUSED ", "", 1), flush=True)
-    sys.exit(3)
-os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-os.environ.setdefault("PYDEVD_CONNECT_TIMEOUT", "10")
-try:
-    import debugpy
-except ImportError as exc:
-    print("NODEBUGPY %s: %s" % (sys.executable, exc), flush=True)
-    sys.exit(3)
-debugpy.connect((host, port), access_token=token)
-print("CONNECTED %d" % os.getpid(), flush=True)
-sys.stdin.read()
-`
+// The worker side of the test connection is the wrapper's own hello client
+// (workerwrap.ProbeArgs: the hello, then debugpy.connect, then it stays
+// connected until its stdin closes). The token comes on stdin's first line,
+// never on a command line.
 
 func (d *doctor) checkTestConnection(ctx context.Context, py string, pyOK bool, ide, exe portState) {
 	name := "test connection (hello → debugpy.connect → proxy → IDE port)"
@@ -641,7 +603,7 @@ type pathError struct {
 	fix string
 }
 
-// probeProc is a running probeScript, here or on the gateway.
+// probeProc is a running test worker (workerwrap.ProbeArgs), here or on the gateway.
 type probeProc struct {
 	stdin  io.WriteCloser
 	stdout io.Reader
@@ -652,7 +614,7 @@ type probeProc struct {
 
 // startLocalProbe runs the probe with py on this machine.
 func startLocalProbe(py, host, port string) (*probeProc, error) {
-	cmd := exec.Command(py, "-c", probeScript, host, port)
+	cmd := exec.Command(py, workerwrap.ProbeArgs(host, port)...)
 	p := &probeProc{stderr: &syncbuf.Buffer{}}
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
@@ -686,7 +648,11 @@ func startRemoteProbe(client *ssh.Client, python, host, port string) (*probeProc
 		return nil, err
 	}
 	sess.Stderr = p.stderr
-	if err := sess.Start(shellQuote(python) + " -c " + shellQuote(probeScript) + " " + shellQuote(host) + " " + shellQuote(port)); err != nil {
+	command := shellQuote(python)
+	for _, arg := range workerwrap.ProbeArgs(host, port) {
+		command += " " + shellQuote(arg)
+	}
+	if err := sess.Start(command); err != nil {
 		sess.Close()
 		return nil, err
 	}

@@ -1,0 +1,48 @@
+"""Imports the repository's remote_debug.py as a plain module (no settings
+header: tests bake their own settings with the `baked` fixture)."""
+
+import os
+import sys
+
+import pytest
+
+MODULE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, MODULE_DIR)
+
+import remote_debug  # noqa: E402
+
+
+@pytest.fixture
+def rd():
+    """The module, with its per-process state and caches reset around each test."""
+    remote_debug._state = remote_debug._State(None)
+    remote_debug._user_file_cache.clear()
+    remote_debug._library_prefixes = None
+    yield remote_debug
+    remote_debug._state = remote_debug._State(None)
+    remote_debug._user_file_cache.clear()
+    remote_debug._library_prefixes = None
+
+
+@pytest.fixture
+def baked(rd, monkeypatch):
+    """Bakes settings as the header of a default `sparkdap wrap` would;
+    returns the dict so a test can change it."""
+    settings = {
+        "ide": "dap",
+        "proxy": "127.0.0.1:5678",
+        "token_env": "SPARKDAP_TOKEN",
+        "token": None,
+        "partitions": None,
+        "stages": None,
+        "sample_rate": 1.0,
+        "connect_timeout": 3.0,
+        "handshake_timeout": 10.0,
+        "wait": False,
+        "post_mortem": False,
+    }
+    monkeypatch.setattr(rd, "_BAKED", settings)
+    for var in list(os.environ):
+        if var.startswith("SPARKDAP_"):
+            monkeypatch.delenv(var)
+    return settings
