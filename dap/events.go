@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // This file relays pydevd's events to the IDE session that shows their
@@ -129,7 +131,7 @@ func (h *Hub) learnStopLocationLocked(es *ExecutorSession, tid int64) {
 			}
 		}
 		if _, still := es.stopped[tid]; still {
-			es.stoppedAt = fmt.Sprintf("%s:%d", filepath.Base(path), line)
+			es.stoppedAt = worker.Clean(fmt.Sprintf("%s:%d", filepath.Base(path), line), worker.MaxTextRunes)
 		}
 	})
 }
@@ -202,6 +204,7 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 		es.logger().Warn().Err(err).Msg("ignoring malformed sparkdapTask event")
 		return
 	}
+	ti = ti.Clean() // the cluster's words, shown to people
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ti.Roots == nil {

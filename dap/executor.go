@@ -281,8 +281,11 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 // in debugpy.connect until configurationDone, and a bare close would leave it
 // hanging forever; configurationDone then close lets it run on undebugged.
 func (es *ExecutorSession) refuse(ctx context.Context, why string) error {
-	es.logger().Warn().Str("reason", why).Msg("executor refused; its worker continues undebugged")
-	es.hub.summary("executor from %s refused: %s; it runs undebugged", es.remote, why)
+	level := es.logger().Debug()
+	if es.hub.refusedLine(es.remote, fmt.Sprintf("executor from %s refused: %s; it runs undebugged", es.remote, why)) {
+		level = es.logger().Warn()
+	}
+	level.Str("reason", why).Msg("executor refused; its worker continues undebugged")
 	es.hub.refused.Add(1)
 	_, _ = es.call(ctx, "configurationDone", nil)
 	return &errRefused{why}
@@ -303,6 +306,10 @@ func parseSystemInfo(b map[string]any) ProcessInfo {
 	if pl, ok := b["platform"].(map[string]any); ok {
 		p.Platform, _ = pl["name"].(string)
 	}
+	// Shown to people (logs, status): cleaned where it enters the proxy.
+	p.Executable = worker.Clean(p.Executable, worker.MaxPathRunes)
+	p.Python = worker.Clean(p.Python, worker.MaxTextRunes)
+	p.Platform = worker.Clean(p.Platform, worker.MaxTextRunes)
 	return p
 }
 

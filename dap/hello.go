@@ -3,6 +3,7 @@ package dap
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 
 	"github.com/sparkdap/sparkdap/pathmap"
@@ -54,15 +55,24 @@ func (h *Hub) claimHelloLocked(remote string, pid int64) (worker.Hello, bool) {
 func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
 	hello, err := worker.ReadHello(br)
 	if err != nil {
-		es.logger().Warn().Err(err).Msg("bad hello")
+		level := es.logger().Debug()
+		if es.hub.refusedLine(es.remote, fmt.Sprintf("worker at %s sent a bad hello; it runs undebugged", es.remote)) {
+			level = es.logger().Warn()
+		}
+		level.Err(err).Msg("bad hello")
 		es.w.sendRaw(worker.Reply("", worker.ErrBadHello))
 		es.w.closeAfterFlush(err)
 		return err
 	}
 	if err := es.hub.acceptHello(es.remote, hello); err != nil {
-		es.logger().Warn().Str("reason", err.Error()).Int64("pid", hello.PID).Str("host", hello.Host).
+		// hello's fields are clean (ReadHello); the line is printed only if
+		// it is the first from its address in a while.
+		level := es.logger().Debug()
+		if es.hub.refusedLine(es.remote, fmt.Sprintf("worker %s pid %d refused: %v; it runs undebugged", hello.Host, hello.PID, err)) {
+			level = es.logger().Warn()
+		}
+		level.Str("reason", err.Error()).Int64("pid", hello.PID).Str("host", hello.Host).
 			Msg("worker refused; it runs undebugged")
-		es.hub.summary("worker %s pid %d refused: %v; it runs undebugged", hello.Host, hello.PID, err)
 		es.hub.refused.Add(1)
 		es.w.sendRaw(worker.Reply("", err))
 	} else {

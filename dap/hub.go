@@ -86,6 +86,10 @@ type Hub struct {
 	refused atomic.Int64
 
 	summaryMu sync.Mutex
+	// refusals prints refused workers' summary lines, the first per
+	// address and then sums, so a flood of refusals cannot flood the
+	// terminal (its own lock; it calls summary, which takes summaryMu).
+	refusals *worker.RefusalLog
 
 	mu         sync.Mutex
 	ideAddr    net.Addr                    // where child sessions connect
@@ -104,9 +108,23 @@ type Hub struct {
 // NewHub returns a Hub with cfg's settings.
 func NewHub(cfg Config) *Hub {
 	cfg.setDefaults()
-	return &Hub{cfg: cfg, log: cfg.Log, ids: newIDTable(), executors: map[uint64]*ExecutorSession{},
+	h := &Hub{cfg: cfg, log: cfg.Log, ids: newIDTable(), executors: map[uint64]*ExecutorSession{},
 		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{},
 		admission: worker.NewRegistry(worker.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL})}
+	h.refusals = worker.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
+	return h
+}
+
+// refusedLine notes a refused worker at remote (host:port) and prints line
+// to the summary unless refusals from its address are being summed up. It
+// reports whether it printed, so that the log line matches: a flood of
+// refusals logs its first at Warn and the rest at Debug.
+func (h *Hub) refusedLine(remote, line string) bool {
+	ip, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		ip = remote
+	}
+	return h.refusals.Refused(ip, line)
 }
 
 func (h *Hub) summary(format string, args ...any) {

@@ -107,6 +107,10 @@ type Proxy struct {
 	// lock is a leaf, taken under mu; the sessions it counts are
 	// len(execs).
 	admission *worker.Registry
+	// refusals prints refused workers' summary lines, the first per
+	// address and then sums, so a flood of refusals cannot flood the
+	// terminal (its own lock; it calls summary only).
+	refusals *worker.RefusalLog
 
 	// mu guards the fields below, the executors' state and PyCharm's
 	// session state. Sends to peers happen under it (they only queue);
@@ -181,8 +185,10 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 	}
 	admission := worker.NewRegistry(worker.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions,
 		MaxPending: maxPendingHellos, TTL: cfg.HelloTTL})
-	return &Proxy{cfg: cfg, ln: ln, log: cfg.Log, execs: map[int64]*executor{}, admission: admission,
-		conns: map[net.Conn]bool{}}, nil
+	p := &Proxy{cfg: cfg, ln: ln, log: cfg.Log, execs: map[int64]*executor{}, admission: admission,
+		conns: map[net.Conn]bool{}}
+	p.refusals = worker.NewRefusalLog(func(line string) { p.summary("%s", line) }, 0, 0)
+	return p, nil
 }
 
 // Addr is the executor port's address.
@@ -250,6 +256,7 @@ func (p *Proxy) Close() {
 	p.mu.Unlock()
 	p.ln.Close()
 	p.admission.Close()
+	p.refusals.Close()
 	if ide != nil {
 		ide.close()
 	}
@@ -355,15 +362,24 @@ func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) 
 	}
 	hello, err := worker.ReadHello(br)
 	if err != nil {
-		log.Warn().Err(err).Msg("bad hello")
+		level := log.Debug()
+		if p.refusals.Refused(remoteIP(conn), fmt.Sprintf("worker at %s sent a bad hello; it runs undebugged", conn.RemoteAddr())) {
+			level = log.Warn()
+		}
+		level.Err(err).Msg("bad hello")
 		reply(worker.Reply("", worker.ErrBadHello))
 		return
 	}
 	nonce, err := p.acceptHello(remoteIP(conn), hello)
 	if err != nil {
-		log.Warn().Str("reason", err.Error()).Int64("pid", hello.PID).Str("host", hello.Host).
+		// hello's fields are clean (ReadHello); the line is printed only if
+		// it is the first from its address in a while.
+		level := log.Debug()
+		if p.refusals.Refused(remoteIP(conn), fmt.Sprintf("worker %s pid %d refused: %v; it runs undebugged", hello.Host, hello.PID, err)) {
+			level = log.Warn()
+		}
+		level.Str("reason", err.Error()).Int64("pid", hello.PID).Str("host", hello.Host).
 			Msg("worker refused; it runs undebugged")
-		p.summary("worker %s pid %d refused: %v; it runs undebugged", hello.Host, hello.PID, err)
 		reply(worker.Reply("", err))
 		return
 	}
@@ -742,6 +758,7 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 	if m.ID == CmdSparkdapTask {
 		var t worker.TaskInfo
 		if err := json.Unmarshal([]byte(PyUnquote(m.Payload)), &t); err == nil {
+			t = t.Clean() // the cluster's words, shown to people
 			if t.PID == 0 {
 				t.PID = e.pid
 			}

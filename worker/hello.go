@@ -60,7 +60,9 @@ type TaskInfo struct {
 // Label names a worker for people: executor, host, pid and Spark task
 // label, each where known, joined by " · ". Both front ends use it (the DAP
 // flavour's child sessions and merged thread names, PyCharm's thread names).
+// It cleans what it shows (TaskInfo.Clean), whoever filled t.
 func Label(t TaskInfo) string {
+	t = t.Clean()
 	var parts []string
 	if t.ExecutorID != "" {
 		parts = append(parts, "exec "+t.ExecutorID)
@@ -113,6 +115,9 @@ func ReadHello(br *bufio.Reader) (Hello, error) {
 	if h.PID <= 0 {
 		return Hello{}, fmt.Errorf("%w: no pid", ErrBadHello)
 	}
+	// What the cluster says is cleaned here, where it enters the proxy,
+	// before any refusal line or view shows it.
+	h.TaskInfo = h.TaskInfo.Clean()
 	return h, nil
 }
 

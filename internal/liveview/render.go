@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // Snapshot is what one frame of the view shows.
@@ -18,6 +19,10 @@ type Snapshot struct {
 const maxRows = 12
 
 // Render returns the view, at most width columns wide, ending in a newline.
+// The labels and stop locations come from the cluster: the proxy cleans
+// them as they come in, and Render cleans them again (worker.Clean), since
+// a control character in a view redrawn twice a second would act on the
+// terminal each time.
 func Render(s Snapshot, width int) string {
 	if width < 40 {
 		width = 40
@@ -35,7 +40,7 @@ func Render(s Snapshot, width int) string {
 	}
 	// Counts first: when the terminal is narrow, the addresses are cut.
 	line(&b, width, "── sparkdap: %d debugged · %d stopped · %d refused │ IDE %s %s │ executor port %s",
-		len(s.Executors), stopped, s.Refused, s.IDEAddr, ide, s.ExecutorAddr)
+		len(s.Executors), stopped, s.Refused, worker.Clean(s.IDEAddr, width), ide, worker.Clean(s.ExecutorAddr, width))
 	rows := append([]dap.ExecutorStatus(nil), s.Executors...)
 	// Stopped first, then by id: what needs the user is on top.
 	for i := 1; i < len(rows); i++ {
@@ -55,10 +60,10 @@ func Render(s Snapshot, width int) string {
 		if e.Stopped {
 			state = "STOPPED"
 			if e.StoppedAt != "" {
-				state += " at " + e.StoppedAt
+				state += " at " + worker.Clean(e.StoppedAt, worker.MaxTextRunes)
 			}
 		}
-		line(&b, width, " %3d  %-9s %s  [%s]", e.ID, size(e.OutputBytes), state, e.Label)
+		line(&b, width, " %3d  %-9s %s  [%s]", e.ID, size(e.OutputBytes), state, worker.Clean(e.Label, width))
 	}
 	return b.String()
 }

@@ -75,3 +75,29 @@ func TestTerminalKeepsTheViewBelowTheLogs(t *testing.T) {
 		t.Fatalf("terminal output\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestRenderCleansClusterText: labels and stop locations with terminal
+// escapes and forged lines draw as one inert line each.
+func TestRenderCleansClusterText(t *testing.T) {
+	const evil = "\x1b]0;owned\x07\x1b[2K\r\nsparkdap: fake\u009b2J\u202e"
+	snap := Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678", Stats: dap.Stats{Executors: []dap.ExecutorStatus{
+		{ID: 1, Label: "exec " + evil, Stopped: true, StoppedAt: evil + ".py:3"},
+		{ID: 2, Label: evil},
+	}}}
+	got := Render(snap, 200)
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	if len(lines) != 3 {
+		t.Errorf("%d lines, want a header and two executors:\n%s", len(lines), got)
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "sparkdap: fake") {
+			t.Errorf("forged line %q", l)
+		}
+		for _, r := range l {
+			if r < 0x20 || (r >= 0x7f && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+				t.Errorf("control %U in %q", r, l)
+				break
+			}
+		}
+	}
+}

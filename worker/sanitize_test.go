@@ -1,0 +1,115 @@
+package worker
+
+import (
+	"bufio"
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// controlIn returns the first control character Clean must remove from s,
+// or -1: what a terminal or an IDE label would act on.
+func controlIn(s string) rune {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, w := utf8.DecodeRuneInString(s[i:]); w == 1 {
+				return r
+			}
+		}
+		if isBreak(r) || isControl(r) {
+			return r
+		}
+	}
+	return -1
+}
+
+func TestClean(t *testing.T) {
+	for _, tt := range []struct {
+		name, in string
+		max      int
+		want     string
+	}{
+		{"plain", "node-7.example.com", 50, "node-7.example.com"},
+		{"unicode kept", "exec 1 · nœud-7 · 节点", 50, "exec 1 · nœud-7 · 节点"},
+		{"OSC window title", "\x1b]0;pwned\x07h", 50, "\uFFFD]0;pwned\uFFFDh"},
+		{"OSC 52 clipboard", "\x1b]52;c;ZWNobyBoaQ==\x1b\\", 50, "\uFFFD]52;c;ZWNobyBoaQ==\uFFFD\\"},
+		{"erase line", "\x1b[2Kx", 50, "\uFFFD[2Kx"},
+		{"forged line", "h\r\nsparkdap: fake", 50, "h  sparkdap: fake"},
+		{"tab", "a\tb", 50, "a b"},
+		{"C1 CSI", "\u009b2J", 50, "\uFFFD2J"},
+		{"NEL and line separator", "a\u0085b\u2028c\u2029d", 50, "a b c d"},
+		{"DEL and NUL", "a\x7fb\x00c", 50, "a\uFFFDb\uFFFDc"},
+		{"bidi override", "exe\u202Egnp.\u202C", 50, "exe\uFFFDgnp.\uFFFD"},
+		{"bidi isolates and marks", "\u2066a\u2069\u200eb\u200f\u061c", 50, "\uFFFDa\uFFFD\uFFFDb\uFFFD\uFFFD"},
+		{"invalid UTF-8", "a\xffb\xc3", 50, "a\uFFFDb\uFFFD"},
+		{"encoded U+FFFD kept", "a\uFFFDb", 50, "a\uFFFDb"},
+		{"capped", "abcdefgh", 5, "abcd…"},
+		{"exactly the cap", "abcde", 5, "abcde"},
+		{"capped in runes", "ééééé€€", 6, "ééééé…"},
+		{"cap of one", "ab", 1, "…"},
+		{"cap of zero", "ab", 0, ""},
+		{"empty", "", 5, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Clean(tt.in, tt.max)
+			if got != tt.want {
+				t.Errorf("Clean(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+			}
+			if again := Clean(got, tt.max); again != got {
+				t.Errorf("not idempotent: %q, then %q", got, again)
+			}
+		})
+	}
+}
+
+// TestHelloFieldsCleanedOnEntry: what a hostile hello says about itself
+// reaches nobody raw, and its label has no line to forge.
+func TestHelloFieldsCleanedOnEntry(t *testing.T) {
+	evil := "\x1b]0;owned\x07\x1b[2K\r\nsparkdap: fake\u009b2J\u202e"
+	line := fmt.Sprintf(`SPARKDAP/1 {"pid":7,"host":%q,"executorId":%q,"label":%q}`+"\n",
+		evil+strings.Repeat("h", 60000), evil, evil)
+	// %q writes Go escapes; JSON wants \u escapes for the same bytes.
+	line = strings.NewReplacer(`\x1b`, `\u001b`, `\a`, `\u0007`, `\r`, `\r`, `\n`, `\n`).Replace(line)
+	h, err := ReadHello(bufio.NewReader(strings.NewReader(line)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]string{"host": h.Host, "executorId": h.ExecutorID, "label": h.Label, "Label()": Label(h.TaskInfo)} {
+		if r := controlIn(v); r >= 0 {
+			t.Errorf("%s keeps control %U: %q", name, r, v)
+		}
+	}
+	if n := utf8.RuneCountInString(h.Host); n > MaxHostRunes {
+		t.Errorf("host of %d runes, cap %d", n, MaxHostRunes)
+	}
+	if !strings.Contains(h.Label, "sparkdap: fake") {
+		t.Errorf("label %q lost its visible text", h.Label)
+	}
+	// Label cleans even a TaskInfo that did not come through ReadHello.
+	if got := Label(TaskInfo{Host: "a\nb", Label: "\x1b[2K"}); controlIn(got) >= 0 {
+		t.Errorf("Label of a raw TaskInfo: %q", got)
+	}
+}
+
+func FuzzClean(f *testing.F) {
+	for _, s := range []string{"", "plain", "\x1b]0;t\x07", "a\r\nsparkdap: x", "\u009b\u202e\u2066", "\xff\xfe\xc3", "ééé€"} {
+		f.Add(s, 8)
+	}
+	f.Fuzz(func(t *testing.T, s string, max int) {
+		max %= 300
+		got := Clean(s, max)
+		if r := controlIn(got); r >= 0 {
+			t.Fatalf("Clean(%q, %d) = %q keeps %U", s, max, got, r)
+		}
+		if n := utf8.RuneCountInString(got); n > max && !(max <= 0 && n == 0) {
+			t.Fatalf("Clean(%q, %d) = %q: %d runes", s, max, got, n)
+		}
+		if again := Clean(got, max); again != got {
+			t.Fatalf("not idempotent: %q then %q", got, again)
+		}
+		if max > 0 && controlIn(s) < 0 && utf8.RuneCountInString(s) <= max && got != s {
+			t.Fatalf("a clean %q changed to %q", s, got)
+		}
+	})
+}
