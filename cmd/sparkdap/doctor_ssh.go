@@ -34,7 +34,7 @@ func (d *doctor) checkSSH(ctx context.Context) *ssh.Client {
 	defer cancel()
 	client, err := tunnel.Dial(dctx, d.f.dialConfig(target, zerolog.Nop()))
 	if err != nil {
-		d.report(checkResult{name: name, v: vFail, detail: err.Error(), fix: sshFix(err, target)})
+		d.report(checkResult{name: name, v: vFail, detail: sshFlagError(err).Error(), fix: sshFix(err, target)})
 		return nil
 	}
 	detail := fmt.Sprintf("connected, host key verified against %s, authenticated as %s", d.f.knownHosts, target.User)
@@ -107,7 +107,7 @@ func sshFix(err error, t tunnel.Target) string {
 	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "timeout"):
 		return fmt.Sprintf("%s did not answer in time: a firewall, VPN or wrong host? (--ssh-timeout to wait longer)", t.Addr())
 	}
-	if strings.Contains(err.Error(), "no SSH keys") {
+	if errors.Is(err, tunnel.ErrNoKeys) {
 		return "start ssh-agent and ssh-add your key, or pass --ssh-identity FILE"
 	}
 	return fmt.Sprintf("check that 'ssh -p %d %s@%s true' works from this machine", t.Port, t.User, t.Host)

@@ -122,9 +122,24 @@ func (t *tunnelFlags) run(ctx context.Context, handle func(context.Context, net.
 		Log: tlog,
 	})
 	if err != nil {
-		return fmt.Errorf("tunnel: %w", err)
+		return fmt.Errorf("tunnel: %w", sshFlagError(err))
 	}
 	return nil
+}
+
+// sshFlagError names the flag behind a tunnel error that one flag's value
+// caused, and says which flag fixes one that a missing flag caused.
+func sshFlagError(err error) error {
+	var ie *tunnel.IdentityError
+	switch {
+	case errors.As(err, &ie):
+		return flagError("ssh-identity", err)
+	case errors.Is(err, tunnel.ErrNoKnownHosts):
+		return fmt.Errorf("%w: pass --ssh-known-hosts FILE", err)
+	case errors.Is(err, tunnel.ErrNoKeys):
+		return fmt.Errorf("%w; pass --ssh-identity FILE", err)
+	}
+	return err
 }
 
 // executorAddr turns the gateway's listen address into what an executor
