@@ -1,5 +1,3 @@
-// Command sparkdap debugs PySpark code that runs on executors from any DAP
-// client. See the README for the commands and a walkthrough.
 package main
 
 import (
