@@ -98,7 +98,7 @@ func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, s
 
 	// The job, from the deploy directory.
 	j.out = filepath.Join(t.TempDir(), "result.json")
-	submit := exec.CommandContext(ctx, bin, "submit", "--ide", "pycharm", "--partitions", partitions, "--proxy", executors,
+	submit := exec.CommandContext(ctx, bin, "submit", "--ide-kind", "pycharm", "--partitions", partitions, "--proxy", executors,
 		"--", "--master", master, "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN",
 		"--conf", "spark.pyspark.python="+py, "--py-files", filepath.Join(deploy, "pcmath.py"),
 		filepath.Join(deploy, script), j.out)

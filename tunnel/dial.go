@@ -25,6 +25,27 @@ type Target struct {
 	Port int
 }
 
+// ErrBadTarget is ParseTarget's error: the text is not user@host[:port].
+var ErrBadTarget = errors.New("not an SSH target")
+
+// ErrNoKnownHosts is Dial's error when no known_hosts file is given and
+// there is no home directory for the default one.
+var ErrNoKnownHosts = errors.New("no known_hosts file (no home directory for the default)")
+
+// ErrNoKeys is Dial's error when there is no key to offer: no ssh-agent
+// and none of the identity files readable.
+var ErrNoKeys = errors.New("no SSH keys to offer")
+
+// IdentityError is Dial's error for an identity file given explicitly
+// that cannot be used.
+type IdentityError struct {
+	File string
+	Err  error
+}
+
+func (e *IdentityError) Error() string { return "identity file " + e.File + ": " + e.Err.Error() }
+func (e *IdentityError) Unwrap() error { return e.Err }
+
 // ParseTarget reads user@host[:port]; the user defaults to the local one
 // and the port to 22, as with ssh(1). IPv6 hosts need brackets when a port
 // is given: user@[::1]:2222.
@@ -34,12 +55,12 @@ func ParseTarget(s string) (Target, error) {
 	if i := strings.LastIndex(s, "@"); i >= 0 {
 		t.User, rest = s[:i], s[i+1:]
 		if t.User == "" {
-			return Target{}, fmt.Errorf("--ssh %q: empty user before @", s)
+			return Target{}, fmt.Errorf("%w %q: empty user before @", ErrBadTarget, s)
 		}
 	} else {
 		u, err := user.Current()
 		if err != nil {
-			return Target{}, fmt.Errorf("--ssh %q: no user given and the local one is unknown: %w", s, err)
+			return Target{}, fmt.Errorf("%w %q: no user given and the local one is unknown: %w", ErrBadTarget, s, err)
 		}
 		t.User = u.Username
 	}
@@ -47,7 +68,7 @@ func ParseTarget(s string) (Target, error) {
 	if h, p, err := net.SplitHostPort(rest); err == nil {
 		port, perr := strconv.Atoi(p)
 		if perr != nil || port < 1 || port > 65535 {
-			return Target{}, fmt.Errorf("--ssh %q: bad port %q", s, p)
+			return Target{}, fmt.Errorf("%w %q: bad port %q", ErrBadTarget, s, p)
 		}
 		t.Host, t.Port = h, port
 	} else {
@@ -55,7 +76,7 @@ func ParseTarget(s string) (Target, error) {
 		t.Host = strings.TrimSuffix(strings.TrimPrefix(rest, "["), "]")
 	}
 	if t.Host == "" {
-		return Target{}, fmt.Errorf("--ssh %q: want user@host[:port]", s)
+		return Target{}, fmt.Errorf("%w %q: want user@host[:port]", ErrBadTarget, s)
 	}
 	return t, nil
 }
@@ -133,7 +154,7 @@ func clientConfig(c DialConfig) (*ssh.ClientConfig, func(), error) {
 		kh = DefaultKnownHosts()
 	}
 	if kh == "" {
-		return nil, nil, errors.New("no known_hosts file: set --ssh-known-hosts (no home directory)")
+		return nil, nil, ErrNoKnownHosts
 	}
 	hostKeyCB, algos, err := hostKeyChecker(kh, c.Target, c.AcceptNewHostKey, c.Log)
 	if err != nil {
@@ -145,7 +166,8 @@ func clientConfig(c DialConfig) (*ssh.ClientConfig, func(), error) {
 	}
 	if len(signers) == 0 {
 		closeAgent()
-		return nil, nil, fmt.Errorf("no SSH keys to offer: no ssh-agent (SSH_AUTH_SOCK) and none of %s readable; pass --ssh-identity FILE",
+		return nil, nil, fmt.Errorf("%w: no ssh-agent (SSH_AUTH_SOCK) and none of %s readable",
+			ErrNoKeys,
 			strings.Join(identityList(c.IdentityFiles), ", "))
 	}
 	cfg := &ssh.ClientConfig{
@@ -193,7 +215,7 @@ func loadSigners(files []string, log zerolog.Logger) ([]ssh.Signer, func(), erro
 			signers = append(signers, s)
 		case explicit:
 			closeAgent()
-			return nil, nil, fmt.Errorf("--ssh-identity %s: %w", f, err)
+			return nil, nil, &IdentityError{File: f, Err: err}
 		case !errors.Is(err, os.ErrNotExist):
 			log.Warn().Err(err).Str("key", f).Msg("skipping SSH key")
 		}

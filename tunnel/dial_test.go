@@ -29,9 +29,13 @@ func TestParseTarget(t *testing.T) {
 		{in: "alice@gw:x", err: "bad port"},
 		{in: "@gw", err: "empty user"},
 		{in: "alice@", err: "want user@host"},
+		{in: "alice@gw:99999", err: "bad port"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := ParseTarget(tc.in)
+			if tc.err != "" && !errors.Is(err, ErrBadTarget) {
+				t.Errorf("ParseTarget(%q): %v, want ErrBadTarget", tc.in, err)
+			}
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("ParseTarget(%q) = %v, %v; want error containing %q", tc.in, got, err, tc.err)
@@ -183,7 +187,7 @@ func TestDialAuth(t *testing.T) {
 		{"wrong key", []string{writeIdentity(t, otherPriv, "")}, "refused every key"},
 		{"wrong then right", []string{writeIdentity(t, otherPriv, ""), writeIdentity(t, clientPriv, "")}, ""},
 		{"passphrase-protected", []string{writeIdentity(t, clientPriv, "secret")}, "ssh-add"},
-		{"missing file", []string{filepath.Join(t.TempDir(), "nope")}, "--ssh-identity"},
+		{"missing file", []string{filepath.Join(t.TempDir(), "nope")}, "identity file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Dial(context.Background(), DialConfig{Target: targetOf(t, srv.addr), IdentityFiles: tc.identity,
@@ -201,6 +205,11 @@ func TestDialAuth(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error %v, want it to mention %q", err, tc.wantErr)
+			}
+			// The CLI names the flag from the type (cmd/sparkdap).
+			var ie *IdentityError
+			if tc.name == "missing file" && (!errors.As(err, &ie) || ie.File != tc.identity[0]) {
+				t.Errorf("error %v: want an *IdentityError for %s", err, tc.identity[0])
 			}
 		})
 	}

@@ -13,21 +13,28 @@ import (
 )
 
 func init() {
-	register("agent", "gateway side of serve --ssh: carry executor connections to the proxy over stdio (started by serve)", runAgent)
+	register("agent", "gateway side of serve --ssh: carry executor connections to the proxy over stdio (started by serve)", newAgentCmd)
 }
 
-// runAgent is started by `sparkdap serve --ssh` over an SSH session; its
+// The agent command is started by `sparkdap serve --ssh` over an SSH session; its
 // stdin and stdout are the yamux session to the proxy. Humans do not run
 // it directly, but it is a normal command so it can be installed on the
 // gateway instead of uploaded.
-func runAgent(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("agent", stderr)
-	listen := fs.String("listen", "127.0.0.1:5678", "address executors' debugpy.connect reaches on this gateway (0.0.0.0:5678 lets other hosts in)")
-	listenRetry := fs.Duration("listen-retry", 30*time.Second, "keep retrying a busy --listen port this long (a previous agent may still be exiting)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	logFormat := fs.String("log-format", "console", "console or json (logs go to stderr)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: sparkdap agent [--listen ADDR] [flags]
+type agentOptions struct {
+	listen              string
+	listenRetry         time.Duration
+	logLevel, logFormat string
+}
+
+func newAgentCmd(stderr io.Writer) *cmdSpec {
+	o := &agentOptions{}
+	c := &cmdSpec{fs: newFlagSet("agent", stderr)}
+	fs := c.fs
+	defAddrPlain(fs, &o.listen, "listen", defaultRemoteListen, "`HOST:PORT` executors' debugpy.connect reaches on this gateway (0.0.0.0:5678 lets other hosts in)")
+	fs.DurationVar(&o.listenRetry, "listen-retry", 30*time.Second, "keep retrying a busy --listen port this long (a previous agent may still be exiting)")
+	defString(fs, &o.logLevel, "log-level", "info", "")
+	defString(fs, &o.logFormat, "log-format", "console", "logs go to stderr")
+	c.usage(stderr, `usage: sparkdap agent [--listen ADDR] [flags]
 
 The gateway side of 'sparkdap serve --ssh': started by serve over SSH, with
 the tunnel on its stdin and stdout. You do not run it by hand; install it on
@@ -39,19 +46,21 @@ Examples:
 
 Flags:
 `)
-		fs.PrintDefaults()
+	c.run = func(args []string, stdout, stderr io.Writer) error { return agentRun(o, args, stdout, stderr) }
+	return c
+}
+
+// agentRun is started by `sparkdap serve --ssh` over an SSH session; its
+// stdin and stdout are the yamux session to the proxy.
+func agentRun(o *agentOptions, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q", args)
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	logger, err := newLogger(stderr, *logLevel, *logFormat)
+	logger, err := newLogger(stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return err
 	}
-	if err := warnIfPublic(*listen, logger); err != nil {
+	if err := warnIfPublic(o.listen, logger); err != nil {
 		return err
 	}
 	// stdout carries the tunnel: anything else printed there would corrupt
@@ -66,6 +75,6 @@ Flags:
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	return tunnel.RunAgent(ctx, os.Stdin, out, []io.Closer{os.Stdin, out}, tunnel.AgentConfig{
-		Listen: *listen, ListenRetry: *listenRetry, Log: logger,
+		Listen: o.listen, ListenRetry: o.listenRetry, Log: logger,
 	})
 }

@@ -1,22 +1,20 @@
 package main
 
 import (
-	"bytes"
-	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strings"
 )
 
 func init() {
-	register("completion", "print a shell completion script: bash, zsh or fish", runCompletion)
+	register("completion", "print a shell completion script: bash, zsh or fish", newCompletionCmd)
 }
 
-func runCompletion(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("completion", stderr)
-	fs.Usage = func() {
+func newCompletionCmd(stderr io.Writer) *cmdSpec {
+	c := &cmdSpec{fs: newFlagSet("completion", stderr)}
+	c.fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: sparkdap completion bash|zsh|fish
 
 Prints a script that completes sparkdap's commands and each command's flags.
@@ -28,16 +26,20 @@ Examples:
   sparkdap completion fish > ~/.config/fish/completions/sparkdap.fish
 `)
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	c.run = func(args []string, stdout, _ io.Writer) error {
+		if len(args) != 1 {
+			c.fs.Usage()
+			return errUsage
+		}
+		return completionRun(args[0], stdout)
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errUsage
-	}
+	return c
+}
+
+func completionRun(shell string, stdout io.Writer) error {
 	cmds := completionModel()
 	var script string
-	switch fs.Arg(0) {
+	switch shell {
 	case "bash":
 		script = bashCompletion(cmds)
 	case "zsh":
@@ -45,7 +47,7 @@ Examples:
 	case "fish":
 		script = fishCompletion(cmds)
 	default:
-		return fmt.Errorf("unknown shell %q: want bash, zsh or fish", fs.Arg(0))
+		return fmt.Errorf("unknown shell %q: want bash, zsh or fish", shell)
 	}
 	_, err := io.WriteString(stdout, script)
 	return err
@@ -59,8 +61,9 @@ type completionCmd struct {
 	args          []string // fixed words after the command (completion's shells)
 }
 
-// completionModel asks every command for its -h text and reads its flags
-// from there, so the scripts follow the commands without a list to keep.
+// completionModel walks every command's flag set, declared but not run,
+// so the scripts follow the commands without a list to keep. Deprecated
+// spellings are left out: they still work, but are not offered.
 func completionModel() []completionCmd {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
@@ -70,52 +73,19 @@ func completionModel() []completionCmd {
 	out := make([]completionCmd, 0, len(names))
 	for _, n := range names {
 		c := completionCmd{name: n, summary: commands[n].summary}
-		if n != "completion" {
-			var help bytes.Buffer
-			if err := commands[n].run([]string{"-h"}, io.Discard, &help); errors.Is(err, errHelp) {
-				c.flags = parseFlagHelp(help.String())
-			}
-		} else {
+		if n == "completion" {
 			c.args = []string{"bash", "zsh", "fish"}
 		}
+		spec := commands[n].spec(io.Discard)
+		spec.fs.VisitAll(func(f *flag.Flag) {
+			if spec.current(f.Name) {
+				_, usage := flag.UnquoteUsage(f)
+				c.flags = append(c.flags, completionFlag{name: f.Name, usage: usage})
+			}
+		})
 		out = append(out, c)
 	}
 	return out
-}
-
-// flagLineRE matches flag.PrintDefaults' first line of a flag: "  -name"
-// or "  -name type", usage on the next line after "    \t"; or, for a
-// one-letter boolean flag, "  -n\tusage" on one line.
-var flagLineRE = regexp.MustCompile(`^  -([A-Za-z0-9][\w.-]*)(?:( \S+)?$|\t(.*)$)`)
-
-// parseFlagHelp reads the flags out of a command's -h text.
-func parseFlagHelp(help string) []completionFlag {
-	var flags []completionFlag
-	lines := strings.Split(help, "\n")
-	for i, l := range lines {
-		m := flagLineRE.FindStringSubmatch(l)
-		if m == nil {
-			continue
-		}
-		cf := completionFlag{name: m[1], usage: m[3]}
-		if !strings.Contains(l, "\t") {
-			if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "    \t") {
-				continue // prose that happens to start with "  -", not a flag
-			}
-			cf.usage = strings.TrimSpace(lines[i+1])
-		}
-		flags = append(flags, cf)
-	}
-	return flags
-}
-
-// dashed is how a flag is written: -n for one letter, --name otherwise
-// (Go's flag package takes either).
-func dashed(name string) string {
-	if len(name) == 1 {
-		return "-" + name
-	}
-	return "--" + name
 }
 
 func bashCompletion(cmds []completionCmd) string {

@@ -32,12 +32,12 @@ func TestCompletionModel(t *testing.T) {
 	}
 	want := map[string][]string{
 		"serve":      {"ide", "executors", "token", "ssh", "root", "map"},
-		"submit":     {"n", "partitions", "proxy", "spark-submit"},
-		"wrap":       {"o", "proxy", "partitions"},
-		"vscode":     {"dir", "port", "host", "name", "map", "n"},
+		"submit":     {"n", "partitions", "proxy", "spark-submit", "ide-kind"},
+		"wrap":       {"o", "proxy", "partitions", "ide-kind"},
+		"vscode":     {"dir", "ide", "name", "path-mapping", "ide-token-env", "n"},
 		"doctor":     {"ide", "executors", "python", "ssh", "ssh-identity"},
 		"paths":      {"ide", "json"},
-		"pycharm":    {"port", "build"},
+		"pycharm":    {"pycharm", "build"},
 		"completion": nil,
 	}
 	for cmd, flags := range want {
@@ -70,16 +70,29 @@ func TestCompletionModel(t *testing.T) {
 	}
 }
 
-func TestParseFlagHelp(t *testing.T) {
-	help := "usage: x\n  - a bullet, not a flag\n  -dir folder\n    \tworkspace folder (default \".\")\n  -n\tprint only\n  -proxy host:port\n    \twhere\n  -merged\n    \tmerge\n"
-	got := parseFlagHelp(help)
-	want := []completionFlag{{"dir", `workspace folder (default ".")`}, {"n", "print only"}, {"proxy", "where"}, {"merged", "merge"}}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
+// Deprecated spellings still parse but are not offered: completion
+// teaches the vocabulary.
+func TestCompletionOmitsDeprecated(t *testing.T) {
+	deprecated := map[string][]string{
+		"vscode":  {"host", "port", "map", "ide-token"},
+		"pycharm": {"host", "port"},
+		"wrap":    {"ide"},
+		"conf":    {"ide"},
+		"submit":  {"ide"},
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("flag %d: got %+v, want %+v", i, got[i], want[i])
+	for _, c := range completionModel() {
+		for _, f := range c.flags {
+			for _, old := range deprecated[c.name] {
+				if f.name == old {
+					t.Errorf("%s: deprecated --%s offered", c.name, old)
+				}
+			}
+		}
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		s := completionScript(t, shell)
+		if !strings.Contains(s, "path-mapping") {
+			t.Errorf("%s script lacks vscode's path-mapping", shell)
 		}
 	}
 }
@@ -132,8 +145,8 @@ func TestCompletionBashReal(t *testing.T) {
 	if got := complete("sparkdap", "s"); got != "serve submit" {
 		t.Errorf("sparkdap s<TAB> = %q", got)
 	}
-	if got := complete("sparkdap", "vscode", "--p"); got != "--port" {
-		t.Errorf("sparkdap vscode --p<TAB> = %q", got)
+	if got := complete("sparkdap", "vscode", "--path-"); got != "--path-mapping" {
+		t.Errorf("sparkdap vscode --path-<TAB> = %q", got)
 	}
 	if got := complete("sparkdap", "serve", "--ssh-a"); got != "--ssh-accept-new-host-key" {
 		t.Errorf("sparkdap serve --ssh-a<TAB> = %q", got)

@@ -12,54 +12,61 @@ import (
 )
 
 func init() {
-	register("conf", "print the Spark settings that run a job under remote_debug.py", runConf)
+	register("conf", "print the Spark settings that run a job under remote_debug.py", newConfCmd)
 }
 
-func runConf(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("conf", stderr)
-	wrapper := fs.String("wrapper", workerwrap.FileName, "`path` of the wrapper written by `sparkdap wrap`")
-	connect := fs.Bool("connect", false, "print a script that starts a Spark Connect server whose Python workers run the wrapper (Connect clients' settings never reach them)")
-	wf := addWrapFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: sparkdap conf [-wrapper PATH] [-connect] [flags]
+type confOptions struct {
+	wrapper string
+	connect bool
+	wrap    *wrapFlags
+}
+
+func newConfCmd(stderr io.Writer) *cmdSpec {
+	o := &confOptions{}
+	c := &cmdSpec{fs: newFlagSet("conf", stderr)}
+	c.fs.StringVar(&o.wrapper, "wrapper", workerwrap.FileName, "`path` of the wrapper written by `sparkdap wrap`")
+	c.fs.BoolVar(&o.connect, "connect", false, "print a script that starts a Spark Connect server whose Python workers run the wrapper (Connect clients' settings never reach them)")
+	o.wrap = addWrapFlags(c, stderr)
+	c.usage(stderr, `usage: sparkdap conf [--wrapper PATH] [--connect] [flags]
 
 Prints the spark-submit options and a SparkSession.builder snippet that run
 a job under a wrapper written by 'sparkdap wrap' (notebooks, schedulers).
-With -connect, prints a shell script that starts a local-mode Spark Connect
+With --connect, prints a shell script that starts a local-mode Spark Connect
 server whose UDFs run under the wrapper instead: a Connect client's own
 settings never reach the server's Python workers.
 
 Examples:
-  sparkdap wrap -o . && sparkdap conf -wrapper ./remote_debug.py
-  sparkdap conf -wrapper ./remote_debug.py --partitions 2 --proxy 10.0.0.5:5678
-  sparkdap conf -connect -wrapper ~/sparkdap/remote_debug.py --partitions 0 > connect-server.sh
+  sparkdap wrap -o . && sparkdap conf --wrapper ./remote_debug.py
+  sparkdap conf --wrapper ./remote_debug.py --partitions 2 --proxy 10.0.0.5:5678
+  sparkdap conf --connect --wrapper ~/sparkdap/remote_debug.py --partitions 0 > connect-server.sh
   bash connect-server.sh --master 'local[2]'     # clients: SparkSession.builder.remote("sc://127.0.0.1:15002")
 
 Flags:
 `)
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (conf takes only flags)", fs.Args())
+	c.run = func(args []string, stdout, _ io.Writer) error { return confRun(o, args, stdout) }
+	return c
+}
+
+func confRun(o *confOptions, args []string, stdout io.Writer) error {
+	wf := o.wrap
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q (conf takes only flags)", args)
 	}
 	if _, err := wf.options(); err != nil {
 		return err
 	}
-	path, err := wrapperPath(*wrapper)
+	path, err := wrapperPath(o.wrapper)
 	if err != nil {
 		return err
 	}
 	// Settings naming a wrapper that is not there would make every Python
 	// worker fail to start (No module named remote_debug): refuse them.
 	if fi, err := os.Stat(path); err != nil {
-		return fmt.Errorf("-wrapper %s: %w (write it first: sparkdap wrap -o %s)", *wrapper, err, filepath.Dir(path))
+		return fmt.Errorf("--wrapper %s: %w (write it first: sparkdap wrap -o %s)", o.wrapper, err, filepath.Dir(path))
 	} else if !fi.Mode().IsRegular() {
-		return fmt.Errorf("-wrapper %s: not a regular file", *wrapper)
+		return fmt.Errorf("--wrapper %s: not a regular file", o.wrapper)
 	}
-	if *connect {
+	if o.connect {
 		_, err := io.WriteString(stdout, connectScript(path, wf))
 		return err
 	}
@@ -94,7 +101,7 @@ Flags:
 
 	fmt.Fprintln(&b, "# PySpark, before the first SparkSession or SparkContext of the process.")
 	fmt.Fprintln(&b, "# Not for Spark Connect (builder.remote(...), SPARK_REMOTE): the server's workers never")
-	fmt.Fprintln(&b, "# see a client's settings; start the server with the script `sparkdap conf -connect` prints.")
+	fmt.Fprintln(&b, "# see a client's settings; start the server with the script `sparkdap conf --connect` prints.")
 	fmt.Fprintln(&b, "import os")
 	fmt.Fprintln(&b, "from pyspark.sql import SparkSession")
 	fmt.Fprintln(&b, "builder = SparkSession.builder")

@@ -50,7 +50,7 @@ func TestConfPrintsOverridesNotToken(t *testing.T) {
 		`.config("spark.python.daemon.module", "remote_debug")`,
 		`.config("spark.submit.pyFiles", "` + path + `")`,
 		`.config("spark.executorEnv.SPARKDAP_TOKEN", os.environ.get("SPARKDAP_TOKEN", ""))`,
-		"sparkdap conf -connect",
+		"sparkdap conf --connect",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("conf output lacks %q:\n%s", want, out)

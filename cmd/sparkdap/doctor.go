@@ -11,10 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,12 +23,11 @@ import (
 	"github.com/sparkdap/sparkdap/dap"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
-	"github.com/sparkdap/sparkdap/tunnel"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 
 func init() {
-	register("doctor", "check ports, Python, debugpy, Spark, Java, the SSH gateway and a test connection", runDoctor)
+	register("doctor", "check ports, Python, debugpy, Spark, Java, the SSH gateway and a test connection", newDoctorCmd)
 }
 
 // verdict is one check's outcome. Only FAIL makes doctor exit non-zero.
@@ -51,18 +47,6 @@ type checkResult struct {
 	fix    string // what to do about a FAIL or WARN
 }
 
-type doctorFlags struct {
-	ide, executors      string
-	python, java        string
-	token, ideToken     string
-	ssh                 string
-	remoteListen        string
-	remotePython        string
-	identities          stringList
-	knownHosts          string
-	sshTimeout, timeout time.Duration
-}
-
 // portState is what listens on an address.
 type portState int
 
@@ -72,112 +56,6 @@ const (
 	portOther
 	portError
 )
-
-func runDoctor(args []string, stdout, stderr io.Writer) error {
-	var f doctorFlags
-	fs := newFlagSet("doctor", stderr)
-	fs.StringVar(&f.ide, "ide", "127.0.0.1:4711", "the IDE address sparkdap serve uses (its --ide)")
-	fs.StringVar(&f.executors, "executors", "127.0.0.1:5678", "the executor address sparkdap serve uses (its --executors)")
-	fs.StringVar(&f.python, "python", "", "the Python the Spark workers run (default $PYSPARK_PYTHON, else python3)")
-	fs.StringVar(&f.java, "java", "", "the java Spark runs (default $JAVA_HOME/bin/java, else java)")
-	fs.StringVar(&f.token, "token", "", "the running proxy's executor token, for the test connection (default $"+tokenEnv+")")
-	fs.StringVar(&f.ideToken, "ide-token", "", "the running proxy's IDE token, if it has one (default $"+ideTokenEnv+")")
-	fs.StringVar(&f.ssh, "ssh", "", "also check this SSH gateway: user@host[:port], as for serve --ssh")
-	fs.StringVar(&f.remoteListen, "remote-listen", "127.0.0.1:5678", "with --ssh: where serve's tunnel listens for executors on the gateway (serve's --remote-listen)")
-	fs.StringVar(&f.remotePython, "remote-python", "python3", "with --ssh: the Python with debugpy on the gateway, for the test connection through the tunnel")
-	fs.Var(&f.identities, "ssh-identity", "private key `file` for --ssh (repeatable; default: ssh-agent, then ~/.ssh/id_*)")
-	fs.StringVar(&f.knownHosts, "ssh-known-hosts", tunnel.DefaultKnownHosts(), "known_hosts `file` the gateway's host key is checked against")
-	fs.DurationVar(&f.sshTimeout, "ssh-timeout", 15*time.Second, "bound on reaching the gateway and the SSH handshake")
-	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on each other check")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: sparkdap doctor [--ide ADDR] [--executors ADDR] [--python PYTHON] [--ssh user@host] [flags]
-
-Checks, each with a verdict (OK, WARN, FAIL with the reason and the fix):
-  - the IDE and executor ports are free, or a sparkdap is already serving there
-  - the Python that Spark uses imports debugpy
-  - the Spark version (pyspark, in that Python), Java
-  - the SSH gateway, if --ssh is given (host key checked against known_hosts)
-  - a test connection along the whole path: a throwaway Python process says
-    the wrapper's hello and calls debugpy.connect, and the proxy must list it
-    on its IDE port. Against the running sparkdap serve if there is one (give
-    its token), else against a temporary proxy on loopback.
-  - with --ssh and a running 'sparkdap serve --ssh', the same test worker
-    run on the gateway (--remote-python) against --remote-listen: through
-    the tunnel to the proxy, as executors connect.
-Exits 0 only if no check fails.
-
-Examples:
-  sparkdap doctor
-  SPARKDAP_TOKEN=... sparkdap doctor --ide 127.0.0.1:4711 --executors 127.0.0.1:5678
-  sparkdap doctor --python /opt/venvs/spark/bin/python --ssh me@edge.example.com
-  SPARKDAP_TOKEN=... sparkdap doctor --ssh me@edge.example.com --remote-listen 0.0.0.0:5678
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (doctor takes only flags)", fs.Args())
-	}
-	if f.token == "" {
-		f.token = os.Getenv(tokenEnv)
-	}
-	if f.ideToken == "" {
-		f.ideToken = os.Getenv(ideTokenEnv)
-	}
-	d := &doctor{f: f, out: stdout}
-	return d.run(context.Background())
-}
-
-type doctor struct {
-	f       doctorFlags
-	out     io.Writer
-	results []checkResult
-}
-
-func (d *doctor) report(r checkResult) {
-	d.results = append(d.results, r)
-	fmt.Fprintf(d.out, "%-4s  %s: %s\n", r.v, r.name, r.detail)
-	if r.fix != "" {
-		for _, l := range strings.Split(r.fix, "\n") {
-			fmt.Fprintf(d.out, "      fix: %s\n", l)
-		}
-	}
-}
-
-func (d *doctor) run(ctx context.Context) error {
-	ideState := d.checkPort(ctx, "IDE port", d.f.ide, "--ide", d.probeIDE)
-	exeState := d.checkPort(ctx, "executor port", d.f.executors, "--executors", probeExecutorPort)
-	py, pyOK := d.checkPython(ctx)
-	if pyOK {
-		d.checkSpark(ctx, py)
-	} else {
-		d.report(checkResult{name: "Spark version", v: vSkip, detail: "needs a working Python (see above)"})
-	}
-	d.checkJava(ctx)
-	gateway := d.checkSSH(ctx)
-	d.checkTestConnection(ctx, py, pyOK, ideState, exeState)
-	if gateway != nil {
-		d.checkTunnelConnection(ctx, gateway, ideState)
-		gateway.Close()
-	}
-
-	failed := 0
-	for _, r := range d.results {
-		if r.v == vFail {
-			failed++
-		}
-	}
-	if failed > 0 {
-		fmt.Fprintf(d.out, "\n%d of %d checks failed\n", failed, len(d.results))
-		return fmt.Errorf("%d check(s) failed", failed)
-	}
-	fmt.Fprintf(d.out, "\nall checks passed\n")
-	return nil
-}
 
 // checkPort says whether sparkdap serve can listen on addr, or is already
 // listening there (probe speaks to whatever holds the port).
@@ -312,235 +190,6 @@ func probeExecutorPort(ctx context.Context, addr string) (bool, string) {
 		}
 	}
 	return false, ""
-}
-
-// pythonFor resolves the interpreter Spark's workers run.
-func (d *doctor) pythonFor() (name, why string) {
-	switch {
-	case d.f.python != "":
-		return d.f.python, "--python"
-	case os.Getenv("PYSPARK_PYTHON") != "":
-		return os.Getenv("PYSPARK_PYTHON"), "$PYSPARK_PYTHON"
-	}
-	return "python3", "PYSPARK_PYTHON is unset, so Spark runs python3 from PATH"
-}
-
-// runPython runs py -c code with the check timeout; it returns stdout and,
-// on failure, the last line of stderr (the exception) as the error.
-func (d *doctor) runPython(ctx context.Context, py, code string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.f.timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "-c", code)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 2 * time.Second
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		return "", fmt.Errorf("no answer within %s", d.f.timeout)
-	}
-	if err != nil {
-		if last := lastLine(stderr.String()); last != "" {
-			return "", errors.New(last)
-		}
-		return "", err
-	}
-	return strings.TrimSpace(stdout.String()), nil
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
-}
-
-func (d *doctor) checkPython(ctx context.Context) (string, bool) {
-	py, why := d.pythonFor()
-	name := "Python " + py + " (" + why + ")"
-	path, err := exec.LookPath(py)
-	if err != nil {
-		d.report(checkResult{name: name, v: vFail, detail: "not found: " + err.Error(),
-			fix: "install Python 3, or set PYSPARK_PYTHON (and --python here) to an interpreter's path"})
-		return py, false
-	}
-	out, err := d.runPython(ctx, path, "import sys, debugpy; print(debugpy.__version__, sys.version.split()[0], sys.executable)")
-	if err != nil {
-		d.report(checkResult{name: name, v: vFail, detail: "cannot import debugpy: " + err.Error(),
-			fix: fmt.Sprintf("%s -m pip install debugpy   (on every executor too), or point PYSPARK_PYTHON at an interpreter that has it", shellQuote(path))})
-		return path, false
-	}
-	f := strings.Fields(out)
-	if len(f) < 3 {
-		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("unexpected answer %q", out)})
-		return path, false
-	}
-	d.report(checkResult{name: name, v: vOK, detail: fmt.Sprintf("debugpy %s, Python %s (%s)", f[0], f[1], strings.Join(f[2:], " "))})
-	return path, true
-}
-
-var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)`)
-
-func (d *doctor) checkSpark(ctx context.Context, py string) {
-	name := "Spark version"
-	out, err := d.runPython(ctx, py, "import pyspark; print(pyspark.__version__)")
-	if err != nil {
-		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("%s cannot import pyspark: %v", py, err),
-			fix: fmt.Sprintf("%s -m pip install pyspark (matching your cluster's Spark), or add $SPARK_HOME/python to PYTHONPATH", shellQuote(py))})
-		return
-	}
-	m := versionRE.FindStringSubmatch(out)
-	if m == nil {
-		d.report(checkResult{name: name, v: vWarn, detail: fmt.Sprintf("pyspark reports version %q, which sparkdap cannot read", out)})
-		return
-	}
-	major, _ := strconv.Atoi(m[1])
-	minor, _ := strconv.Atoi(m[2])
-	if (major == 3 && minor >= 5) || major == 4 {
-		d.report(checkResult{name: name, v: vOK, detail: "pyspark " + out})
-		return
-	}
-	d.report(checkResult{name: name, v: vWarn, detail: "pyspark " + out + ": sparkdap is made and tested for Spark 3.5 and 4.x",
-		fix: "the worker wrapper may still work; if breakpoints never bind, try Spark 3.5 or later"})
-}
-
-var javaVersionRE = regexp.MustCompile(`version "(\d+)(?:\.(\d+))?`)
-
-func (d *doctor) checkJava(ctx context.Context) {
-	java, why := d.f.java, "--java"
-	if java == "" {
-		java, why = "java", "from PATH"
-		if home := os.Getenv("JAVA_HOME"); home != "" {
-			java, why = filepath.Join(home, "bin", "java"), "$JAVA_HOME"
-		}
-	}
-	name := "Java (" + why + ")"
-	path, err := exec.LookPath(java)
-	if err != nil {
-		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("%s not found: %v", java, err),
-			fix: "install a JDK (Spark 4 needs Java 17 or 21; 3.5 runs on 8, 11, 17) and put it on PATH or set JAVA_HOME"})
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, d.f.timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "-version")
-	cmd.WaitDelay = 2 * time.Second
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("%s -version failed: %v: %s", path, err, lastLine(string(out))),
-			fix: "repair or reinstall the JDK, or set JAVA_HOME to a working one"})
-		return
-	}
-	first := lastLine(strings.SplitN(string(out), "\n", 2)[0])
-	m := javaVersionRE.FindStringSubmatch(string(out))
-	if m == nil {
-		d.report(checkResult{name: name, v: vWarn, detail: "unrecognised version: " + first})
-		return
-	}
-	major, _ := strconv.Atoi(m[1])
-	if major == 1 && m[2] != "" { // 1.8 = Java 8
-		major, _ = strconv.Atoi(m[2])
-	}
-	if major < 17 {
-		d.report(checkResult{name: name, v: vWarn, detail: first + ": Spark 4 needs Java 17 or later",
-			fix: "fine for Spark 3.5; for Spark 4 install Java 17 and set JAVA_HOME"})
-		return
-	}
-	d.report(checkResult{name: name, v: vOK, detail: first})
-}
-
-// checkSSH dials the gateway; the client it returns (nil on failure) is
-// for the test connection through the tunnel.
-func (d *doctor) checkSSH(ctx context.Context) *ssh.Client {
-	if d.f.ssh == "" {
-		d.report(checkResult{name: "SSH gateway", v: vSkip, detail: "no --ssh given (executors reach this machine directly)"})
-		return nil
-	}
-	name := "SSH gateway " + d.f.ssh
-	target, err := tunnel.ParseTarget(d.f.ssh)
-	if err != nil {
-		d.report(checkResult{name: name, v: vFail, detail: err.Error(), fix: "pass --ssh user@host[:port]"})
-		return nil
-	}
-	dctx, cancel := context.WithTimeout(ctx, d.f.sshTimeout+5*time.Second)
-	defer cancel()
-	client, err := tunnel.Dial(dctx, tunnel.DialConfig{Target: target, IdentityFiles: d.f.identities,
-		KnownHostsFile: d.f.knownHosts, Timeout: d.f.sshTimeout, Log: zerolog.Nop()})
-	if err != nil {
-		d.report(checkResult{name: name, v: vFail, detail: err.Error(), fix: sshFix(err, target)})
-		return nil
-	}
-	detail := fmt.Sprintf("connected, host key verified against %s, authenticated as %s", d.f.knownHosts, target.User)
-	if sess, err := client.NewSession(); err == nil {
-		var out bytes.Buffer
-		sess.Stdout = &out
-		if sess.Run("command -v sparkdap || echo none") == nil {
-			if p := strings.TrimSpace(out.String()); p != "none" && p != "" {
-				detail += "; sparkdap on the gateway: " + p
-			} else {
-				detail += "; no sparkdap on the gateway's PATH (serve --ssh uploads this one)"
-			}
-		}
-		sess.Close()
-	}
-	d.report(checkResult{name: name, v: vOK, detail: detail})
-	return client
-}
-
-// checkTunnelConnection runs the test worker on the gateway: it connects
-// where executors would (serve's --remote-listen), through the tunnel to
-// the running proxy, which must list it on the IDE port.
-func (d *doctor) checkTunnelConnection(ctx context.Context, client *ssh.Client, ide portState) {
-	name := "test connection through the gateway (worker on the gateway → tunnel → proxy → IDE port)"
-	if ide != portSparkdap {
-		d.report(checkResult{name: name, v: vSkip, detail: "no sparkdap serve is running on " + d.f.ide,
-			fix: fmt.Sprintf("start 'sparkdap serve --ssh %s --remote-listen %s' and re-run to test the tunnel", d.f.ssh, d.f.remoteListen)})
-		return
-	}
-	if d.f.token == "" {
-		d.report(checkResult{name: name, v: vFail, detail: "no executor token was given",
-			fix: "export " + tokenEnv + " (the token sparkdap serve uses) or pass --token"})
-		return
-	}
-	addr := d.f.remoteListen
-	if h, p, err := net.SplitHostPort(addr); err == nil {
-		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
-			addr = net.JoinHostPort("127.0.0.1", p) // what listens on all addresses listens on loopback too
-		}
-	}
-	err := d.testConnection(ctx, func(host, port string) (*probeProc, error) {
-		return startRemoteProbe(client, d.f.remotePython, host, port)
-	}, d.f.ide, addr, d.f.token)
-	if err != nil {
-		fix := err.fix
-		if fix == "" && strings.Contains(err.err.Error(), "exited before connecting") {
-			fix = fmt.Sprintf("the gateway needs %s with debugpy (--remote-python), or test from an executor host instead", d.f.remotePython)
-		}
-		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("to %s on the gateway: %v", addr, err.err), fix: fix})
-		return
-	}
-	d.report(checkResult{name: name, v: vOK, detail: fmt.Sprintf("a debugpy worker on the gateway reached %s and was listed on the IDE port", addr)})
-}
-
-func sshFix(err error, t tunnel.Target) string {
-	var hk *tunnel.HostKeyError
-	var auth *tunnel.AuthError
-	var dnsErr *net.DNSError
-	switch {
-	case errors.As(err, &hk) && hk.Unknown:
-		return fmt.Sprintf("check the fingerprint with the gateway's admin (or: ssh -p %d %s@%s), then run serve with --ssh-accept-new-host-key once", t.Port, t.User, t.Host)
-	case errors.As(err, &hk):
-		return "find out why the key changed before trusting it; the message says which known_hosts line to remove"
-	case errors.As(err, &auth):
-		return fmt.Sprintf("load your key into ssh-agent (ssh-add) or pass --ssh-identity FILE; check that 'ssh %s@%s -p %d true' works", t.User, t.Host, t.Port)
-	case errors.As(err, &dnsErr):
-		return fmt.Sprintf("%s does not resolve: check the spelling, your VPN, or use its IP address", t.Host)
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Sprintf("nothing listens on %s: is sshd running there, and is %d its port?", t.Addr(), t.Port)
-	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "timeout"):
-		return fmt.Sprintf("%s did not answer in time: a firewall, VPN or wrong host? (--ssh-timeout to wait longer)", t.Addr())
-	}
-	if strings.Contains(err.Error(), "no SSH keys") {
-		return "start ssh-agent and ssh-add your key, or pass --ssh-identity FILE"
-	}
-	return fmt.Sprintf("check that 'ssh -p %d %s@%s true' works from this machine", t.Port, t.User, t.Host)
 }
 
 // The worker side of the test connection is the wrapper's own hello client

@@ -489,8 +489,8 @@ func TestDoctorSSH(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			d := &doctor{f: doctorFlags{ssh: tt.target, identities: stringList{tt.key}, knownHosts: tt.known,
-				sshTimeout: 10 * time.Second}, out: &out}
+			d := &doctor{f: doctorFlags{sshFlags: sshFlags{ssh: tt.target, identities: stringList{tt.key}, knownHosts: tt.known,
+				timeout: 10 * time.Second}}, out: &out}
 			if c := d.checkSSH(context.Background()); c != nil {
 				c.Close()
 			}

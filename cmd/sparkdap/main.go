@@ -1,5 +1,3 @@
-// Command sparkdap debugs PySpark code that runs on executors from any DAP
-// client. See the README for the commands and a walkthrough.
 package main
 
 import (
@@ -9,18 +7,26 @@ import (
 	"sort"
 )
 
-// command is one subcommand of the CLI. Each lives in its own file.
+// command is one subcommand of the CLI. Each lives in its own file, as a
+// newXCmd that declares its flags (see cmdSpec) and an xRun that runs it.
 type command struct {
 	summary string
-	run     func(args []string, stdout, stderr io.Writer) error
+	// spec declares the command's flags afresh, writing its usage and
+	// notices to stderr; nothing runs until the spec's run.
+	spec func(stderr io.Writer) *cmdSpec
+}
+
+// run parses args and runs the command.
+func (c command) run(args []string, stdout, stderr io.Writer) error {
+	return c.spec(stderr).execute(args, stdout, stderr)
 }
 
 // commands is filled by init functions in the files beside this one, so that
 // adding a subcommand touches only its own file.
 var commands = map[string]command{}
 
-func register(name, summary string, run func(args []string, stdout, stderr io.Writer) error) {
-	commands[name] = command{summary: summary, run: run}
+func register(name, summary string, spec func(stderr io.Writer) *cmdSpec) {
+	commands[name] = command{summary: summary, spec: spec}
 }
 
 func usage(w io.Writer) {

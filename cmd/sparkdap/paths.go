@@ -15,20 +15,29 @@ import (
 )
 
 func init() {
-	register("paths", "show how a running proxy maps each executor's paths to local files", runPaths)
+	register("paths", "show how a running proxy maps each executor's paths to local files", newPathsCmd)
 }
 
-func runPaths(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("paths", stderr)
-	ide := fs.String("ide", "127.0.0.1:4711", "the proxy's IDE address")
-	asJSON := fs.Bool("json", false, "print JSON")
-	ideToken := fs.String("ide-token", "", "the proxy's IDE token, if it requires one (default: $"+ideTokenEnv+")")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: sparkdap paths [--ide HOST:PORT] [--json]\n\nPer executor: its code roots, each path mapped to a local file (and by which rule), each path left unmapped (and why), each breakpoint it refused (and pydevd's reason).\n\nExamples:\n  sparkdap paths\n  sparkdap paths --ide 127.0.0.1:4800 --json | jq '.[].unmapped'\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
+type pathsOptions struct {
+	ide, ideToken string
+	asJSON        bool
+}
+
+func newPathsCmd(stderr io.Writer) *cmdSpec {
+	o := &pathsOptions{}
+	c := &cmdSpec{fs: newFlagSet("paths", stderr)}
+	defAddr(c.fs, &o.ide, "ide", defaultIDEAddr, "")
+	c.fs.BoolVar(&o.asJSON, "json", false, "print JSON")
+	defString(c.fs, &o.ideToken, "ide-token", "", "")
+	c.usage(stderr, "usage: sparkdap paths [--ide HOST:PORT] [--json]\n\nPer executor: its code roots, each path mapped to a local file (and by which rule), each path left unmapped (and why), each breakpoint it refused (and pydevd's reason).\n\nExamples:\n  sparkdap paths\n  sparkdap paths --ide 127.0.0.1:4800 --json | jq '.[].unmapped'\n\nFlags:\n")
+	c.run = func(args []string, stdout, _ io.Writer) error { return pathsRun(o, args, stdout) }
+	return c
+}
+
+func pathsRun(o *pathsOptions, args []string, stdout io.Writer) error {
+	ide, asJSON, ideToken := &o.ide, &o.asJSON, &o.ideToken
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q (paths takes only flags)", args)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -9,40 +8,60 @@ import (
 )
 
 func init() {
-	register("pycharm", "print the PyCharm run-configuration steps for debugging executors", runPyCharmHelp)
+	register("pycharm", "print the PyCharm run-configuration steps for debugging executors", newPyCharmHelpCmd)
 }
 
-func runPyCharmHelp(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("pycharm", stderr)
-	host := fs.String("host", "127.0.0.1", "host PyCharm's debug server listens on, as sparkdap serve reaches it")
-	port := fs.Int("port", 12345, "port of PyCharm's Python Debug Server")
-	build := fs.String("build", "<build>", "your PyCharm build (Help → About, e.g. 251.23774.444), to pin pydevd-pycharm")
-	executors := fs.String("executors", "127.0.0.1:5678", "sparkdap serve's executor address")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: sparkdap pycharm [--host 127.0.0.1] [--port 12345] [--build BUILD] [--executors HOST:PORT]
+type pycharmHelpOptions struct {
+	pycharm, build, executors string
+	host, port                *string // the deprecated --host and --port
+}
+
+func newPyCharmHelpCmd(stderr io.Writer) *cmdSpec {
+	o := &pycharmHelpOptions{}
+	c := &cmdSpec{fs: newFlagSet("pycharm", stderr)}
+	fs := c.fs
+	defAddr(fs, &o.pycharm, "pycharm", defaultPyCharmAddr, "as sparkdap serve reaches it")
+	fs.StringVar(&o.build, "build", "<build>", "your PyCharm build (Help → About, e.g. 251.23774.444), to pin pydevd-pycharm")
+	defAddr(fs, &o.executors, "executors", defaultExecutorAddr, "")
+	c.deprecate("host", "--pycharm HOST:PORT", funcValue{set: func(v string) error { o.host = &v; return nil }}, stderr)
+	c.deprecate("port", "--pycharm HOST:PORT", funcValue{set: func(v string) error { o.port = &v; return nil }}, stderr)
+	c.usage(stderr, `usage: sparkdap pycharm [--pycharm 127.0.0.1:12345] [--build BUILD] [--executors HOST:PORT]
 
 Prints the steps to debug Spark executors from PyCharm's "Python Debug
 Server" through 'sparkdap serve --ide-kind pycharm'. Writes nothing.
 
 Examples:
   sparkdap pycharm
-  sparkdap pycharm --port 5005 --build 251.23774.444
+  sparkdap pycharm --pycharm 127.0.0.1:5005 --build 251.23774.444
 
 Flags:
 `)
-		fs.PrintDefaults()
+	c.run = func(args []string, stdout, _ io.Writer) error { return pycharmHelpRun(o, args, stdout) }
+	return c
+}
+
+func pycharmHelpRun(o *pycharmHelpOptions, args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q (pycharm takes only flags)", args)
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	host, portStr, err := net.SplitHostPort(o.pycharm)
+	if err != nil {
+		return flagError("pycharm", err)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (pycharm takes only flags)", fs.Args())
+	portFlag := "--pycharm " + o.pycharm + ": port"
+	if o.host != nil {
+		host = *o.host
 	}
-	if *port < 1 || *port > 65535 {
-		return fmt.Errorf("--port %d: want 1..65535", *port)
+	if o.port != nil {
+		portStr, portFlag = *o.port, "--port"
 	}
-	addr := net.JoinHostPort(*host, strconv.Itoa(*port))
-	_, err := fmt.Fprintf(stdout, `PyCharm (Professional) debugs Spark executors through sparkdap like this:
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 1 || port > 65535 {
+		return fmt.Errorf("%s %s: want 1..65535", portFlag, portStr)
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	build, executors := &o.build, &o.executors
+	_, err = fmt.Fprintf(stdout, `PyCharm (Professional) debugs Spark executors through sparkdap like this:
 
 1. Run → Edit Configurations… → + → Python Debug Server.
      Name:           sparkdap: Spark workers
@@ -64,22 +83,20 @@ Flags:
      sparkdap serve --ide-kind pycharm --pycharm %[3]s --executors %[5]s --root .
 
 5. Run the job with the worker wrapper, e.g. debugging partition 0 only:
-     sparkdap submit --ide pycharm --partitions 0 -- --master 'local[2]' app.py%[6]s
+     sparkdap submit --ide-kind pycharm --partitions 0 -- --master 'local[2]' app.py%[6]s
    Each selected task appears in PyCharm's Threads & Variables view, its
    threads prefixed with the executor's label (exec · host · pid · stage · partition).
 
 Check the set-up with:  sparkdap doctor --executors %[5]s
-`, *host, *port, addr, *build, *executors, wrapperNote())
+`, host, port, addr, *build, *executors, wrapperNote())
 	return err
 }
 
 // wrapperNote says so when this build's wrapper has no PyCharm flavour yet
-// (the --ide wrap flag), instead of printing a command that fails.
+// (the --ide-kind wrap flag), instead of printing a command that fails.
 func wrapperNote() string {
-	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
-	addWrapFlags(fs)
-	if fs.Lookup("ide") != nil {
+	if newSubmitCmd(nil, io.Discard).fs.Lookup("ide-kind") != nil {
 		return ""
 	}
-	return "\n   (this sparkdap's wrapper has no --ide flag yet: the pydevd-pycharm flavour\n   of remote_debug.py is not in this build)"
+	return "\n   (this sparkdap's wrapper has no --ide-kind flag yet: the pydevd-pycharm flavour\n   of remote_debug.py is not in this build)"
 }

@@ -23,7 +23,7 @@ import (
 )
 
 func init() {
-	register("serve", "run the DAP proxy: IDEs attach on one port, executors connect on another", runServe)
+	register("serve", "run the DAP proxy: IDEs attach on one port, executors connect on another", newServeCmd)
 }
 
 // tokenEnv is where sparkdap looks for the executors' access token when no
@@ -35,7 +35,7 @@ const tokenEnv = "SPARKDAP_TOKEN"
 // port relies on listening on loopback only.
 const ideTokenEnv = "SPARKDAP_IDE_TOKEN"
 
-type serveFlags struct {
+type serveOptions struct {
 	ide, executors      string
 	token, tokenFile    string
 	ideToken            string
@@ -46,20 +46,23 @@ type serveFlags struct {
 	requestTimeout      time.Duration
 	merged              bool
 	root                string
-	maps                multiFlag
+	maps                stringList
 	noPathMapping       bool
 	logLevel, logFormat string
 	live                string
+	tun                 *tunnelFlags
+	pyc                 *pycharmFlags
 }
 
-func runServe(args []string, stdout, stderr io.Writer) error {
-	var f serveFlags
-	fs := newFlagSet("serve", stderr)
-	fs.StringVar(&f.ide, "ide", "127.0.0.1:4711", "address the IDE attaches to (DAP over TCP)")
-	fs.StringVar(&f.executors, "executors", "127.0.0.1:5678", "address executors' debugpy.connect reaches")
-	fs.StringVar(&f.token, "token", "", "access token executors must present (default: $"+tokenEnv+", else a random one)")
+func newServeCmd(stderr io.Writer) *cmdSpec {
+	f := &serveOptions{}
+	c := &cmdSpec{fs: newFlagSet("serve", stderr)}
+	fs := c.fs
+	defAddr(fs, &f.ide, "ide", defaultIDEAddr, "")
+	defAddr(fs, &f.executors, "executors", defaultExecutorAddr, "")
+	defString(fs, &f.token, "token", "", "the executors must present it; without one a random token is generated")
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the access token from this file")
-	fs.StringVar(&f.ideToken, "ide-token", "", "token DAP clients must present as the \"sparkdapToken\" attach argument (default: $"+ideTokenEnv+", else none)")
+	defString(fs, &f.ideToken, "ide-token", "", "")
 	fs.StringVar(&f.ideTokenFile, "ide-token-file", "", "read the IDE token from this file")
 	fs.StringVar(&f.readyFile, "ready-file", "", "once listening, write {\"ide\",\"executors\",\"token\"} as JSON to this file (mode 0600)")
 	fs.IntVar(&f.maxSessions, "max-sessions", 0, "debug at most this many executors at once; others run undebugged (0 = no limit)")
@@ -69,20 +72,20 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.root, "root", ".", "local project root: executor paths are mapped to the Python files under it")
 	fs.Var(&f.maps, "map", "REMOTE_PREFIX=LOCAL_PREFIX path rule, tried first; REMOTE may be a regular expression (repeatable)")
 	fs.BoolVar(&f.noPathMapping, "no-path-mapping", false, "pass paths through unchanged (executors see the same files as the IDE)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.logFormat, "log-format", "console", "console or json")
+	defString(fs, &f.logLevel, "log-level", "info", "")
+	defString(fs, &f.logFormat, "log-format", "console", "")
 	fs.StringVar(&f.live, "live", "auto", "live status view at the bottom of the terminal: auto (when stderr is a terminal), on or off")
-	tun := addTunnelFlags(fs)
-	pyc := addPyCharmFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: sparkdap serve [flags]\n\nExamples:\n  SPARKDAP_TOKEN=s3cret sparkdap serve --ide 127.0.0.1:4711 --executors 127.0.0.1:5678\n  sparkdap serve --root ~/src/myjob --map '/tmp/spark-[^/]+/userFiles-[0-9a-f-]+=/home/me/src/myjob'\n  sparkdap serve --root ~/src/myjob --ssh me@edge.example.com --remote-listen 0.0.0.0:5678\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	f.tun = addTunnelFlags(fs)
+	f.pyc = addPyCharmFlags(fs)
+	c.usage(stderr, "usage: sparkdap serve [flags]\n\nExamples:\n  SPARKDAP_TOKEN=s3cret sparkdap serve --ide 127.0.0.1:4711 --executors 127.0.0.1:5678\n  sparkdap serve --root ~/src/myjob --map '/tmp/spark-[^/]+/userFiles-[0-9a-f-]+=/home/me/src/myjob'\n  sparkdap serve --root ~/src/myjob --ssh me@edge.example.com --remote-listen 0.0.0.0:5678\n  sparkdap serve --ide-kind pycharm --pycharm 127.0.0.1:12345\n\nFlags:\n")
+	c.run = func(args []string, _, stderr io.Writer) error { return serveRun(f, args, stderr) }
+	return c
+}
+
+func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
+	tun, pyc := f.tun, f.pyc
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q", args)
 	}
 	view, err := newLiveView(f.live, f.logFormat, stderr)
 	if err != nil {
@@ -116,12 +119,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		for _, m := range f.maps {
 			r, err := pathmap.ParseRule(m)
 			if err != nil {
-				return fmt.Errorf("--map %w", err)
+				return flagError("map", err)
 			}
 			rules = append(rules, r)
 		}
 		if paths, err = pathmap.New(f.root, rules); err != nil {
-			return fmt.Errorf("--root %w", err)
+			return flagError("root", err)
 		}
 	}
 	// The executor side: the DAP hub, or the PyCharm proxy.
@@ -138,8 +141,6 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		}
 		serve, handle = px.Serve, px.ServeExecutor
 		ready["executors"], ready["pycharm"] = px.Addr().String(), pyc.pycharm
-	case pyc.ide != "dap":
-		return fmt.Errorf("--ide-kind %q: want dap or pycharm", pyc.ide)
 	default:
 		if view != nil {
 			defer func() { view.stop() }()

@@ -20,12 +20,12 @@ type pycharmFlags struct {
 
 func addPyCharmFlags(fs *flag.FlagSet) *pycharmFlags {
 	p := &pycharmFlags{}
-	fs.StringVar(&p.ide, "ide-kind", "dap", "dap (VS Code, nvim-dap, any DAP client) or pycharm")
-	fs.StringVar(&p.pycharm, "pycharm", "127.0.0.1:12345", "with --ide-kind pycharm: where PyCharm's Python Debug Server listens")
+	defKind(fs, &p.ide, "")
+	defAddr(fs, &p.pycharm, "pycharm", defaultPyCharmAddr, "the proxy connects there")
 	return p
 }
 
-func (p *pycharmFlags) enabled() bool { return p.ide == "pycharm" }
+func (p *pycharmFlags) enabled() bool { return p.ide == ideKindPyCharm }
 
 // run serves executors to PyCharm until ctx ends. The proxy connects to
 // PyCharm when the first selected worker says hello, so start PyCharm's

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -15,41 +14,62 @@ import (
 	"github.com/sparkdap/sparkdap/tunnel"
 )
 
+// sshFlags reach the SSH gateway: serve's tunnel and doctor's gateway
+// check take the same ones, with the same defaults.
+type sshFlags struct {
+	ssh          string
+	identities   stringList
+	knownHosts   string
+	timeout      time.Duration
+	remoteListen string
+}
+
+func addSSHFlags(fs *flag.FlagSet, sshDetail, remoteListenDetail string) *sshFlags {
+	s := &sshFlags{}
+	bindSSHFlags(fs, s, sshDetail, remoteListenDetail)
+	return s
+}
+
+func bindSSHFlags(fs *flag.FlagSet, s *sshFlags, sshDetail, remoteListenDetail string) {
+	defString(fs, &s.ssh, "ssh", "", sshDetail)
+	defList(fs, &s.identities, "ssh-identity", "")
+	defString(fs, &s.knownHosts, "ssh-known-hosts", tunnel.DefaultKnownHosts(), "")
+	defDuration(fs, &s.timeout, "ssh-timeout", defaultSSHTimeout, "")
+	defAddr(fs, &s.remoteListen, "remote-listen", defaultRemoteListen, remoteListenDetail)
+}
+
+// target parses --ssh.
+func (s *sshFlags) target() (tunnel.Target, error) {
+	t, err := tunnel.ParseTarget(s.ssh)
+	return t, flagError("ssh", err)
+}
+
+// dialConfig is the tunnel's dial configuration from the flags.
+func (s *sshFlags) dialConfig(target tunnel.Target, log zerolog.Logger) tunnel.DialConfig {
+	return tunnel.DialConfig{Target: target, IdentityFiles: s.identities, KnownHostsFile: s.knownHosts,
+		Timeout: s.timeout, Log: log}
+}
+
 // tunnelFlags are serve's flags for reaching executors through an SSH
 // gateway (see package tunnel).
 type tunnelFlags struct {
-	ssh            string
-	identities     stringList
-	knownHosts     string
-	acceptNew      bool
-	mode           string
-	remoteListen   string
-	agentPath      string
-	agentCacheDir  string
-	keepalive      time.Duration
-	maxReconnects  int
-	connectTimeout time.Duration
+	*sshFlags
+	acceptNew     bool
+	mode          string
+	agentPath     string
+	agentCacheDir string
+	keepalive     time.Duration
+	maxReconnects int
 }
 
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
 func addTunnelFlags(fs *flag.FlagSet) *tunnelFlags {
-	t := &tunnelFlags{}
-	fs.StringVar(&t.ssh, "ssh", "", "reach executors through this SSH gateway: user@host[:port]")
-	fs.Var(&t.identities, "ssh-identity", "private key `file` for --ssh, like ssh -i (repeatable; default: ssh-agent, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")
-	fs.StringVar(&t.knownHosts, "ssh-known-hosts", tunnel.DefaultKnownHosts(), "known_hosts `file` the gateway's host key is checked against")
+	t := &tunnelFlags{sshFlags: addSSHFlags(fs, "", "")}
 	fs.BoolVar(&t.acceptNew, "ssh-accept-new-host-key", false, "trust a gateway not yet in known_hosts and add its key there (a changed key is always refused)")
 	fs.StringVar(&t.mode, "ssh-mode", "agent", "agent: run 'sparkdap agent' on the gateway, all executors over one SSH session; forward: plain remote forward (ssh -R), nothing runs on the gateway")
-	fs.StringVar(&t.remoteListen, "remote-listen", "127.0.0.1:5678", "address executors connect to on the gateway (0.0.0.0:PORT for executors on other hosts)")
 	fs.StringVar(&t.agentPath, "agent-path", "", "sparkdap on the gateway (default: sparkdap on the remote PATH, else upload this executable)")
 	fs.StringVar(&t.agentCacheDir, "agent-cache-dir", tunnel.DefaultAgentCacheDir, "gateway `dir` where an uploaded agent is kept")
 	fs.DurationVar(&t.keepalive, "ssh-keepalive", 15*time.Second, "send SSH keepalives this often; 3 unanswered mean the connection is dead and is reconnected")
 	fs.IntVar(&t.maxReconnects, "ssh-max-reconnects", 20, "give up after this many failed reconnects in a row")
-	fs.DurationVar(&t.connectTimeout, "ssh-timeout", 20*time.Second, "bound on connecting and the SSH handshake")
 	return t
 }
 
@@ -58,7 +78,7 @@ func (t *tunnelFlags) enabled() bool { return t.ssh != "" }
 // run carries executor connections from the gateway to handle (the DAP
 // hub's or the PyCharm proxy's) until ctx ends.
 func (t *tunnelFlags) run(ctx context.Context, handle func(context.Context, net.Conn), log zerolog.Logger, stderr io.Writer) error {
-	target, err := tunnel.ParseTarget(t.ssh)
+	target, err := t.target()
 	if err != nil {
 		return err
 	}
@@ -77,11 +97,10 @@ func (t *tunnelFlags) run(ctx context.Context, handle func(context.Context, net.
 		agentArgs = []string{"--log-level", "debug"}
 	}
 	tlog := log.With().Str("component", "tunnel").Logger()
+	dial := t.dialConfig(target, tlog)
+	dial.AcceptNewHostKey = t.acceptNew
 	err = tunnel.Run(ctx, tunnel.Config{
-		Dial: tunnel.DialConfig{
-			Target: target, IdentityFiles: t.identities, KnownHostsFile: t.knownHosts,
-			AcceptNewHostKey: t.acceptNew, Timeout: t.connectTimeout, Log: tlog,
-		},
+		Dial: dial,
 		Mode: mode, RemoteListen: t.remoteListen,
 		AgentPath: t.agentPath, AgentCacheDir: t.agentCacheDir, AgentArgs: agentArgs,
 		KeepaliveInterval: t.keepalive, MaxAttempts: t.maxReconnects,
@@ -103,9 +122,24 @@ func (t *tunnelFlags) run(ctx context.Context, handle func(context.Context, net.
 		Log: tlog,
 	})
 	if err != nil {
-		return fmt.Errorf("tunnel: %w", err)
+		return fmt.Errorf("tunnel: %w", sshFlagError(err))
 	}
 	return nil
+}
+
+// sshFlagError names the flag behind a tunnel error that one flag's value
+// caused, and says which flag fixes one that a missing flag caused.
+func sshFlagError(err error) error {
+	var ie *tunnel.IdentityError
+	switch {
+	case errors.As(err, &ie):
+		return flagError("ssh-identity", err)
+	case errors.Is(err, tunnel.ErrNoKnownHosts):
+		return fmt.Errorf("%w: pass --ssh-known-hosts FILE", err)
+	case errors.Is(err, tunnel.ErrNoKeys):
+		return fmt.Errorf("%w; pass --ssh-identity FILE", err)
+	}
+	return err
 }
 
 // executorAddr turns the gateway's listen address into what an executor

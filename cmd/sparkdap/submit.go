@@ -15,15 +15,20 @@ import (
 )
 
 func init() {
-	register("submit", "run spark-submit with the worker wrapper generated and injected", func(args []string, stdout, stderr io.Writer) error {
-		err := runSubmit(args, os.Stdin, stdout, stderr)
-		var st exitStatusError
-		if errors.As(err, &st) {
-			// The job's own exit status matters to scripts and schedulers,
-			// and main only knows 0, 1 and 2.
-			exitProcess(int(st))
+	register("submit", "run spark-submit with the worker wrapper generated and injected", func(stderr io.Writer) *cmdSpec {
+		c := newSubmitCmd(os.Stdin, stderr)
+		run := c.run
+		c.run = func(args []string, stdout, stderr io.Writer) error {
+			err := run(args, stdout, stderr)
+			var st exitStatusError
+			if errors.As(err, &st) {
+				// The job's own exit status matters to scripts and schedulers,
+				// and main only knows 0, 1 and 2.
+				exitProcess(int(st))
+			}
+			return err
 		}
-		return err
+		return c
 	})
 }
 
@@ -37,13 +42,25 @@ func (e exitStatusError) Error() string {
 	return fmt.Sprintf("spark-submit exited with status %d", int(e))
 }
 
+type submitOptions struct {
+	sparkSubmit string
+	dryRun      bool
+	wrap        *wrapFlags
+	stdin       io.Reader
+}
+
+// runSubmit parses args and runs submit, with stdin for spark-submit.
 func runSubmit(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("submit", stderr)
-	sparkSubmit := fs.String("spark-submit", "", "spark-submit `binary` (default $SPARK_HOME/bin/spark-submit, else from PATH)")
-	dryRun := fs.Bool("n", false, "print the spark-submit command instead of running it")
-	wf := addWrapFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: sparkdap submit [flags] -- <spark-submit arguments>
+	return newSubmitCmd(stdin, stderr).execute(args, stdout, stderr)
+}
+
+func newSubmitCmd(stdin io.Reader, stderr io.Writer) *cmdSpec {
+	o := &submitOptions{stdin: stdin}
+	c := &cmdSpec{fs: newFlagSet("submit", stderr)}
+	c.fs.StringVar(&o.sparkSubmit, "spark-submit", "", "spark-submit `binary` (default $SPARK_HOME/bin/spark-submit, else from PATH)")
+	defBool(c.fs, &o.dryRun, "n", "prints the spark-submit command")
+	o.wrap = addWrapFlags(c, stderr)
+	c.usage(stderr, `usage: sparkdap submit [flags] -- <spark-submit arguments>
 
 Generates the worker wrapper and runs spark-submit with it injected
 (--py-files, spark.python.daemon.module, the token in the executors' env).
@@ -56,12 +73,12 @@ Examples:
 
 Flags:
 `)
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	sparkArgs := fs.Args()
+	c.run = func(args []string, stdout, stderr io.Writer) error { return submitRun(o, args, stdout, stderr) }
+	return c
+}
+
+func submitRun(o *submitOptions, sparkArgs []string, stdout, stderr io.Writer) error {
+	stdin, wf := o.stdin, o.wrap
 	if len(sparkArgs) == 0 {
 		return errors.New("no spark-submit arguments: put them after --, e.g. sparkdap submit -- --master 'local[2]' app.py")
 	}
@@ -84,11 +101,11 @@ Flags:
 	if err != nil {
 		return fmt.Errorf("spark-submit arguments: %w", err)
 	}
-	bin, err := findSparkSubmit(*sparkSubmit)
+	bin, err := findSparkSubmit(o.sparkSubmit)
 	if err != nil {
 		return err
 	}
-	if *dryRun {
+	if o.dryRun {
 		quoted := make([]string, 0, len(finalArgs)+1)
 		quoted = append(quoted, shellQuote(bin))
 		for _, a := range finalArgs {
@@ -154,7 +171,7 @@ func findSparkSubmit(explicit string) (string, error) {
 	}
 	p, err := exec.LookPath("spark-submit")
 	if err != nil {
-		return "", fmt.Errorf("spark-submit not found (set SPARK_HOME, put it on PATH, or pass -spark-submit): %w", err)
+		return "", fmt.Errorf("spark-submit not found (set SPARK_HOME, put it on PATH, or pass --spark-submit): %w", err)
 	}
 	return p, nil
 }

@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	register("vscode", "write or merge sparkdap's attach configuration into .vscode/launch.json", runVSCode)
+	register("vscode", "write or merge sparkdap's attach configuration into .vscode/launch.json", newVSCodeCmd)
 }
 
 // defaultAttachName is the launch configuration sparkdap owns: running
@@ -46,18 +46,43 @@ type vscodePathMapping struct {
 	RemoteRoot string `json:"remoteRoot"`
 }
 
-func runVSCode(args []string, stdout, stderr io.Writer) error {
-	fset := newFlagSet("vscode", stderr)
-	dir := fset.String("dir", ".", "workspace `folder`; the file written is DIR/.vscode/launch.json")
-	host := fset.String("host", "127.0.0.1", "host of sparkdap serve's IDE port, as VS Code reaches it")
-	port := fset.Int("port", 4711, "sparkdap serve's IDE port (its --ide flag)")
-	name := fset.String("name", defaultAttachName, "name of the configuration; one with the same name is replaced")
-	var maps multiFlag
-	fset.Var(&maps, "map", "REMOTE=LOCAL: add a debugpy pathMappings entry (repeatable). Rarely needed: serve --root/--map map paths in the proxy")
-	withToken := fset.Bool("ide-token", false, "add \"sparkdapToken\": \"${env:"+ideTokenEnv+"}\", for a serve started with --ide-token (VS Code reads the variable from its own environment)")
-	dryRun := fset.Bool("n", false, "print the resulting launch.json instead of writing it")
-	fset.Usage = func() {
-		fmt.Fprint(stderr, `usage: sparkdap vscode [--dir .] [--host 127.0.0.1] [--port 4711] [--name NAME] [--map REMOTE=LOCAL]... [--ide-token] [-n]
+type vscodeOptions struct {
+	dir, ide, name string
+	// host and port are the deprecated --host and --port: when given
+	// they replace that part of --ide.
+	host, port  *string
+	mappings    []vscodeMappingArg
+	ideTokenEnv string
+	dryRun      bool
+}
+
+// vscodeMappingArg is one --path-mapping, with the spelling it came by
+// (the deprecated --map) for the error message.
+type vscodeMappingArg struct{ flag, value string }
+
+func newVSCodeCmd(stderr io.Writer) *cmdSpec {
+	o := &vscodeOptions{}
+	c := &cmdSpec{fs: newFlagSet("vscode", stderr)}
+	fs := c.fs
+	fs.StringVar(&o.dir, "dir", ".", "workspace `folder`; the file written is DIR/.vscode/launch.json")
+	defAddr(fs, &o.ide, "ide", defaultIDEAddr, "as VS Code reaches it: written as the configuration's connect host and port")
+	fs.StringVar(&o.name, "name", defaultAttachName, "name of the configuration; one with the same name is replaced")
+	mapping := func(flag string) func(string) error {
+		return func(v string) error { o.mappings = append(o.mappings, vscodeMappingArg{flag, v}); return nil }
+	}
+	fs.Var(funcValue{set: mapping("path-mapping")}, "path-mapping",
+		"`REMOTE=LOCAL`: add a debugpy pathMappings entry (repeatable). Rarely needed: serve --root/--map map paths in the proxy")
+	fs.StringVar(&o.ideTokenEnv, "ide-token-env", "", "add \"sparkdapToken\": \"${env:`VARIABLE`}\", for a serve started with an IDE token: VS Code reads the token from that variable of its own environment, so none is written into launch.json (usually "+ideTokenEnv+")")
+	defBool(fs, &o.dryRun, "n", "prints the resulting launch.json")
+	c.deprecate("host", "--ide HOST:PORT", funcValue{set: func(v string) error { o.host = &v; return nil }}, stderr)
+	c.deprecate("port", "--ide HOST:PORT", funcValue{set: func(v string) error { o.port = &v; return nil }}, stderr)
+	c.deprecate("map", "--path-mapping REMOTE=LOCAL", funcValue{set: mapping("map")}, stderr)
+	c.deprecate("ide-token", "--ide-token-env "+ideTokenEnv, boolFunc(func(b bool) {
+		if b {
+			o.ideTokenEnv = ideTokenEnv
+		}
+	}), stderr)
+	c.usage(stderr, `usage: sparkdap vscode [--dir .] [--ide 127.0.0.1:4711] [--name NAME] [--path-mapping REMOTE=LOCAL]... [--ide-token-env VAR] [-n]
 
 Adds the attach configuration for 'sparkdap serve' to .vscode/launch.json,
 creating the file if needed. Other configurations, their order and the
@@ -69,37 +94,68 @@ Symbolic links at .vscode, launch.json or launch.json.bak are refused, not
 followed: a repository's link must not redirect the write.
 
 Examples:
-  sparkdap vscode                              # ./.vscode/launch.json, port 4711
-  sparkdap vscode --dir ~/src/myjob --port 4800
+  sparkdap vscode                              # ./.vscode/launch.json, 127.0.0.1:4711
+  sparkdap vscode --dir ~/src/myjob --ide 127.0.0.1:4800
   sparkdap vscode -n                           # show the result, write nothing
-  sparkdap vscode --map /opt/jobs=${workspaceFolder}
-  sparkdap vscode --ide-token                  # serve runs with --ide-token / $SPARKDAP_IDE_TOKEN
+  sparkdap vscode --path-mapping /opt/jobs=${workspaceFolder}
+  sparkdap vscode --ide-token-env SPARKDAP_IDE_TOKEN   # serve runs with --ide-token / $SPARKDAP_IDE_TOKEN
 
 Flags:
 `)
-		fset.PrintDefaults()
+	c.run = func(args []string, stdout, stderr io.Writer) error { return vscodeRun(o, args, stdout, stderr) }
+	return c
+}
+
+// connect is where VS Code attaches: --ide, with the deprecated --host
+// and --port applied.
+func (o *vscodeOptions) connect() (vscodeConnect, error) {
+	host, port, err := net.SplitHostPort(o.ide)
+	if err != nil {
+		return vscodeConnect{}, flagError("ide", err)
 	}
-	if err := parseFlags(fset, args); err != nil {
+	portFlag := "ide"
+	if o.host != nil {
+		host = *o.host
+	}
+	if o.port != nil {
+		port, portFlag = *o.port, "port"
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		if portFlag == "port" {
+			return vscodeConnect{}, fmt.Errorf("--port %s: want 1..65535", port)
+		}
+		return vscodeConnect{}, fmt.Errorf("--ide %s: port %q: want 1..65535", o.ide, port)
+	}
+	if strings.TrimSpace(host) == "" {
+		return vscodeConnect{}, fmt.Errorf("--ide %s: no host: VS Code needs one to connect to", o.ide)
+	}
+	return vscodeConnect{Host: host, Port: n}, nil
+}
+
+func vscodeRun(o *vscodeOptions, args []string, stdout, stderr io.Writer) error {
+	dir := &o.dir
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q (vscode takes only flags)", args)
+	}
+	conn, err := o.connect()
+	if err != nil {
 		return err
 	}
-	if fset.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (vscode takes only flags)", fset.Args())
+	if strings.TrimSpace(o.name) == "" {
+		return errors.New("--name must not be empty")
 	}
-	if *port < 1 || *port > 65535 {
-		return fmt.Errorf("--port %d: want 1..65535", *port)
+	cfg := vscodeAttach{Name: o.name, Type: "debugpy", Request: "attach", Connect: conn}
+	if o.ideTokenEnv != "" {
+		if !envVarRE.MatchString(o.ideTokenEnv) {
+			return fmt.Errorf("--ide-token-env %q: not an environment variable name", o.ideTokenEnv)
+		}
+		cfg.IDEToken = "${env:" + o.ideTokenEnv + "}"
 	}
-	if strings.TrimSpace(*host) == "" || strings.TrimSpace(*name) == "" {
-		return errors.New("--host and --name must not be empty")
-	}
-	cfg := vscodeAttach{Name: *name, Type: "debugpy", Request: "attach",
-		Connect: vscodeConnect{Host: *host, Port: *port}}
-	if *withToken {
-		cfg.IDEToken = "${env:" + ideTokenEnv + "}"
-	}
-	for _, m := range maps {
-		remote, local, ok := strings.Cut(m, "=")
-		if !ok || remote == "" || local == "" {
-			return fmt.Errorf("--map %q: want REMOTE=LOCAL", m)
+	for _, m := range o.mappings {
+		remote, local, err := splitRule(m.value)
+		if err != nil {
+			return fmt.Errorf("--%s %q: %w", m.flag, m.value, err)
 		}
 		cfg.PathMappings = append(cfg.PathMappings, vscodePathMapping{LocalRoot: local, RemoteRoot: remote})
 	}
@@ -130,7 +186,7 @@ Flags:
 	if err != nil {
 		return fmt.Errorf("%s: %w; the file was not changed", path, err)
 	}
-	if *dryRun {
+	if o.dryRun {
 		_, err := stdout.Write(res.data)
 		return err
 	}

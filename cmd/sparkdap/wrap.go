@@ -11,15 +11,20 @@ import (
 )
 
 func init() {
-	register("wrap", "generate remote_debug.py, the Python daemon that attaches Spark workers to sparkdap", runWrap)
+	register("wrap", "generate remote_debug.py, the Python daemon that attaches Spark workers to sparkdap", newWrapCmd)
 }
 
-func runWrap(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("wrap", stderr)
-	out := fs.String("o", workerwrap.FileName, "write the wrapper to this `path` (a directory, a file named "+workerwrap.FileName+", or - for stdout)")
-	wf := addWrapFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: sparkdap wrap [-o PATH] [flags]
+type wrapOptions struct {
+	out  string
+	wrap *wrapFlags
+}
+
+func newWrapCmd(stderr io.Writer) *cmdSpec {
+	o := &wrapOptions{}
+	c := &cmdSpec{fs: newFlagSet("wrap", stderr)}
+	c.fs.StringVar(&o.out, "o", workerwrap.FileName, "write the wrapper to this `path` (a directory, a file named "+workerwrap.FileName+", or - for stdout)")
+	o.wrap = addWrapFlags(c, stderr)
+	c.usage(stderr, `usage: sparkdap wrap [-o PATH] [flags]
 
 Writes remote_debug.py, the worker wrapper, for jobs not started with
 'sparkdap submit' ('sparkdap conf' prints the settings that use it).
@@ -31,29 +36,29 @@ Examples:
 
 Flags:
 `)
-		fs.PrintDefaults()
+	c.run = func(args []string, stdout, stderr io.Writer) error { return wrapRun(o, args, stdout, stderr) }
+	return c
+}
+
+func wrapRun(o *wrapOptions, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q (wrap takes only flags)", args)
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (wrap takes only flags)", fs.Args())
-	}
-	opts, err := wf.options()
+	opts, err := o.wrap.options()
 	if err != nil {
 		return err
 	}
-	if *out == "-" {
+	if o.out == "-" {
 		return workerwrap.Render(stdout, opts)
 	}
-	path, err := wrapperPath(*out)
+	path, err := wrapperPath(o.out)
 	if err != nil {
 		return err
 	}
 	if err := workerwrap.WriteFile(path, opts); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "sparkdap: wrote %s; `sparkdap conf -wrapper %s` prints the Spark settings that use it\n", path, path)
+	fmt.Fprintf(stderr, "sparkdap: wrote %s; `sparkdap conf --wrapper %s` prints the Spark settings that use it\n", path, path)
 	return nil
 }
 

@@ -52,7 +52,7 @@ func TestWrapFlagErrors(t *testing.T) {
 		{[]string{"wrap", "--sample-rate", "0"}, 1, "sample rate 0"},
 		{[]string{"wrap", "--proxy", "nohost"}, 1, `proxy "nohost": want host:port`},
 		{[]string{"wrap", "--connect-timeout", "3"}, 2, "invalid value"},
-		{[]string{"wrap", "--nope"}, 2, "flag provided but not defined: -nope"},
+		{[]string{"wrap", "--nope"}, 2, "flag provided but not defined: --nope"},
 		{[]string{"wrap", "-o", "/tmp/other.py"}, 1, "must be named remote_debug.py"},
 		{[]string{"wrap", "extra"}, 1, "wrap takes only flags"},
 		{[]string{"wrap", "--embed-token", "--token-env", "SPARKDAP_TEST_UNSET_VAR"}, 1, "$SPARKDAP_TEST_UNSET_VAR is empty or unset"},
@@ -137,7 +137,7 @@ func TestSubmitErrors(t *testing.T) {
 		{[]string{"-spark-submit", bin, "--", "--master", "local"}, "no application"},
 		{[]string{"-spark-submit", bin, "--", "--conf", "spark.python.daemon.module=x", "app.py"}, "is already set"},
 		{[]string{"-spark-submit", bin, "--sample-rate", "2", "--", "app.py"}, "sample rate 2"},
-		{[]string{"-spark-submit", bin, "--master", "local", "app.py"}, "flag provided but not defined: -master"},
+		{[]string{"-spark-submit", bin, "--master", "local", "app.py"}, "flag provided but not defined: --master"},
 	}
 	for _, tc := range tests {
 		var stdout, stderr bytes.Buffer

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -25,20 +26,27 @@ type wrapFlags struct {
 	ide              string
 }
 
-func addWrapFlags(fs *flag.FlagSet) *wrapFlags {
+// addWrapFlags declares the wrapper's flags in c; stderr takes the
+// deprecation notices.
+func addWrapFlags(c *cmdSpec, stderr io.Writer) *wrapFlags {
 	d := workerwrap.NewOptions()
+	fs := c.fs
 	w := &wrapFlags{fs: fs}
-	fs.StringVar(&w.proxy, "proxy", d.Proxy, "`host:port` of the sparkdap proxy as seen from the executors")
-	fs.StringVar(&w.tokenEnv, "token-env", d.TokenEnv, "environment `variable` holding the access token, here and on the executors")
-	fs.BoolVar(&w.embedToken, "embed-token", false, "bake the token from -token-env into the generated file (readable by anyone who can read the file)")
-	fs.StringVar(&w.partitions, "partitions", "", "debug only these partition `ids` (comma separated; default all)")
-	fs.StringVar(&w.stages, "stages", "", "debug only these stage `ids` (comma separated; default all)")
-	fs.Float64Var(&w.sampleRate, "sample-rate", d.SampleRate, "debug this `fraction` (0..1] of the selected tasks, the same ones on every run")
-	fs.DurationVar(&w.connectTimeout, "connect-timeout", d.ConnectTimeout, "give up connecting to the proxy after this `duration` (pydevd rounds up to whole seconds)")
-	fs.DurationVar(&w.handshakeTimeout, "handshake-timeout", d.HandshakeTimeout, "give up if the proxy has not finished the debug handshake after this `duration`")
-	fs.BoolVar(&w.wait, "wait", false, "stop each selected task at its first line of user code")
-	fs.BoolVar(&w.postMortem, "post-mortem", false, "stop where an exception escapes user code")
-	fs.StringVar(&w.ide, "ide", d.IDE, "`kind` of front end the workers attach to: dap (debugpy; serve's default) or pycharm (pydevd-pycharm; serve --ide-kind pycharm)")
+	defString(fs, &w.proxy, "proxy", d.Proxy, "")
+	defString(fs, &w.tokenEnv, "token-env", d.TokenEnv, "")
+	defBool(fs, &w.embedToken, "embed-token", "")
+	defString(fs, &w.partitions, "partitions", "", "")
+	defString(fs, &w.stages, "stages", "", "")
+	defFloat(fs, &w.sampleRate, "sample-rate", d.SampleRate, "")
+	defDuration(fs, &w.connectTimeout, "connect-timeout", d.ConnectTimeout, "")
+	defDuration(fs, &w.handshakeTimeout, "handshake-timeout", d.HandshakeTimeout, "")
+	defBool(fs, &w.wait, "wait", "")
+	defBool(fs, &w.postMortem, "post-mortem", "")
+	defKind(fs, &w.ide, "the wrapper loads the matching debugger")
+	// Until this release --ide was the kind here; everywhere else it is
+	// the IDE address. A kind is never HOST:PORT, so the old spelling
+	// stays unambiguous for its last release.
+	c.deprecate("ide", "--ide-kind dap|pycharm", (*kindValue)(&w.ide), stderr)
 	return w
 }
 
@@ -55,15 +63,15 @@ func (w *wrapFlags) options() (workerwrap.Options, error) {
 	o.IDE = w.ide
 	var err error
 	if o.Partitions, err = workerwrap.ParseIDs(w.partitions); err != nil {
-		return o, fmt.Errorf("-partitions: %w", err)
+		return o, flagError("partitions", err)
 	}
 	if o.Stages, err = workerwrap.ParseIDs(w.stages); err != nil {
-		return o, fmt.Errorf("-stages: %w", err)
+		return o, flagError("stages", err)
 	}
 	if w.embedToken {
 		o.Token = os.Getenv(w.tokenEnv)
 		if o.Token == "" {
-			return o, fmt.Errorf("-embed-token: $%s is empty or unset", w.tokenEnv)
+			return o, fmt.Errorf("--embed-token: $%s is empty or unset", w.tokenEnv)
 		}
 	}
 	if err := o.Validate(); err != nil {

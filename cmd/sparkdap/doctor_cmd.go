@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// doctorFlags are doctor's options. The SSH ones are serve's (sshFlags),
+// with the same defaults, so a serve command line's flags check the same
+// gateway.
+type doctorFlags struct {
+	sshFlags
+	ide, executors  string
+	python, java    string
+	token, ideToken string
+	remotePython    string
+	timeout         time.Duration
+}
+
+func newDoctorCmd(stderr io.Writer) *cmdSpec {
+	f := &doctorFlags{}
+	c := &cmdSpec{fs: newFlagSet("doctor", stderr)}
+	fs := c.fs
+	defAddr(fs, &f.ide, "ide", defaultIDEAddr, "doctor checks it is free or a sparkdap's")
+	defAddr(fs, &f.executors, "executors", defaultExecutorAddr, "doctor checks it is free or a sparkdap's")
+	fs.StringVar(&f.python, "python", "", "the Python the Spark workers run (default $PYSPARK_PYTHON, else python3)")
+	fs.StringVar(&f.java, "java", "", "the java Spark runs (default $JAVA_HOME/bin/java, else java)")
+	defString(fs, &f.token, "token", "", "the running proxy's, for the test connection")
+	defString(fs, &f.ideToken, "ide-token", "", "the running proxy's, if it has one")
+	bindSSHFlags(fs, &f.sshFlags, "doctor checks it", "with --ssh, the test worker on the gateway connects there")
+	fs.StringVar(&f.remotePython, "remote-python", "python3", "with --ssh: the Python with debugpy on the gateway, for the test connection through the tunnel")
+	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on each other check")
+	c.usage(stderr, `usage: sparkdap doctor [--ide HOST:PORT] [--executors HOST:PORT] [--python PYTHON] [--ssh user@host] [flags]
+
+Checks, each with a verdict (OK, WARN, FAIL with the reason and the fix):
+  - the IDE and executor ports are free, or a sparkdap is already serving there
+  - the Python that Spark uses imports debugpy
+  - the Spark version (pyspark, in that Python), Java
+  - the SSH gateway, if --ssh is given (host key checked against known_hosts)
+  - a test connection along the whole path: a throwaway Python process says
+    the wrapper's hello and calls debugpy.connect, and the proxy must list it
+    on its IDE port. Against the running sparkdap serve if there is one (give
+    its token), else against a temporary proxy on loopback.
+  - with --ssh and a running 'sparkdap serve --ssh', the same test worker
+    run on the gateway (--remote-python) against --remote-listen: through
+    the tunnel to the proxy, as executors connect.
+Exits 0 only if no check fails.
+
+Examples:
+  sparkdap doctor
+  SPARKDAP_TOKEN=... sparkdap doctor --ide 127.0.0.1:4711 --executors 127.0.0.1:5678
+  sparkdap doctor --python /opt/venvs/spark/bin/python --ssh me@edge.example.com
+  SPARKDAP_TOKEN=... sparkdap doctor --ssh me@edge.example.com --remote-listen 0.0.0.0:5678
+
+Flags:
+`)
+	c.run = func(args []string, stdout, _ io.Writer) error { return doctorRun(f, args, stdout) }
+	return c
+}
+
+func doctorRun(f *doctorFlags, args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q (doctor takes only flags)", args)
+	}
+	if f.token == "" {
+		f.token = os.Getenv(tokenEnv)
+	}
+	if f.ideToken == "" {
+		f.ideToken = os.Getenv(ideTokenEnv)
+	}
+	d := &doctor{f: *f, out: stdout}
+	return d.run(context.Background())
+}
+
+// doctor runs the checks of one doctor command, in order, on one goroutine.
+type doctor struct {
+	f       doctorFlags
+	out     io.Writer
+	results []checkResult
+
+	// What earlier checks found, for later ones.
+	ideState, exeState portState
+	py                 string
+	pyOK               bool
+	gateway            *ssh.Client // closed by run
+}
+
+// doctorCheck is one row of doctor's table. run reports one or more
+// verdicts through d.report, and may leave what it found in d for the
+// checks after it.
+type doctorCheck struct {
+	name string
+	run  func(ctx context.Context, d *doctor)
+}
+
+// doctorChecks is every check, in the order they run and print: the
+// local parts first, then the test connections that need them.
+var doctorChecks = []doctorCheck{
+	{"IDE port", func(ctx context.Context, d *doctor) {
+		d.ideState = d.checkPort(ctx, "IDE port", d.f.ide, "--ide", d.probeIDE)
+	}},
+	{"executor port", func(ctx context.Context, d *doctor) {
+		d.exeState = d.checkPort(ctx, "executor port", d.f.executors, "--executors", probeExecutorPort)
+	}},
+	{"Python", func(ctx context.Context, d *doctor) { d.py, d.pyOK = d.checkPython(ctx) }},
+	{"Spark", func(ctx context.Context, d *doctor) {
+		if !d.pyOK {
+			d.report(checkResult{name: "Spark version", v: vSkip, detail: "needs a working Python (see above)"})
+			return
+		}
+		d.checkSpark(ctx, d.py)
+	}},
+	{"Java", func(ctx context.Context, d *doctor) { d.checkJava(ctx) }},
+	{"SSH gateway", func(ctx context.Context, d *doctor) { d.gateway = d.checkSSH(ctx) }},
+	{"test connection", func(ctx context.Context, d *doctor) {
+		d.checkTestConnection(ctx, d.py, d.pyOK, d.ideState, d.exeState)
+	}},
+	{"test connection through the gateway", func(ctx context.Context, d *doctor) {
+		if d.gateway != nil {
+			d.checkTunnelConnection(ctx, d.gateway, d.ideState)
+		}
+	}},
+}
+
+func (d *doctor) report(r checkResult) {
+	d.results = append(d.results, r)
+	fmt.Fprintf(d.out, "%-4s  %s: %s\n", r.v, r.name, r.detail)
+	if r.fix != "" {
+		for _, l := range strings.Split(r.fix, "\n") {
+			fmt.Fprintf(d.out, "      fix: %s\n", l)
+		}
+	}
+}
+
+func (d *doctor) run(ctx context.Context) error {
+	defer func() {
+		if d.gateway != nil {
+			d.gateway.Close()
+		}
+	}()
+	for _, c := range doctorChecks {
+		c.run(ctx, d)
+	}
+	failed := 0
+	for _, r := range d.results {
+		if r.v == vFail {
+			failed++
+		}
+	}
+	if failed > 0 {
+		fmt.Fprintf(d.out, "\n%d of %d checks failed\n", failed, len(d.results))
+		return fmt.Errorf("%d check(s) failed", failed)
+	}
+	fmt.Fprintf(d.out, "\nall checks passed\n")
+	return nil
+}

@@ -1,0 +1,149 @@
+package main
+
+// The local checks: Python with debugpy, Spark, Java.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// pythonFor resolves the interpreter Spark's workers run.
+func (d *doctor) pythonFor() (name, why string) {
+	switch {
+	case d.f.python != "":
+		return d.f.python, "--python"
+	case os.Getenv("PYSPARK_PYTHON") != "":
+		return os.Getenv("PYSPARK_PYTHON"), "$PYSPARK_PYTHON"
+	}
+	return "python3", "PYSPARK_PYTHON is unset, so Spark runs python3 from PATH"
+}
+
+// runPython runs py -c code with the check timeout; it returns stdout and,
+// on failure, the last line of stderr (the exception) as the error.
+func (d *doctor) runPython(ctx context.Context, py, code string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.f.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-c", code)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("no answer within %s", d.f.timeout)
+	}
+	if err != nil {
+		if last := lastLine(stderr.String()); last != "" {
+			return "", errors.New(last)
+		}
+		return "", err
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func (d *doctor) checkPython(ctx context.Context) (string, bool) {
+	py, why := d.pythonFor()
+	name := "Python " + py + " (" + why + ")"
+	path, err := exec.LookPath(py)
+	if err != nil {
+		d.report(checkResult{name: name, v: vFail, detail: "not found: " + err.Error(),
+			fix: "install Python 3, or set PYSPARK_PYTHON (and --python here) to an interpreter's path"})
+		return py, false
+	}
+	out, err := d.runPython(ctx, path, "import sys, debugpy; print(debugpy.__version__, sys.version.split()[0], sys.executable)")
+	if err != nil {
+		d.report(checkResult{name: name, v: vFail, detail: "cannot import debugpy: " + err.Error(),
+			fix: fmt.Sprintf("%s -m pip install debugpy   (on every executor too), or point PYSPARK_PYTHON at an interpreter that has it", shellQuote(path))})
+		return path, false
+	}
+	f := strings.Fields(out)
+	if len(f) < 3 {
+		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("unexpected answer %q", out)})
+		return path, false
+	}
+	d.report(checkResult{name: name, v: vOK, detail: fmt.Sprintf("debugpy %s, Python %s (%s)", f[0], f[1], strings.Join(f[2:], " "))})
+	return path, true
+}
+
+var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)`)
+
+func (d *doctor) checkSpark(ctx context.Context, py string) {
+	name := "Spark version"
+	out, err := d.runPython(ctx, py, "import pyspark; print(pyspark.__version__)")
+	if err != nil {
+		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("%s cannot import pyspark: %v", py, err),
+			fix: fmt.Sprintf("%s -m pip install pyspark (matching your cluster's Spark), or add $SPARK_HOME/python to PYTHONPATH", shellQuote(py))})
+		return
+	}
+	m := versionRE.FindStringSubmatch(out)
+	if m == nil {
+		d.report(checkResult{name: name, v: vWarn, detail: fmt.Sprintf("pyspark reports version %q, which sparkdap cannot read", out)})
+		return
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	if (major == 3 && minor >= 5) || major == 4 {
+		d.report(checkResult{name: name, v: vOK, detail: "pyspark " + out})
+		return
+	}
+	d.report(checkResult{name: name, v: vWarn, detail: "pyspark " + out + ": sparkdap is made and tested for Spark 3.5 and 4.x",
+		fix: "the worker wrapper may still work; if breakpoints never bind, try Spark 3.5 or later"})
+}
+
+var javaVersionRE = regexp.MustCompile(`version "(\d+)(?:\.(\d+))?`)
+
+func (d *doctor) checkJava(ctx context.Context) {
+	java, why := d.f.java, "--java"
+	if java == "" {
+		java, why = "java", "from PATH"
+		if home := os.Getenv("JAVA_HOME"); home != "" {
+			java, why = filepath.Join(home, "bin", "java"), "$JAVA_HOME"
+		}
+	}
+	name := "Java (" + why + ")"
+	path, err := exec.LookPath(java)
+	if err != nil {
+		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("%s not found: %v", java, err),
+			fix: "install a JDK (Spark 4 needs Java 17 or 21; 3.5 runs on 8, 11, 17) and put it on PATH or set JAVA_HOME"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.f.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "-version")
+	cmd.WaitDelay = 2 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("%s -version failed: %v: %s", path, err, lastLine(string(out))),
+			fix: "repair or reinstall the JDK, or set JAVA_HOME to a working one"})
+		return
+	}
+	first := lastLine(strings.SplitN(string(out), "\n", 2)[0])
+	m := javaVersionRE.FindStringSubmatch(string(out))
+	if m == nil {
+		d.report(checkResult{name: name, v: vWarn, detail: "unrecognised version: " + first})
+		return
+	}
+	major, _ := strconv.Atoi(m[1])
+	if major == 1 && m[2] != "" { // 1.8 = Java 8
+		major, _ = strconv.Atoi(m[2])
+	}
+	if major < 17 {
+		d.report(checkResult{name: name, v: vWarn, detail: first + ": Spark 4 needs Java 17 or later",
+			fix: "fine for Spark 3.5; for Spark 4 install Java 17 and set JAVA_HOME"})
+		return
+	}
+	d.report(checkResult{name: name, v: vOK, detail: first})
+}
