@@ -82,6 +82,8 @@ type ExecutorSession struct {
 	outputBytes int64                       // output text relayed, for the status view
 	announced   bool                        // the IDE has been told (startDebugging sent)
 	announce    *time.Timer
+	announceGen uint64      // counts startDebugging requests sent for it (and their cancellations)
+	childWait   *time.Timer // lets it go if its child session does not attach in time
 }
 
 func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {

@@ -41,6 +41,10 @@ type Config struct {
 	// LabelWait is how long a new executor's child session waits for the
 	// wrapper's task label before being announced without it.
 	LabelWait time.Duration
+	// ChildAttachTimeout is how long the root IDE has to open the child
+	// session the proxy asked for (startDebugging) before its executor is
+	// let go as unwatched.
+	ChildAttachTimeout time.Duration
 	// Paths translates between executor paths and local sources; nil
 	// passes paths through unchanged.
 	Paths *PathMapper
@@ -71,7 +75,13 @@ func (c *Config) setDefaults() {
 	if c.LabelWait <= 0 {
 		c.LabelWait = 500 * time.Millisecond
 	}
+	if c.ChildAttachTimeout <= 0 {
+		c.ChildAttachTimeout = DefaultChildAttachTimeout
+	}
 }
+
+// DefaultChildAttachTimeout is Config.ChildAttachTimeout's default.
+const DefaultChildAttachTimeout = 30 * time.Second
 
 // Hub joins one IDE to many executors. See the package documentation.
 type Hub struct {
@@ -283,6 +293,8 @@ func (h *Hub) announceLocked(es *ExecutorSession) {
 		es.announce = nil
 	}
 	es.announced = true
+	es.announceGen++
+	gen := es.announceGen
 	cfg := map[string]any{}
 	for k, v := range h.attachArgs {
 		cfg[k] = deepCopy(v)
@@ -300,7 +312,51 @@ func (h *Hub) announceLocked(es *ExecutorSession) {
 	cfg["name"] = "Executor " + es.Label()
 	cfg["connect"] = map[string]any{"host": host, "port": port}
 	cfg["sparkdapExecutor"] = es.id
-	_ = root.w.send(newRequest("startDebugging", map[string]any{"request": "attach", "configuration": cfg}), nil)
+	req := newRequest("startDebugging", map[string]any{"request": "attach", "configuration": cfg})
+	// The seq is recorded before the request can reach the IDE, so its
+	// answer always finds the executor it is about.
+	_ = root.w.send(req, func(seq int64) { root.asked[seq] = childAsk{es, gen} })
+	// The IDE may refuse (answered in IDESession.handle) or never open the
+	// child: either way nobody watches es, and it must not wait for anyone.
+	es.childWait = time.AfterFunc(h.cfg.ChildAttachTimeout, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.childMissingLocked(es, gen, fmt.Sprintf("its child session did not attach within %s", h.cfg.ChildAttachTimeout))
+	})
+}
+
+// childAsk is a startDebugging request the root IDE has not answered yet.
+type childAsk struct {
+	es  *ExecutorSession
+	gen uint64 // es.announceGen when it was sent
+}
+
+// childMissingLocked lets es go when the child session announcement gen
+// asked for will not come (the IDE refused it or never opened it): it is
+// then watched by nobody, so its breakpoints are cleared and it is resumed.
+// A newer announcement, or a child that did attach, makes it a no-op.
+func (h *Hub) childMissingLocked(es *ExecutorSession, gen uint64, why string) {
+	if es.announceGen != gen || !es.announced || !es.ready || h.children[es.id] != nil {
+		return
+	}
+	if es.childWait != nil {
+		es.childWait.Stop()
+		es.childWait = nil
+	}
+	es.announceGen++ // the child session it asked for is no longer awaited
+	es.detached = true
+	es.logger().Warn().Str("reason", why).
+		Msg("the IDE did not open this executor's child session; clearing its breakpoints and resuming it")
+	h.releaseLocked(es)
+}
+
+// stopChildWaitLocked forgets the child session es's announcement awaits.
+func (es *ExecutorSession) stopChildWaitLocked() {
+	es.announceGen++
+	if es.childWait != nil {
+		es.childWait.Stop()
+		es.childWait = nil
+	}
 }
 
 // executorGone cleans up after an executor's connection ended.
@@ -316,6 +372,7 @@ func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 	if es.announce != nil {
 		es.announce.Stop()
 	}
+	es.stopChildWaitLocked()
 	if h.focused == es {
 		h.focused = nil
 	}
@@ -380,6 +437,7 @@ func (h *Hub) ideGone(ide *IDESession, terminateDebuggee bool) {
 		released := 0
 		for _, es := range h.readyLocked() {
 			es.announced = false
+			es.stopChildWaitLocked()
 			if h.children[es.id] != nil {
 				// Its child session still shows it: only the root's
 				// breakpoints go, those the child set stay.

@@ -30,12 +30,13 @@ type IDESession struct {
 	configured bool             // configurationDone received
 	executor   *ExecutorSession // child only
 	attached   bool
+	asked      map[int64]childAsk // root only: startDebugging seq → the executor it announced
 
 	goneOnce sync.Once
 }
 
 func newIDESession(h *Hub, id uint64, conn net.Conn) *IDESession {
-	s := &IDESession{id: id, hub: h, w: newWire(conn)}
+	s := &IDESession{id: id, hub: h, w: newWire(conn), asked: map[int64]childAsk{}}
 	s.setLogger(h.log.With().Uint64("ide", id).Str("remote", conn.RemoteAddr().String()).Logger())
 	return s
 }
@@ -130,6 +131,13 @@ func (s *IDESession) handle(m Message) {
 	h := s.hub
 	switch m.Type() {
 	case "response":
+		h.mu.Lock()
+		ask, ok := s.asked[m.RequestSeq()]
+		delete(s.asked, m.RequestSeq())
+		if ok && !m.Success() {
+			h.childMissingLocked(ask.es, ask.gen, "the IDE refused to start its child session: "+truncate(m.ErrorMessage(), 200))
+		}
+		h.mu.Unlock()
 		if !m.Success() {
 			s.logger().Warn().Str("command", m.Command()).Str("error", m.ErrorMessage()).Msg("IDE refused a request")
 		}
@@ -279,6 +287,7 @@ func (s *IDESession) attach(m Message) {
 		}
 		s.executor = es
 		es.detached = false
+		es.stopChildWaitLocked()
 		h.children[es.id] = s
 		s.setLogger(s.logger().With().Uint64("executor", es.id).Logger())
 	} else {
