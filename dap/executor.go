@@ -84,6 +84,7 @@ type ExecutorSession struct {
 	announce    *time.Timer
 	announceGen uint64      // counts startDebugging requests sent for it (and their cancellations)
 	childWait   *time.Timer // lets it go if its child session does not attach in time
+	childKey    string      // the one-time value its awaited child session must attach with; "" for none
 }
 
 func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {

@@ -1,6 +1,8 @@
 package dap
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -211,7 +213,7 @@ func (h *Hub) executorInitializeArgs() map[string]any {
 // proxyOnlyKeys are attach fields that configure the IDE↔proxy link, not
 // pydevd.
 var proxyOnlyKeys = []string{"connect", "listen", "host", "port", "processId", "request", "type", "name",
-	"preLaunchTask", "postDebugTask", "restart", "sparkdapExecutor", IDETokenArg, "subProcessId", "__sessionId",
+	"preLaunchTask", "postDebugTask", "restart", "sparkdapExecutor", IDETokenArg, ChildKeyArg, "subProcessId", "__sessionId",
 	"__configurationTarget"}
 
 // executorAttachArgs passes the IDE's debugger settings (justMyCode, rules,
@@ -312,6 +314,11 @@ func (h *Hub) announceLocked(es *ExecutorSession) {
 	cfg["name"] = "Executor " + es.Label()
 	cfg["connect"] = map[string]any{"host": host, "port": port}
 	cfg["sparkdapExecutor"] = es.id
+	// Only the root is given this value, and only here: a child attach must
+	// bring it back, once, so another local client cannot take the
+	// executor by naming its id.
+	es.childKey = newChildKey()
+	cfg[ChildKeyArg] = es.childKey
 	req := newRequest("startDebugging", map[string]any{"request": "attach", "configuration": cfg})
 	// The seq is recorded before the request can reach the IDE, so its
 	// answer always finds the executor it is about.
@@ -339,20 +346,18 @@ func (h *Hub) childMissingLocked(es *ExecutorSession, gen uint64, why string) {
 	if es.announceGen != gen || !es.announced || !es.ready || h.children[es.id] != nil {
 		return
 	}
-	if es.childWait != nil {
-		es.childWait.Stop()
-		es.childWait = nil
-	}
-	es.announceGen++ // the child session it asked for is no longer awaited
+	es.stopChildWaitLocked()
 	es.detached = true
 	es.logger().Warn().Str("reason", why).
 		Msg("the IDE did not open this executor's child session; clearing its breakpoints and resuming it")
 	h.releaseLocked(es)
 }
 
-// stopChildWaitLocked forgets the child session es's announcement awaits.
+// stopChildWaitLocked forgets the child session es's announcement awaits;
+// its one-time value no longer opens one.
 func (es *ExecutorSession) stopChildWaitLocked() {
 	es.announceGen++
+	es.childKey = ""
 	if es.childWait != nil {
 		es.childWait.Stop()
 		es.childWait = nil
@@ -487,3 +492,14 @@ func ignoreAnswer(es *ExecutorSession) func(Message, error) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// ChildKeyArg is the attach argument of a child session: the one-time value
+// the proxy put in the startDebugging configuration that asked for it.
+const ChildKeyArg = "sparkdapChildKey"
+
+// newChildKey returns a fresh unguessable one-time value.
+func newChildKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand panics rather than return an error)
+	return hex.EncodeToString(b)
+}

@@ -285,6 +285,13 @@ func (s *IDESession) attach(m Message) {
 			s.fail(m, "executor %v already has a debug session", v)
 			return
 		}
+		key, _ := args[ChildKeyArg].(string)
+		if es.childKey == "" || subtle.ConstantTimeCompare([]byte(key), []byte(es.childKey)) != 1 {
+			h.mu.Unlock()
+			s.refuseIDE(m, fmt.Sprintf("a child session for executor %v must attach with the configuration of the proxy's "+
+				"startDebugging request (its %q is missing, wrong or already used)", v, ChildKeyArg))
+			return
+		}
 		s.executor = es
 		es.detached = false
 		es.stopChildWaitLocked()
