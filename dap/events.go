@@ -41,6 +41,12 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 	body := m.Body()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !es.ready {
+		// Still in its handshake: pydevd has nothing to show yet, and the
+		// IDE nothing to see of an executor it does not know.
+		es.logger().Debug().Str("event", truncate(m.Event(), 64)).Msg("dropping event sent during the handshake")
+		return
+	}
 	tid, hasTid := toInt(body["threadId"])
 	switch m.Event() {
 	case "stopped", "continued", "thread":
@@ -211,6 +217,10 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 	es.task = ti
 	if ti.Roots != nil && !reflect.DeepEqual(*ti.Roots, es.roots) {
 		es.roots = *ti.Roots
+		if !es.ready {
+			// executorReady sends them all, to the new roots.
+			return
+		}
 		// New roots, new candidate paths: send again what this executor
 		// is meant to have (none once its child session has left).
 		if !es.detached {

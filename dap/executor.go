@@ -63,6 +63,11 @@ type ExecutorSession struct {
 	pendMu  sync.Mutex
 	pending map[int64]*pendingCall
 
+	// authorized is set once the peer presented the access token, on the
+	// reader goroutine before it reads the next message: until then only
+	// answers to the proxy's own handshake requests are accepted.
+	authorized atomic.Bool
+
 	// Guarded by hub.mu.
 	proc        ProcessInfo
 	task        TaskInfo
@@ -192,6 +197,9 @@ func (es *ExecutorSession) call(ctx context.Context, command string, args any) (
 // runs beside it until done, so an idle session costs one goroutine.
 func (es *ExecutorSession) serve(ctx context.Context) {
 	defer es.w.waitClosed()
+	// Whatever ids its messages made the proxy allocate go with it, on
+	// every way out (a failed handshake too).
+	defer es.hub.ids.Forget(es.id)
 	stop := context.AfterFunc(ctx, func() { es.w.close(ctx.Err()) })
 	defer stop()
 
@@ -257,16 +265,11 @@ func (e *errRefused) Error() string { return "refused: " + e.reason }
 // without waiting for any IDE, so the worker is never held up.
 func (es *ExecutorSession) handshake(ctx context.Context) error {
 	h := es.hub
-	auth, err := es.call(ctx, "pydevdAuthorize", map[string]any{"debugServerAccessToken": nil})
+	why, err := es.authorize(ctx)
 	if err != nil {
 		return fmt.Errorf("executor %s: authorize: %w", es.remote, err)
 	}
-	token, _ := auth.Body()["clientAccessToken"].(string)
-	if h.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(token), []byte(h.cfg.Token)) != 1 {
-		why := "wrong access token"
-		if token == "" {
-			why = "no access token"
-		}
+	if why != "" {
 		return es.refuse(ctx, why)
 	}
 
@@ -300,6 +303,50 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 	return nil
 }
 
+// authorize asks pydevd for the access token its worker was given. The
+// verdict is taken on the reader goroutine, as the answer is read, so that
+// the message after it is already judged by it. It returns why the peer is
+// refused, or "".
+func (es *ExecutorSession) authorize(ctx context.Context) (string, error) {
+	type verdict struct {
+		why string
+		err error
+	}
+	ch := make(chan verdict, 1)
+	es.request("pydevdAuthorize", map[string]any{"debugServerAccessToken": nil}, es.hub.cfg.HandshakeTimeout,
+		func(m Message, err error) {
+			switch {
+			case err != nil:
+				ch <- verdict{err: err}
+				return
+			case !m.Success():
+				ch <- verdict{err: errors.New(truncate(m.ErrorMessage(), 200))}
+				return
+			}
+			token, _ := m.Body()["clientAccessToken"].(string)
+			want := es.hub.cfg.Token
+			switch {
+			case want != "" && token == "":
+				ch <- verdict{why: "no access token"}
+			case want != "" && subtle.ConstantTimeCompare([]byte(token), []byte(want)) != 1:
+				ch <- verdict{why: "wrong access token"}
+			default:
+				es.authorized.Store(true)
+				ch <- verdict{}
+			}
+		})
+	select {
+	case v := <-ch:
+		return v.why, v.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// errUnauthorized ends a connection that sent more than answers to the
+// handshake before presenting the access token.
+var errUnauthorized = errors.New("message before presenting the access token")
+
 // refuse ends a connection the proxy will not debug. pydevd holds the worker
 // in debugpy.connect until configurationDone, and a bare close would leave it
 // hanging forever; configurationDone then close lets it run on undebugged.
@@ -331,6 +378,21 @@ func parseSystemInfo(b map[string]any) ProcessInfo {
 
 // handle dispatches one message from pydevd.
 func (es *ExecutorSession) handle(m Message) {
+	if !es.authorized.Load() {
+		// Nothing a peer says is believed before it presents the token:
+		// only answers to the proxy's requests are read, and anything else
+		// ends the connection.
+		if m.Type() != "response" {
+			es.w.close(fmt.Errorf("%w: %s", errUnauthorized, truncate(describe(m), 64)))
+			return
+		}
+		if pc := es.takePending(m.RequestSeq()); pc != nil {
+			pc.cb(m, nil)
+		} else {
+			es.w.close(fmt.Errorf("%w: response to no request", errUnauthorized))
+		}
+		return
+	}
 	switch m.Type() {
 	case "response":
 		if pc := es.takePending(m.RequestSeq()); pc != nil {

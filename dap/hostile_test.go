@@ -1,7 +1,9 @@
 package dap
 
 import (
+	"context"
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +98,100 @@ func TestChildAttachNeedsOneTimeKey(t *testing.T) {
 	// Its child gone, the executor's id and the used value open nothing.
 	if resp := attacker(map[string]any{"sparkdapExecutor": id, ChildKeyArg: key}); resp.Success {
 		t.Fatal("the one-time value opened a second child session")
+	}
+}
+
+// rawPeer is an attacker speaking raw DAP on a TCP connection.
+type rawPeer struct {
+	t    *testing.T
+	conn net.Conn
+	fr   *FrameReader
+	seq  int
+}
+
+func dialRaw(t *testing.T, addr string) *rawPeer {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawPeer{t: t, conn: c, fr: NewFrameReader(c, 0)}
+}
+
+// send writes one message; errors are ignored (the proxy may have hung up).
+func (r *rawPeer) send(m map[string]any) {
+	r.seq++
+	m["seq"] = r.seq
+	b, _ := json.Marshal(m)
+	_ = r.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, _ = r.conn.Write(appendFrame(nil, b))
+}
+
+func (r *rawPeer) event(name string, body map[string]any) {
+	r.send(map[string]any{"type": "event", "event": name, "body": body})
+}
+
+// read returns the next message, or nil once the connection is closed.
+func (r *rawPeer) read() Message {
+	r.t.Helper()
+	_ = r.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := r.fr.ReadFrame()
+	if err != nil {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			r.t.Fatal("the proxy neither spoke nor hung up within 10s")
+		}
+		return nil
+	}
+	m, err := DecodeMessage(b)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return m
+}
+
+// TestNothingBeforeAdmission: a peer on the executor port that never
+// presents the token gets nothing relayed, learns no breakpoint, does not
+// become the focused executor, and loses its connection.
+func TestNothingBeforeAdmission(t *testing.T) {
+	p := startProxy(t, nil)
+	c := p.ide(false, func(ctx context.Context, c *dapclient.Client) error {
+		_, err := c.SetBreakpoints(ctx, "/job/secret.py", 7)
+		return err
+	})
+	r := dialRaw(t, p.srv.ExecutorAddr().String())
+	first := r.read()
+	if first.Command() != "pydevdAuthorize" {
+		t.Fatalf("first message to an executor: %v", first)
+	}
+	r.event("output", map[string]any{"category": "stdout", "output": "attacker was here\n"})
+	r.event("stopped", map[string]any{"reason": "breakpoint", "threadId": 1})
+	r.event("sparkdapTask", map[string]any{"pid": 1, "roots": map[string]any{"cwd": "/evil"}})
+	for {
+		m := r.read()
+		if m == nil {
+			break
+		}
+		if m.Command() == "setBreakpoints" {
+			t.Fatalf("an unadmitted peer was sent a breakpoint: %v", m)
+		}
+	}
+	// A legitimate executor afterwards is served normally, and the IDE
+	// heard nothing of the attacker.
+	f := p.executor(330, nil)
+	f.event("output", map[string]any{"category": "stdout", "output": "legit\n"})
+	if _, err := c.WaitEvent(p.ctx, "output", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range c.Events() {
+		if ev.Event == "stopped" || strings.Contains(string(ev.Body), "attacker") {
+			t.Errorf("the IDE got %s %s from an unadmitted peer", ev.Event, ev.Body)
+		}
+	}
+	p.hub.mu.Lock()
+	focused := p.hub.focused
+	p.hub.mu.Unlock()
+	if focused != nil {
+		t.Errorf("an unadmitted peer became the focused executor %d", focused.id)
 	}
 }
