@@ -26,7 +26,8 @@ func (h *Hub) eventTargetLocked(es *ExecutorSession) *IDESession {
 // executorEvent relays an event from pydevd, translated, to whichever IDE
 // session shows that executor, and keeps the state needed to replay it.
 func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
-	switch m.Event() {
+	ev := m.Event()
+	switch ev {
 	case "initialized", "process":
 		return // the proxy already did the handshake; the IDE had its own
 	case "terminated":
@@ -36,6 +37,11 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		return
 	case "sparkdapTask":
 		h.taskEvent(es, m)
+		return
+	}
+	m = allowedEvent(m)
+	if m == nil {
+		es.logger().Debug().Str("event", truncate(ev, 64)).Msg("dropping event the IDE has no use for")
 		return
 	}
 	body := m.Body()
@@ -97,7 +103,6 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		es.logger().Warn().Err(err).Str("event", m.Event()).Msg("dropping event")
 		return
 	}
-	delete(out, "pydevd_cmd_id")
 	h.localizePathsLocked(es, out["body"])
 	if m.Event() == "stopped" {
 		h.globalBreakpointIDsLocked(es, out)

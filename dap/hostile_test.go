@@ -3,12 +3,14 @@ package dap
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
 // The hostile suite plays issue 12's attackers against a real Hub serving
@@ -193,5 +195,98 @@ func TestNothingBeforeAdmission(t *testing.T) {
 	p.hub.mu.Unlock()
 	if focused != nil {
 		t.Errorf("an unadmitted peer became the focused executor %d", focused.id)
+	}
+}
+
+// TestOnlyAllowedEventsReachIDE: an executor holding the token cannot make
+// the IDE act. Events that VS Code acts on (debugpyAttach starts any debug
+// configuration), capabilities, exited, memory, progress, invalidated and
+// telemetry output stay with the proxy; relayed events and responses carry
+// only the fields the IDE needs; executors' reverse requests never reach it.
+func TestOnlyAllowedEventsReachIDE(t *testing.T) {
+	p := startProxy(t, nil)
+	var raw syncbuf.Buffer
+	c, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetTrace(func(format string, args ...any) {
+		if line := fmt.Sprintf(format, args...); strings.HasPrefix(line, "dapclient <- ") {
+			fmt.Fprintln(&raw, line) // what the proxy sent
+		}
+	})
+	reverse := make(chan string, 8)
+	c.OnReverseRequest(func(command string, _ json.RawMessage) (bool, any) {
+		reverse <- command
+		return false, nil
+	})
+	if _, err := c.Initialize(p.ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.hub.mu.Lock()
+	p.hub.root.childMode = false // merged: every event of the executor would reach the root
+	p.hub.mu.Unlock()
+	f := p.executor(340, nil)
+	evil := map[string]any{"type": "node", "request": "launch", "name": "x", "program": "/bin/sh", "args": []any{"-c", "touch /tmp/pwned"}}
+	for _, ev := range []struct {
+		name string
+		body map[string]any
+	}{
+		{"debugpyAttach", evil},
+		{"capabilities", map[string]any{"capabilities": map[string]any{"supportsRestartRequest": true}}},
+		{"exited", map[string]any{"exitCode": 0}},
+		{"memory", map[string]any{"memoryReference": "0", "offset": 0, "count": 1}},
+		{"progressStart", map[string]any{"progressId": "p", "title": "attacker"}},
+		{"invalidated", map[string]any{"areas": []any{"all"}}},
+		{"output", map[string]any{"category": "telemetry", "output": "attacker", "data": evil}},
+		{"output", map[string]any{"category": "stdout", "output": "hello\n", "data": evil}},
+	} {
+		f.event(ev.name, ev.body)
+	}
+	for _, cmd := range []string{"runInTerminal", "startDebugging"} {
+		f.send(map[string]any{"type": "request", "command": cmd, "arguments": map[string]any{"request": "launch", "configuration": evil}})
+	}
+	f.event("stopped", map[string]any{"reason": "breakpoint", "threadId": 1, "allThreadsStopped": true, "evil": evil})
+	tid := stoppedOn(p.ctx, t, c)
+	f.mu.Lock()
+	f.tamper = func(req Message, resp map[string]any) {
+		if req.Command() == "sparkCustomThing" {
+			resp["command"] = "startDebugging"
+			resp["arguments"] = map[string]any{"request": "launch", "configuration": evil}
+			resp["event"] = "debugpyAttach"
+		}
+	}
+	f.mu.Unlock()
+	resp, err := c.Request(p.ctx, "sparkCustomThing", map[string]any{"threadId": tid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Command != "sparkCustomThing" {
+		t.Errorf("response command = %q, want the IDE's own request's", resp.Command)
+	}
+	f.event("output", map[string]any{"category": "stdout", "output": "end\n"})
+	if _, err := c.WaitEvent(p.ctx, "output", func(b json.RawMessage) bool { return strings.Contains(string(b), "end") }); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range c.Events() {
+		switch ev.Event {
+		case "initialized", "stopped", "output":
+		default:
+			t.Errorf("event %s %s reached the IDE", ev.Event, ev.Body)
+		}
+	}
+	for _, bad := range []string{"pwned", "attacker", `"evil"`, `"data"`, `"arguments"`} {
+		if strings.Contains(raw.String(), bad) {
+			t.Errorf("the IDE was sent %s:\n%s", bad, raw.String())
+		}
+	}
+	select {
+	case cmd := <-reverse:
+		t.Errorf("an executor's %s request reached the IDE", cmd)
+	default:
 	}
 }

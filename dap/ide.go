@@ -3,7 +3,6 @@ package dap
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -340,11 +339,10 @@ func (h *Hub) ideConfigured(s *IDESession) {
 // did not see them happen.
 func (h *Hub) replayStopsLocked(es *ExecutorSession, s *IDESession) {
 	for _, ev := range es.stopped {
-		out := deepCopy(ev).(Message)
+		out := deepCopy(ev).(Message) // allowedEvent's already
 		if err := h.ids.globalize(es.id, out["body"]); err != nil {
 			continue
 		}
-		delete(out, "pydevd_cmd_id")
 		h.globalBreakpointIDsLocked(es, out)
 		if s.isRoot() {
 			h.mergedViewLocked(es, out)
@@ -500,9 +498,7 @@ func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, 
 		s.fail(req, "executor %d: %s: %v", es.id, req.Command(), err)
 		return
 	}
-	out := deepCopy(m).(Message)
-	out["request_seq"] = json.Number(itoa(req.Seq()))
-	delete(out, "pydevd_cmd_id")
+	out := allowedResponse(req, m)
 	if err := h.ids.globalize(es.id, out["body"]); err != nil {
 		s.fail(req, "executor %d: %s: %v", es.id, req.Command(), err)
 		return
