@@ -290,3 +290,51 @@ func TestOnlyAllowedEventsReachIDE(t *testing.T) {
 	default:
 	}
 }
+
+// TestUnmappedPathsNeverReachIDE: an executor cannot make the IDE open a
+// laptop file by naming it: a path the mapper does not map to a file under
+// the roots reaches the IDE only as a sourceReference, in stack frames and
+// in every event that carries a source or a module.
+func TestUnmappedPathsNeverReachIDE(t *testing.T) {
+	const secret = "/home/me/.ssh/id_rsa"
+	p := leaveProxy(t)
+	c := p.ide(false, nil)
+	f := p.mappedExecutor(350)
+	for _, tc := range []struct {
+		frame string
+		want  string // the path the IDE gets; "" for none
+	}{{leaveRemote, leaveLocal}, {secret, ""}, {"../../.ssh/id_rsa", ""}} {
+		f.mu.Lock()
+		f.framePath = tc.frame
+		f.mu.Unlock()
+		f.stop()
+		tid := stoppedOn(p.ctx, t, c)
+		frames, err := c.StackTrace(p.ctx, tid)
+		if err != nil || len(frames) != 1 || frames[0].Source == nil {
+			t.Fatalf("stackTrace = %+v, %v", frames, err)
+		}
+		src := frames[0].Source
+		if src.Path != tc.want {
+			t.Errorf("frame in executor file %s reached the IDE with path %q, want %q", tc.frame, src.Path, tc.want)
+		}
+		if tc.want == "" && src.SourceReference == 0 {
+			t.Errorf("unmapped frame %s has no sourceReference to fetch its text: %+v", tc.frame, src)
+		}
+		if err := c.Continue(p.ctx, tid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.event("output", map[string]any{"category": "stdout", "output": "o\n", "source": map[string]any{"path": secret}, "line": 1})
+	f.event("loadedSource", map[string]any{"reason": "new", "source": map[string]any{"path": secret, "sourceReference": 9,
+		"sources": []any{map[string]any{"path": secret}}}})
+	f.event("module", map[string]any{"reason": "new", "module": map[string]any{"id": 1, "name": "m", "path": secret}})
+	f.event("output", map[string]any{"category": "stdout", "output": "end\n"})
+	if _, err := c.WaitEvent(p.ctx, "output", func(b json.RawMessage) bool { return strings.Contains(string(b), "end") }); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range c.Events() {
+		if strings.Contains(string(ev.Body), ".ssh") && strings.Contains(string(ev.Body), `"path"`) {
+			t.Errorf("%s event carries the laptop path: %s", ev.Event, ev.Body)
+		}
+	}
+}

@@ -504,6 +504,7 @@ func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, 
 		return
 	}
 	h.mu.Lock()
+	h.confinePathsLocked(es, out["body"])
 	h.localizePathsLocked(es, out["body"])
 	h.mu.Unlock()
 	if m.Success() {
