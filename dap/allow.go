@@ -156,6 +156,8 @@ func (h *Hub) confineSourceLocked(es *ExecutorSession, src map[string]any) {
 		if name, _ := src["name"].(string); name == "" {
 			src["name"] = path.Base(s)
 		}
+		// Where it lives, for people: origin is shown, never opened.
+		src["origin"] = "executor file " + truncate(s, 512)
 	}
 }
 
