@@ -67,6 +67,9 @@ type ExecutorSession struct {
 	// reader goroutine before it reads the next message: until then only
 	// answers to the proxy's own handshake requests are accepted.
 	authorized atomic.Bool
+	// unadmitted gives back its place among connections not yet admitted
+	// (Hub.holdUnadmitted); nil outside ServeExecutor.
+	unadmitted func()
 
 	// Guarded by hub.mu.
 	proc        ProcessInfo
@@ -332,6 +335,9 @@ func (es *ExecutorSession) authorize(ctx context.Context) (string, error) {
 				ch <- verdict{why: "wrong access token"}
 			default:
 				es.authorized.Store(true)
+				if es.unadmitted != nil {
+					es.unadmitted()
+				}
 				ch <- verdict{}
 			}
 		})

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
@@ -336,5 +340,133 @@ func TestUnmappedPathsNeverReachIDE(t *testing.T) {
 		if strings.Contains(string(ev.Body), ".ssh") && strings.Contains(string(ev.Body), `"path"`) {
 			t.Errorf("%s event carries the laptop path: %s", ev.Event, ev.Body)
 		}
+	}
+}
+
+// TestUnadmittedPeersLeaveNothing: peers that never present the token and
+// name many ids in their events leave the proxy's memory and id table as
+// they found them.
+func TestUnadmittedPeersLeaveNothing(t *testing.T) {
+	p := startProxy(t, func(c *Config) {
+		c.HandshakeTimeout = 500 * time.Millisecond
+		c.Log = c.Log.Level(zerolog.InfoLevel)
+	})
+	p.ide(false, nil)
+	vars := make([]any, 5000)
+	for i := range vars {
+		vars[i] = map[string]any{"variablesReference": i + 1, "threadId": i + 1}
+	}
+	base := measure()
+	const peers = 100
+	for i := 0; i < peers; i += 10 {
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := dialRaw(t, p.srv.ExecutorAddr().String())
+				r.read() // pydevdAuthorize, left unanswered
+				r.event("output", map[string]any{"category": "stdout", "output": "x", "data": vars})
+				r.event("thread", map[string]any{"reason": "started", "threadId": 7, "data": vars})
+				for r.read() != nil {
+				}
+				r.conn.Close()
+			}()
+		}
+		wg.Wait()
+	}
+	waitFor(t, "no executor left", func() (bool, string) {
+		p.hub.mu.Lock()
+		defer p.hub.mu.Unlock()
+		return len(p.hub.executors) == 0, fmt.Sprint(len(p.hub.executors))
+	})
+	for k := range nKinds {
+		if n := p.hub.ids.Len(k); n != 0 {
+			t.Errorf("%d %s ids still held after %d unadmitted peers left", n, k, peers)
+		}
+	}
+	now := settle(base, 20)
+	if grown := int64(now.heap) - int64(base.heap); grown > 32<<20 {
+		t.Errorf("heap grew by %d MiB after %d unadmitted peers left", grown>>20, peers)
+	}
+}
+
+// failingListener fails its first n Accepts as a process out of file
+// descriptors does.
+type failingListener struct {
+	net.Listener
+	mu sync.Mutex
+	n  int
+}
+
+func (f *failingListener) Accept() (net.Conn, error) {
+	f.mu.Lock()
+	fail := f.n > 0
+	f.n--
+	f.mu.Unlock()
+	if fail {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}
+	}
+	return f.Listener.Accept()
+}
+
+// TestServeSurvivesAcceptErrors: running out of file descriptors fails
+// accepts for a while; the proxy keeps its sessions and serves again after.
+func TestServeSurvivesAcceptErrors(t *testing.T) {
+	hub := NewHub(Config{Token: testToken, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	srv, err := Listen(hub, "127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.exe = &failingListener{Listener: srv.exe, n: 8}
+	srv.ide = &failingListener{Listener: srv.ide, n: 8}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	p := &testProxy{t: t, hub: hub, srv: srv, ctx: ctx}
+	c := p.ide(false, nil)
+	f := p.executor(360, nil)
+	f.stop()
+	stoppedOn(ctx, t, c)
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned %v after accept errors", err)
+	default:
+	}
+	cancel()
+	<-done
+}
+
+// TestHandshakeLimits: connections that never present a token or never
+// attach are bounded in number and in time.
+func TestHandshakeLimits(t *testing.T) {
+	p := startProxy(t, func(c *Config) {
+		c.MaxUnadmitted = 4
+		c.AttachTimeout = 300 * time.Millisecond
+	})
+	var idle []*rawPeer
+	for range 4 {
+		r := dialRaw(t, p.srv.ExecutorAddr().String())
+		if m := r.read(); m.Command() != "pydevdAuthorize" {
+			t.Fatalf("first message: %v", m)
+		}
+		idle = append(idle, r)
+	}
+	if m := dialRaw(t, p.srv.ExecutorAddr().String()).read(); m != nil {
+		t.Fatalf("a connection over the limit was served: %v", m)
+	}
+	for _, r := range idle {
+		r.conn.Close()
+	}
+	waitFor(t, "places given back", func() (bool, string) {
+		n := p.hub.unadmitted.Load()
+		return n == 0, fmt.Sprint(n)
+	})
+	p.executor(370, nil)
+	// An IDE connection that never attaches is closed.
+	r := dialRaw(t, p.srv.IDEAddr().String())
+	if m := r.read(); m != nil {
+		t.Fatalf("the proxy spoke first to an IDE: %v", m)
 	}
 }

@@ -43,6 +43,13 @@ type Config struct {
 	// LabelWait is how long a new executor's child session waits for the
 	// wrapper's task label before being announced without it.
 	LabelWait time.Duration
+	// MaxUnadmitted bounds the connections (both ports together) that have
+	// not yet presented the access token or attached; more are closed at
+	// once. Default DefaultMaxUnadmitted.
+	MaxUnadmitted int
+	// AttachTimeout is how long an IDE connection may stay without
+	// attaching. Default 30 s.
+	AttachTimeout time.Duration
 	// ChildAttachTimeout is how long the root IDE has to open the child
 	// session the proxy asked for (startDebugging) before its executor is
 	// let go as unwatched.
@@ -77,10 +84,22 @@ func (c *Config) setDefaults() {
 	if c.LabelWait <= 0 {
 		c.LabelWait = 500 * time.Millisecond
 	}
+	if c.MaxUnadmitted <= 0 {
+		c.MaxUnadmitted = DefaultMaxUnadmitted
+	}
+	if c.AttachTimeout <= 0 {
+		c.AttachTimeout = 30 * time.Second
+	}
 	if c.ChildAttachTimeout <= 0 {
 		c.ChildAttachTimeout = DefaultChildAttachTimeout
 	}
 }
+
+// DefaultMaxUnadmitted is Config.MaxUnadmitted's default: enough for a
+// large job's workers all connecting at once (a handshake takes
+// milliseconds), few enough that a flood of idle connections cannot
+// exhaust the proxy.
+const DefaultMaxUnadmitted = 1024
 
 // DefaultChildAttachTimeout is Config.ChildAttachTimeout's default.
 const DefaultChildAttachTimeout = 30 * time.Second
@@ -93,6 +112,8 @@ type Hub struct {
 	nextID atomic.Uint64
 	// refused counts workers let go undebugged, for Stats.
 	refused atomic.Int64
+	// unadmitted counts connections before their token or attach.
+	unadmitted atomic.Int64
 
 	summaryMu sync.Mutex
 

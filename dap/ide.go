@@ -30,6 +30,9 @@ type IDESession struct {
 	executor   *ExecutorSession // child only
 	attached   bool
 	asked      map[int64]childAsk // root only: startDebugging seq → the executor it announced
+	// unadmitted gives back its place among connections not yet attached
+	// (Hub.holdUnadmitted); nil outside ServeIDE. Set before serving.
+	unadmitted func()
 
 	goneOnce sync.Once
 }
@@ -310,6 +313,9 @@ func (s *IDESession) attach(m Message) {
 	}
 	s.attached = true
 	h.mu.Unlock()
+	if s.unadmitted != nil {
+		s.unadmitted()
+	}
 	s.logger().Info().Bool("root", s.isRoot()).Bool("childSessions", s.childMode).Msg("IDE attached")
 	s.reply(newResponse(m, nil))
 	s.reply(newEvent("initialized", nil))
