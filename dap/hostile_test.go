@@ -3,6 +3,7 @@ package dap
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -468,5 +469,62 @@ func TestHandshakeLimits(t *testing.T) {
 	r := dialRaw(t, p.srv.IDEAddr().String())
 	if m := r.read(); m != nil {
 		t.Fatalf("the proxy spoke first to an IDE: %v", m)
+	}
+}
+
+// TestBreakpointEditWhileExecutorLeaves: a breakpoint edit that reaches an
+// executor whose connection has just closed (its session not yet cleaned
+// up) is answered, and the Hub stays usable: the failed send's callback
+// must not run under the Hub lock the edit holds.
+func TestBreakpointEditWhileExecutorLeaves(t *testing.T) {
+	h := NewHub(Config{Token: testToken, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	exConn, exPeer := net.Pipe()
+	defer exPeer.Close()
+	es := newExecutorSession(h, h.nextID.Add(1), exConn)
+	ideConn, idePeer := net.Pipe()
+	defer idePeer.Close()
+	ide := newIDESession(h, h.nextID.Add(1), ideConn)
+	h.mu.Lock()
+	es.ready = true
+	h.executors[es.id] = es
+	h.children[es.id] = ide // child-session mode: the one target
+	ide.executor, ide.attached = es, true
+	h.mu.Unlock()
+	es.w.close(errors.New("worker left")) // every send fails from now on
+
+	replies := make(chan Message, 1)
+	go func() {
+		fr := NewFrameReader(idePeer, 0)
+		if b, err := fr.ReadFrame(); err == nil {
+			if m, err := DecodeMessage(b); err == nil {
+				replies <- m
+			}
+		}
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ide.handle(Message{"seq": json.Number("1"), "type": "request", "command": "setBreakpoints",
+			"arguments": map[string]any{"source": map[string]any{"path": "/job/udf.py"}, "breakpoints": []any{map[string]any{"line": 5}}}})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("setBreakpoints did not return: the Hub is deadlocked")
+	}
+	select {
+	case m := <-replies:
+		if m.Command() != "setBreakpoints" {
+			t.Fatalf("the IDE got %v", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the breakpoint edit was never answered")
+	}
+	locked := make(chan struct{})
+	go func() { h.mu.Lock(); h.mu.Unlock(); close(locked) }() //nolint:staticcheck // probing the lock
+	select {
+	case <-locked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Hub lock is held forever")
 	}
 }

@@ -105,6 +105,26 @@ const DefaultMaxUnadmitted = 1024
 const DefaultChildAttachTimeout = 30 * time.Second
 
 // Hub joins one IDE to many executors. See the package documentation.
+//
+// Locking. Hub.mu guards the Hub's maps and every field documented as
+// "guarded by hub.mu" on ExecutorSession and IDESession; methods named
+// …Locked expect it held. The rules that keep the proxy deadlock-free:
+//
+//   - Each connection has one reader goroutine (ExecutorSession.serve,
+//     IDESession.serve) that calls handle for each message in order;
+//     handle may take Hub.mu but never waits for another connection.
+//   - Sends never block and never call back: wire.send only queues, under
+//     wire.mu, which is taken after Hub.mu and never before it. So sending
+//     while holding Hub.mu is allowed.
+//   - A callback given to ExecutorSession.request (a response, a timeout,
+//     a failed send, a closed connection) never runs on the goroutine that
+//     called request: it runs on the connection's reader, a timer's
+//     goroutine, or a goroutine of its own. Callbacks may therefore take
+//     Hub.mu, and callers may hold it while they call request.
+//   - Nothing is called under Hub.mu that waits for a peer, a timer or
+//     another goroutine that may need Hub.mu.
+//   - IDTable and ExecutorSession.pendMu have their own locks, always
+//     innermost: nothing takes Hub.mu while holding them.
 type Hub struct {
 	cfg    Config
 	log    zerolog.Logger
