@@ -140,7 +140,8 @@ func TestIDETokenRefusedChildSession(t *testing.T) {
 	waitClosedByProxy(t, c)
 	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
 	defer cancel()
-	// The executor is still free for a session with the token.
+	// The token alone does not open a child session either: that takes
+	// the one-time value of a startDebugging request (hostile_test.go).
 	c2, err := dapclient.Dial(ctx, p.srv.IDEAddr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +150,8 @@ func TestIDETokenRefusedChildSession(t *testing.T) {
 	if _, err := c2.Initialize(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := c2.Attach(ctx, map[string]any{"sparkdapExecutor": ids[0].ID, IDETokenArg: testIDEToken}, nil); err != nil {
-		t.Fatalf("child attach with token after a refused one: %v", err)
+	resp, err = c2.Request(ctx, "attach", map[string]any{"sparkdapExecutor": ids[0].ID, IDETokenArg: testIDEToken})
+	if err != nil || resp.Success || !strings.Contains(resp.Message, ChildKeyArg) {
+		t.Fatalf("child attach with the token but no child key: %+v, %v; want a refusal", resp, err)
 	}
 }

@@ -144,8 +144,9 @@ func (e *bpEntry) absorb(i int, bp map[string]any) bool {
 	if cur["verified"] == true {
 		return false
 	}
-	next := deepCopy(bp).(map[string]any)
+	next := pick(bp, breakpointFields) // an executor says no more than this (allow.go)
 	next["id"] = json.Number(strconv.FormatInt(e.ids[i], 10))
+	delete(next, "source") // never a path of the executor's choosing
 	if src, ok := e.args["source"]; ok {
 		next["source"] = deepCopy(src) // the IDE's path, not whichever executor path bound
 	}

@@ -27,7 +27,8 @@ func (h *Hub) eventTargetLocked(es *ExecutorSession) *IDESession {
 // executorEvent relays an event from pydevd, translated, to whichever IDE
 // session shows that executor, and keeps the state needed to replay it.
 func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
-	switch m.Event() {
+	ev := m.Event()
+	switch ev {
 	case "initialized", "process":
 		return // the proxy already did the handshake; the IDE had its own
 	case "terminated":
@@ -39,9 +40,20 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		h.taskEvent(es, m)
 		return
 	}
+	m = allowedEvent(m)
+	if m == nil {
+		es.logger().Debug().Str("event", truncate(ev, 64)).Msg("dropping event the IDE has no use for")
+		return
+	}
 	body := m.Body()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !es.ready {
+		// Still in its handshake: pydevd has nothing to show yet, and the
+		// IDE nothing to see of an executor it does not know.
+		es.logger().Debug().Str("event", truncate(m.Event(), 64)).Msg("dropping event sent during the handshake")
+		return
+	}
 	tid, hasTid := toInt(body["threadId"])
 	switch m.Event() {
 	case "stopped", "continued", "thread":
@@ -92,7 +104,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		es.logger().Warn().Err(err).Str("event", m.Event()).Msg("dropping event")
 		return
 	}
-	delete(out, "pydevd_cmd_id")
+	h.confinePathsLocked(es, out["body"])
 	h.localizePathsLocked(es, out["body"])
 	if m.Event() == "stopped" {
 		h.globalBreakpointIDsLocked(es, out)
@@ -212,6 +224,10 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 	}
 	es.task = ti
 	if ti.Roots != nil && es.paths.SetRoots(*ti.Roots) {
+		if !es.ready {
+			// executorReady sends them all, to the new roots.
+			return
+		}
 		// New roots, new candidate paths: send again what this executor
 		// is meant to have (none once its child session has left).
 		if !es.detached {

@@ -57,6 +57,14 @@ type ExecutorSession struct {
 	pendMu  sync.Mutex
 	pending map[int64]*pendingCall
 
+	// authorized is set once the peer presented the access token, on the
+	// reader goroutine before it reads the next message: until then only
+	// answers to the proxy's own handshake requests are accepted.
+	authorized atomic.Bool
+	// unadmitted gives back its place among connections not yet admitted
+	// (Hub.holdUnadmitted); nil outside ServeExecutor.
+	unadmitted func()
+
 	// Guarded by hub.mu.
 	proc        ProcessInfo
 	task        TaskInfo
@@ -74,6 +82,9 @@ type ExecutorSession struct {
 	outputBytes int64                       // output text relayed, for the status view
 	announced   bool                        // the IDE has been told (startDebugging sent)
 	announce    *time.Timer
+	announceGen uint64      // counts startDebugging requests sent for it (and their cancellations)
+	childWait   *time.Timer // lets it go if its child session does not attach in time
+	childKey    string      // the one-time value its awaited child session must attach with; "" for none
 }
 
 func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {
@@ -173,6 +184,9 @@ func (es *ExecutorSession) call(ctx context.Context, command string, args any) (
 // runs beside it until done, so an idle session costs one goroutine.
 func (es *ExecutorSession) serve(ctx context.Context) {
 	defer es.w.waitClosed()
+	// Whatever ids its messages made the proxy allocate go with it, on
+	// every way out (a failed handshake too).
+	defer es.hub.ids.Forget(es.id)
 	stop := context.AfterFunc(ctx, func() { es.w.close(ctx.Err()) })
 	defer stop()
 
@@ -238,13 +252,12 @@ func (e *errRefused) Error() string { return "refused: " + e.reason }
 // without waiting for any IDE, so the worker is never held up.
 func (es *ExecutorSession) handshake(ctx context.Context) error {
 	h := es.hub
-	auth, err := es.call(ctx, "pydevdAuthorize", map[string]any{"debugServerAccessToken": nil})
+	why, err := es.authorize(ctx)
 	if err != nil {
 		return fmt.Errorf("executor %s: authorize: %w", es.remote, err)
 	}
-	token, _ := auth.Body()["clientAccessToken"].(string)
-	if err := h.admission.CheckToken(token); err != nil {
-		return es.refuse(ctx, err.Error())
+	if why != "" {
+		return es.refuse(ctx, why)
 	}
 
 	info, err := es.call(ctx, "pydevdSystemInfo", nil)
@@ -276,6 +289,49 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 	})
 	return nil
 }
+
+// authorize asks pydevd for the access token its worker was given. The
+// verdict is taken on the reader goroutine, as the answer is read, so that
+// the message after it is already judged by it. It returns why the peer is
+// refused, or "".
+func (es *ExecutorSession) authorize(ctx context.Context) (string, error) {
+	type verdict struct {
+		why string
+		err error
+	}
+	ch := make(chan verdict, 1)
+	es.request("pydevdAuthorize", map[string]any{"debugServerAccessToken": nil}, es.hub.cfg.HandshakeTimeout,
+		func(m Message, err error) {
+			switch {
+			case err != nil:
+				ch <- verdict{err: err}
+				return
+			case !m.Success():
+				ch <- verdict{err: errors.New(truncate(m.ErrorMessage(), 200))}
+				return
+			}
+			token, _ := m.Body()["clientAccessToken"].(string)
+			if err := es.hub.admission.CheckToken(token); err != nil {
+				ch <- verdict{why: err.Error()}
+			} else {
+				es.authorized.Store(true)
+				if es.unadmitted != nil {
+					es.unadmitted()
+				}
+				ch <- verdict{}
+			}
+		})
+	select {
+	case v := <-ch:
+		return v.why, v.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// errUnauthorized ends a connection that sent more than answers to the
+// handshake before presenting the access token.
+var errUnauthorized = errors.New("message before presenting the access token")
 
 // refuse ends a connection the proxy will not debug. pydevd holds the worker
 // in debugpy.connect until configurationDone, and a bare close would leave it
@@ -315,6 +371,21 @@ func parseSystemInfo(b map[string]any) ProcessInfo {
 
 // handle dispatches one message from pydevd.
 func (es *ExecutorSession) handle(m Message) {
+	if !es.authorized.Load() {
+		// Nothing a peer says is believed before it presents the token:
+		// only answers to the proxy's requests are read, and anything else
+		// ends the connection.
+		if m.Type() != "response" {
+			es.w.close(fmt.Errorf("%w: %s", errUnauthorized, truncate(describe(m), 64)))
+			return
+		}
+		if pc := es.takePending(m.RequestSeq()); pc != nil {
+			pc.cb(m, nil)
+		} else {
+			es.w.close(fmt.Errorf("%w: response to no request", errUnauthorized))
+		}
+		return
+	}
 	switch m.Type() {
 	case "response":
 		if pc := es.takePending(m.RequestSeq()); pc != nil {

@@ -27,6 +27,9 @@ type fakePydevd struct {
 	verify func(path string, line int) (bool, string)
 	// framePath is the file of the frame it reports stopped in.
 	framePath string
+	// tamper, if set, edits each response before it is sent (a hostile
+	// executor holding the token).
+	tamper func(req Message, resp map[string]any)
 
 	// armed is what pydevd would stop at: executor path → lines, and the
 	// exception filters; suspended is whether it is stopped. Both follow
@@ -109,6 +112,12 @@ func (f *fakePydevd) serve() {
 		}
 		if m.Command() == "attach" {
 			f.event("initialized", nil)
+		}
+		f.mu.Lock()
+		tamper := f.tamper
+		f.mu.Unlock()
+		if tamper != nil {
+			tamper(m, resp)
 		}
 		f.send(resp)
 		if m.Command() == "continue" {

@@ -1,6 +1,8 @@
 package dap
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -44,6 +46,17 @@ type Config struct {
 	// LabelWait is how long a new executor's child session waits for the
 	// wrapper's task label before being announced without it.
 	LabelWait time.Duration
+	// MaxUnadmitted bounds the connections (both ports together) that have
+	// not yet presented the access token or attached; more are closed at
+	// once. Default DefaultMaxUnadmitted.
+	MaxUnadmitted int
+	// AttachTimeout is how long an IDE connection may stay without
+	// attaching. Default 30 s.
+	AttachTimeout time.Duration
+	// ChildAttachTimeout is how long the root IDE has to open the child
+	// session the proxy asked for (startDebugging) before its executor is
+	// let go as unwatched.
+	ChildAttachTimeout time.Duration
 	// Paths translates between executor paths and local sources; nil
 	// passes paths through unchanged.
 	Paths *pathmap.Mapper
@@ -74,9 +87,47 @@ func (c *Config) setDefaults() {
 	if c.LabelWait <= 0 {
 		c.LabelWait = 500 * time.Millisecond
 	}
+	if c.MaxUnadmitted <= 0 {
+		c.MaxUnadmitted = DefaultMaxUnadmitted
+	}
+	if c.AttachTimeout <= 0 {
+		c.AttachTimeout = 30 * time.Second
+	}
+	if c.ChildAttachTimeout <= 0 {
+		c.ChildAttachTimeout = DefaultChildAttachTimeout
+	}
 }
 
+// DefaultMaxUnadmitted is Config.MaxUnadmitted's default: enough for a
+// large job's workers all connecting at once (a handshake takes
+// milliseconds), few enough that a flood of idle connections cannot
+// exhaust the proxy.
+const DefaultMaxUnadmitted = 1024
+
+// DefaultChildAttachTimeout is Config.ChildAttachTimeout's default.
+const DefaultChildAttachTimeout = 30 * time.Second
+
 // Hub joins one IDE to many executors. See the package documentation.
+//
+// Locking. Hub.mu guards the Hub's maps and every field documented as
+// "guarded by hub.mu" on ExecutorSession and IDESession; methods named
+// …Locked expect it held. The rules that keep the proxy deadlock-free:
+//
+//   - Each connection has one reader goroutine (ExecutorSession.serve,
+//     IDESession.serve) that calls handle for each message in order;
+//     handle may take Hub.mu but never waits for another connection.
+//   - Sends never block and never call back: wire.send only queues, under
+//     wire.mu, which is taken after Hub.mu and never before it. So sending
+//     while holding Hub.mu is allowed.
+//   - A callback given to ExecutorSession.request (a response, a timeout,
+//     a failed send, a closed connection) never runs on the goroutine that
+//     called request: it runs on the connection's reader, a timer's
+//     goroutine, or a goroutine of its own. Callbacks may therefore take
+//     Hub.mu, and callers may hold it while they call request.
+//   - Nothing is called under Hub.mu that waits for a peer, a timer or
+//     another goroutine that may need Hub.mu.
+//   - IDTable and ExecutorSession.pendMu have their own locks, always
+//     innermost: nothing takes Hub.mu while holding them.
 type Hub struct {
 	cfg    Config
 	log    zerolog.Logger
@@ -84,6 +135,8 @@ type Hub struct {
 	nextID atomic.Uint64
 	// refused counts workers let go undebugged, for Stats.
 	refused atomic.Int64
+	// unadmitted counts connections before their token or attach.
+	unadmitted atomic.Int64
 
 	summaryMu sync.Mutex
 	// refusals prints refused workers' summary lines, the first per
@@ -229,7 +282,7 @@ func (h *Hub) executorInitializeArgs() map[string]any {
 // proxyOnlyKeys are attach fields that configure the IDE↔proxy link, not
 // pydevd.
 var proxyOnlyKeys = []string{"connect", "listen", "host", "port", "processId", "request", "type", "name",
-	"preLaunchTask", "postDebugTask", "restart", "sparkdapExecutor", IDETokenArg, "subProcessId", "__sessionId",
+	"preLaunchTask", "postDebugTask", "restart", "sparkdapExecutor", IDETokenArg, ChildKeyArg, "subProcessId", "__sessionId",
 	"__configurationTarget"}
 
 // executorAttachArgs passes the IDE's debugger settings (justMyCode, rules,
@@ -311,6 +364,8 @@ func (h *Hub) announceLocked(es *ExecutorSession) {
 		es.announce = nil
 	}
 	es.announced = true
+	es.announceGen++
+	gen := es.announceGen
 	cfg := map[string]any{}
 	for k, v := range h.attachArgs {
 		cfg[k] = deepCopy(v)
@@ -328,7 +383,54 @@ func (h *Hub) announceLocked(es *ExecutorSession) {
 	cfg["name"] = "Executor " + es.labelLocked()
 	cfg["connect"] = map[string]any{"host": host, "port": port}
 	cfg["sparkdapExecutor"] = es.id
-	_ = root.w.send(newRequest("startDebugging", map[string]any{"request": "attach", "configuration": cfg}), nil)
+	// Only the root is given this value, and only here: a child attach must
+	// bring it back, once, so another local client cannot take the
+	// executor by naming its id.
+	es.childKey = newChildKey()
+	cfg[ChildKeyArg] = es.childKey
+	req := newRequest("startDebugging", map[string]any{"request": "attach", "configuration": cfg})
+	// The seq is recorded before the request can reach the IDE, so its
+	// answer always finds the executor it is about.
+	_ = root.w.send(req, func(seq int64) { root.asked[seq] = childAsk{es, gen} })
+	// The IDE may refuse (answered in IDESession.handle) or never open the
+	// child: either way nobody watches es, and it must not wait for anyone.
+	es.childWait = time.AfterFunc(h.cfg.ChildAttachTimeout, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.childMissingLocked(es, gen, fmt.Sprintf("its child session did not attach within %s", h.cfg.ChildAttachTimeout))
+	})
+}
+
+// childAsk is a startDebugging request the root IDE has not answered yet.
+type childAsk struct {
+	es  *ExecutorSession
+	gen uint64 // es.announceGen when it was sent
+}
+
+// childMissingLocked lets es go when the child session announcement gen
+// asked for will not come (the IDE refused it or never opened it): it is
+// then watched by nobody, so its breakpoints are cleared and it is resumed.
+// A newer announcement, or a child that did attach, makes it a no-op.
+func (h *Hub) childMissingLocked(es *ExecutorSession, gen uint64, why string) {
+	if es.announceGen != gen || !es.announced || !es.ready || h.children[es.id] != nil {
+		return
+	}
+	es.stopChildWaitLocked()
+	es.detached = true
+	es.logger().Warn().Str("reason", why).
+		Msg("the IDE did not open this executor's child session; clearing its breakpoints and resuming it")
+	h.releaseLocked(es)
+}
+
+// stopChildWaitLocked forgets the child session es's announcement awaits;
+// its one-time value no longer opens one.
+func (es *ExecutorSession) stopChildWaitLocked() {
+	es.announceGen++
+	es.childKey = ""
+	if es.childWait != nil {
+		es.childWait.Stop()
+		es.childWait = nil
+	}
 }
 
 // executorGone cleans up after an executor's connection ended.
@@ -344,6 +446,7 @@ func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 	if es.announce != nil {
 		es.announce.Stop()
 	}
+	es.stopChildWaitLocked()
 	if h.focused == es {
 		h.focused = nil
 	}
@@ -408,6 +511,7 @@ func (h *Hub) ideGone(ide *IDESession, terminateDebuggee bool) {
 		released := 0
 		for _, es := range h.readyLocked() {
 			es.announced = false
+			es.stopChildWaitLocked()
 			if h.children[es.id] != nil {
 				// Its child session still shows it: only the root's
 				// breakpoints go, those the child set stay.
@@ -457,3 +561,14 @@ func ignoreAnswer(es *ExecutorSession) func(Message, error) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// ChildKeyArg is the attach argument of a child session: the one-time value
+// the proxy put in the startDebugging configuration that asked for it.
+const ChildKeyArg = "sparkdapChildKey"
+
+// newChildKey returns a fresh unguessable one-time value.
+func newChildKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand panics rather than return an error)
+	return hex.EncodeToString(b)
+}

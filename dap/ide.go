@@ -3,7 +3,6 @@ package dap
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -30,12 +29,16 @@ type IDESession struct {
 	configured bool             // configurationDone received
 	executor   *ExecutorSession // child only
 	attached   bool
+	asked      map[int64]childAsk // root only: startDebugging seq → the executor it announced
+	// unadmitted gives back its place among connections not yet attached
+	// (Hub.holdUnadmitted); nil outside ServeIDE. Set before serving.
+	unadmitted func()
 
 	goneOnce sync.Once
 }
 
 func newIDESession(h *Hub, id uint64, conn net.Conn) *IDESession {
-	s := &IDESession{id: id, hub: h, w: newWire(conn)}
+	s := &IDESession{id: id, hub: h, w: newWire(conn), asked: map[int64]childAsk{}}
 	s.setLogger(h.log.With().Uint64("ide", id).Str("remote", conn.RemoteAddr().String()).Logger())
 	return s
 }
@@ -130,6 +133,13 @@ func (s *IDESession) handle(m Message) {
 	h := s.hub
 	switch m.Type() {
 	case "response":
+		h.mu.Lock()
+		ask, ok := s.asked[m.RequestSeq()]
+		delete(s.asked, m.RequestSeq())
+		if ok && !m.Success() {
+			h.childMissingLocked(ask.es, ask.gen, "the IDE refused to start its child session: "+truncate(m.ErrorMessage(), 200))
+		}
+		h.mu.Unlock()
 		if !m.Success() {
 			s.logger().Warn().Str("command", m.Command()).Str("error", m.ErrorMessage()).Msg("IDE refused a request")
 		}
@@ -277,8 +287,16 @@ func (s *IDESession) attach(m Message) {
 			s.fail(m, "executor %v already has a debug session", v)
 			return
 		}
+		key, _ := args[ChildKeyArg].(string)
+		if es.childKey == "" || subtle.ConstantTimeCompare([]byte(key), []byte(es.childKey)) != 1 {
+			h.mu.Unlock()
+			s.refuseIDE(m, fmt.Sprintf("a child session for executor %v must attach with the configuration of the proxy's "+
+				"startDebugging request (its %q is missing, wrong or already used)", v, ChildKeyArg))
+			return
+		}
 		s.executor = es
 		es.detached = false
+		es.stopChildWaitLocked()
 		h.children[es.id] = s
 		s.setLogger(s.logger().With().Uint64("executor", es.id).Logger())
 	} else {
@@ -295,6 +313,9 @@ func (s *IDESession) attach(m Message) {
 	}
 	s.attached = true
 	h.mu.Unlock()
+	if s.unadmitted != nil {
+		s.unadmitted()
+	}
 	s.logger().Info().Bool("root", s.isRoot()).Bool("childSessions", s.childMode).Msg("IDE attached")
 	s.reply(newResponse(m, nil))
 	s.reply(newEvent("initialized", nil))
@@ -324,11 +345,10 @@ func (h *Hub) ideConfigured(s *IDESession) {
 // did not see them happen.
 func (h *Hub) replayStopsLocked(es *ExecutorSession, s *IDESession) {
 	for _, ev := range es.stopped {
-		out := deepCopy(ev).(Message)
+		out := deepCopy(ev).(Message) // allowedEvent's already
 		if err := h.ids.globalize(es.id, out["body"]); err != nil {
 			continue
 		}
-		delete(out, "pydevd_cmd_id")
 		h.globalBreakpointIDsLocked(es, out)
 		if s.isRoot() {
 			h.mergedViewLocked(es, out)
@@ -484,14 +504,13 @@ func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, 
 		s.fail(req, "executor %d: %s: %v", es.id, req.Command(), err)
 		return
 	}
-	out := deepCopy(m).(Message)
-	out["request_seq"] = json.Number(itoa(req.Seq()))
-	delete(out, "pydevd_cmd_id")
+	out := allowedResponse(req, m)
 	if err := h.ids.globalize(es.id, out["body"]); err != nil {
 		s.fail(req, "executor %d: %s: %v", es.id, req.Command(), err)
 		return
 	}
 	h.mu.Lock()
+	h.confinePathsLocked(es, out["body"])
 	h.localizePathsLocked(es, out["body"])
 	h.mu.Unlock()
 	if m.Success() {

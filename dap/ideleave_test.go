@@ -396,3 +396,71 @@ func TestStopWithNoSessionIsResumed(t *testing.T) {
 		return !susp && armed == "", fmt.Sprintf("stopped=%v armed=%q", susp, armed)
 	})
 }
+
+// TestChildSessionNeverOpenedLetsWorkerGo: in child-session mode an
+// executor is watched only through the child session the proxy asks the
+// root to open. If the root refuses the startDebugging request, or never
+// opens the child, a worker stopped meanwhile is resumed and its
+// breakpoints are cleared.
+func TestChildSessionNeverOpenedLetsWorkerGo(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		refuse bool // answer startDebugging with an error; else never answer
+	}{{"refused", true}, {"ignored", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startProxy(t, func(c *Config) {
+				c.Paths = pathmap.NewForFiles("/home/me/proj", false, []string{leaveLocal}, nil)
+				c.ChildAttachTimeout = 500 * time.Millisecond
+				if tc.refuse {
+					c.ChildAttachTimeout = time.Hour // only the refusal can let it go
+				}
+			})
+			ctx := p.ctx
+			asked := make(chan struct{}, 4)
+			answer := make(chan struct{})
+			c, err := dapclient.Dial(ctx, p.srv.IDEAddr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			defer close(answer)
+			c.OnReverseRequest(func(command string, _ json.RawMessage) (bool, any) {
+				if command == "startDebugging" {
+					asked <- struct{}{}
+				}
+				// Refusing: answers when the test says so. Ignoring: never
+				// opens the child and answers only at the end of the test.
+				<-answer
+				return false, nil
+			})
+			if _, err := c.Initialize(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Attach(ctx, map[string]any{"type": "debugpy", "request": "attach"}, func(ctx context.Context) error {
+				return setLeaveBreakpoints(ctx, c)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			f := p.mappedExecutor(310)
+			select {
+			case <-asked:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the proxy never asked the root to start a child session")
+			}
+			waitFor(t, "breakpoint armed at the executor's path", func() (bool, string) {
+				_, armed := f.state()
+				return strings.Contains(armed, leaveRemote), armed
+			})
+			if !f.hit(leaveRemote, leaveLine) {
+				t.Fatal("the executor did not stop at its armed breakpoint")
+			}
+			if tc.refuse {
+				answer <- struct{}{}
+			}
+			waitFor(t, "worker resumed and its breakpoints cleared", func() (bool, string) {
+				susp, armed := f.state()
+				return !susp && armed == "", fmt.Sprintf("stopped=%v armed=%q", susp, armed)
+			})
+		})
+	}
+}

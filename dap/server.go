@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
+
+	"github.com/sparkdap/sparkdap/internal/acceptretry"
 )
 
 // Server owns the two listeners of a Hub: the IDE side and the executor side.
@@ -49,7 +52,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	accept := func(l net.Listener, serve func(net.Conn)) {
 		defer wg.Done()
 		for {
-			c, err := l.Accept()
+			c, err := acceptretry.Accept(ctx, l, nil, func(err error, wait time.Duration) {
+				s.Hub.log.Warn().Err(err).Stringer("listener", l.Addr()).Dur("retry_in", wait).Msg("accept failed; still serving")
+			})
 			if err != nil {
 				if ctx.Err() == nil {
 					errs <- fmt.Errorf("accept on %s: %w", l.Addr(), err)
@@ -81,14 +86,55 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // ServeExecutor runs one pydevd connection until it ends.
 func (h *Hub) ServeExecutor(ctx context.Context, conn net.Conn) {
+	release, ok := h.holdUnadmitted()
+	if !ok {
+		h.log.Warn().Str("remote", conn.RemoteAddr().String()).Int("limit", h.cfg.MaxUnadmitted).
+			Msg("too many connections still in their handshake; closing this one")
+		conn.Close()
+		return
+	}
 	es := newExecutorSession(h, h.nextID.Add(1), conn)
+	es.unadmitted = release
+	defer release()
 	es.logger().Debug().Msg("executor connected")
 	es.serve(ctx)
 }
 
 // ServeIDE runs one DAP client connection until it ends.
 func (h *Hub) ServeIDE(ctx context.Context, conn net.Conn) {
+	release, ok := h.holdUnadmitted()
+	if !ok {
+		h.log.Warn().Str("remote", conn.RemoteAddr().String()).Int("limit", h.cfg.MaxUnadmitted).
+			Msg("too many connections still in their handshake; closing this one")
+		conn.Close()
+		return
+	}
 	s := newIDESession(h, h.nextID.Add(1), conn)
+	s.unadmitted = release
+	defer release()
+	// A client that does not attach in time goes: a local user must not
+	// hold connections open for free.
+	deadline := time.AfterFunc(h.cfg.AttachTimeout, func() {
+		h.mu.Lock()
+		attached := s.attached
+		h.mu.Unlock()
+		if !attached {
+			s.w.close(fmt.Errorf("no attach within %s", h.cfg.AttachTimeout))
+		}
+	})
+	defer deadline.Stop()
 	s.logger().Debug().Msg("IDE connected")
 	s.serve(ctx)
+}
+
+// holdUnadmitted takes one of the Config.MaxUnadmitted places of
+// connections that have not yet presented their token (executors) or
+// attached (IDEs). release gives it back; it may be called more than once.
+func (h *Hub) holdUnadmitted() (release func(), ok bool) {
+	if h.unadmitted.Add(1) > int64(h.cfg.MaxUnadmitted) {
+		h.unadmitted.Add(-1)
+		return nil, false
+	}
+	var once sync.Once
+	return func() { once.Do(func() { h.unadmitted.Add(-1) }) }, true
 }

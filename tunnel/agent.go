@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/yamux"
 	"github.com/rs/zerolog"
+
+	"github.com/sparkdap/sparkdap/internal/acceptretry"
 )
 
 // preamblePrefix starts the one text line the agent writes on stdout before
@@ -113,7 +115,11 @@ func RunAgent(ctx context.Context, in io.Reader, out io.Writer, closers []io.Clo
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		c, err := l.Accept()
+		// Running out of file descriptors fails one accept, not the agent:
+		// it keeps serving the workers it has.
+		c, err := acceptretry.Accept(ctx, l, func(error) bool { return sess.IsClosed() }, func(err error, wait time.Duration) {
+			log.Warn().Err(err).Dur("retry_in", wait).Msg("accept failed; still serving")
+		})
 		if err != nil {
 			if ctx.Err() != nil || sess.IsClosed() {
 				log.Info().Msg("proxy session ended; agent exiting")
