@@ -68,117 +68,127 @@ func TestStandaloneClusterStopsInExecutor(t *testing.T) {
 		"--host", "127.0.0.1", "--cores", "1", "--memory", "1g", "--work-dir", work, "--webui-port", strconv.Itoa(workerUI))
 	worker.waitFor(t, ctx, "Successfully registered with master", 3*time.Minute)
 
-	// The proxy and the IDE, with a breakpoint in the --py-files module.
-	p := startProxy(t, ctx, "--root", src)
-	ide := dialIDE(t, ctx, p.IDE)
-	if _, err := ide.Initialize(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	err := ide.Attach(ctx, map[string]any{"type": "debugpy", "request": "attach", "justMyCode": false},
-		func(ctx context.Context) error {
-			_, err := ide.SetBreakpoints(ctx, srcLib, line)
-			return err
-		})
-	if err != nil {
-		t.Fatalf("attach: %v", err)
-	}
-
-	// The job on the cluster, debugging partition 0 only.
-	out := filepath.Join(root, "debugged.json")
-	job := standaloneStart(t, ship, append(env, "SPARKDAP_TOKEN="+p.Token), "sparkdap submit", sparkdapBinary(t),
-		"submit", "--proxy", p.Executors, "--partitions", "0", "--",
-		"--master", masterURL, "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=512m",
-		"--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-		"--py-files", filepath.Join(ship, "loanlib.py"), filepath.Join(ship, "loans.py"), "--output", out)
-
-	stopped := make(chan error, 1)
-	var tid int
-	go func() {
-		st, err := ide.StoppedEvent(ctx)
-		if err == nil {
-			tid = st.ThreadId
-		}
-		stopped <- err
-	}()
-	select {
-	case err := <-stopped:
-		if err != nil {
-			t.Fatalf("waiting for the breakpoint: %v", err)
-		}
-	case <-job.done:
-		t.Fatalf("the job ended (%v) without stopping at loanlib.py:%d", job.err, line)
-	}
-
-	threads, err := ide.Threads(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := ""
-	for _, th := range threads {
-		if th.Id == tid {
-			name = th.Name
-		}
-	}
-	// [exec 0 · host · pid N · stage S · partition 0 · attempt 0] MainThread
-	m := regexp.MustCompile(`^\[exec (\S+) · .+ · pid \d+ · stage \d+ · partition 0 · attempt 0\]`).FindStringSubmatch(name)
-	if m == nil {
-		t.Fatalf("stopped thread %q lacks the task label", name)
-	}
-	if m[1] == "driver" {
-		t.Fatalf("stopped thread %q says driver: the task did not run in the standalone executor", name)
-	}
-	// The executor id the label shows is one the worker launched.
-	if _, err := os.Stat(work); err != nil {
-		t.Fatal(err)
-	}
-	execDirs, _ := filepath.Glob(filepath.Join(work, "app-*", m[1]))
-	if len(execDirs) == 0 {
-		t.Errorf("label says executor %q but %s has no app-*/%s directory", m[1], work, m[1])
-	}
-
-	frames, err := ide.StackTrace(ctx, tid)
-	if err != nil || len(frames) == 0 {
-		t.Fatalf("stackTrace: %v (%d frames)", err, len(frames))
-	}
-	top := frames[0]
-	if top.Source == nil || top.Source.Path != srcLib || top.Line != line {
-		t.Fatalf("stopped at %+v line %d, want %s:%d (the developer's file, not the executor's copy)", top.Source, top.Line, srcLib, line)
-	}
-	scopes, err := ide.Scopes(ctx, top.Id)
-	if err != nil || len(scopes) == 0 {
-		t.Fatalf("scopes: %v", err)
-	}
-	vars, err := ide.Variables(ctx, scopes[0].VariablesReference)
-	if err != nil {
-		t.Fatal(err)
-	}
-	locals := map[string]string{}
-	for _, v := range vars {
-		locals[v.Name] = v.Value
-	}
-	years, err1 := strconv.Atoi(locals["years"])
-	n, err2 := strconv.Atoi(locals["n"])
-	if err1 != nil || err2 != nil || n != years*12 || locals["principal"] == "" {
-		t.Errorf("locals at loanlib.py:%d are not a real task's: %v", line, locals)
-	}
-	t.Logf("stopped in %q at %s:%d with principal=%s annual_rate=%s years=%s n=%s",
-		name, top.Source.Path, top.Line, locals["principal"], locals["annual_rate"], locals["years"], locals["n"])
-
-	// Let the job finish: no more stops, then continue.
-	if _, err := ide.SetBreakpoints(ctx, srcLib); err != nil {
-		t.Fatal(err)
-	}
-	if err := ide.Continue(ctx, tid); err != nil {
-		t.Fatal(err)
-	}
-	job.wait(t, ctx, 5*time.Minute)
 	plain.wait(t, ctx, 5*time.Minute)
-	got, want := readJSON(t, out), readJSON(t, plainOut)
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("result under sparkdap on the cluster:\n%v\nplain run:\n%v", got, want)
-	}
-	if !strings.Contains(job.out.String(), masterURL) && !strings.Contains(worker.out.String(), "Asked to launch executor") {
-		t.Errorf("the job does not seem to have run on the standalone cluster")
+	// The same job twice: loanlib.py shipped as itself, then zipped. On a
+	// cluster the worker puts --py-files on sys.path relative to the
+	// executor's directory (./loanlib.zip), which pydevd cannot resolve
+	// inside an archive unless the wrapper makes it absolute.
+	zipped := filepath.Join(ship, "loanlib.zip")
+	zipFiles(t, zipped, filepath.Join(ship, "loanlib.py"))
+	for _, pyFiles := range []string{filepath.Join(ship, "loanlib.py"), zipped} {
+		t.Run(filepath.Ext(pyFiles)[1:], func(t *testing.T) {
+			// The proxy and the IDE, with a breakpoint in the --py-files module.
+			p := startProxy(t, ctx, "--root", src)
+			ide := dialIDE(t, ctx, p.IDE)
+			if _, err := ide.Initialize(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			err := ide.Attach(ctx, map[string]any{"type": "debugpy", "request": "attach", "justMyCode": false},
+				func(ctx context.Context) error {
+					_, err := ide.SetBreakpoints(ctx, srcLib, line)
+					return err
+				})
+			if err != nil {
+				t.Fatalf("attach: %v", err)
+			}
+
+			// The job on the cluster, debugging partition 0 only.
+			out := filepath.Join(t.TempDir(), "debugged.json")
+			job := standaloneStart(t, ship, append(env, "SPARKDAP_TOKEN="+p.Token), "sparkdap submit", sparkdapBinary(t),
+				"submit", "--proxy", p.Executors, "--partitions", "0", "--",
+				"--master", masterURL, "--conf", "spark.ui.enabled=false", "--conf", "spark.executor.memory=512m",
+				"--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+				"--py-files", pyFiles, filepath.Join(ship, "loans.py"), "--output", out)
+
+			stopped := make(chan error, 1)
+			var tid int
+			go func() {
+				st, err := ide.StoppedEvent(ctx)
+				if err == nil {
+					tid = st.ThreadId
+				}
+				stopped <- err
+			}()
+			select {
+			case err := <-stopped:
+				if err != nil {
+					t.Fatalf("waiting for the breakpoint: %v", err)
+				}
+			case <-job.done:
+				t.Fatalf("the job ended (%v) without stopping at loanlib.py:%d", job.err, line)
+			}
+
+			threads, err := ide.Threads(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := ""
+			for _, th := range threads {
+				if th.Id == tid {
+					name = th.Name
+				}
+			}
+			// [exec 0 · host · pid N · stage S · partition 0 · attempt 0] MainThread
+			m := regexp.MustCompile(`^\[exec (\S+) · .+ · pid \d+ · stage \d+ · partition 0 · attempt 0\]`).FindStringSubmatch(name)
+			if m == nil {
+				t.Fatalf("stopped thread %q lacks the task label", name)
+			}
+			if m[1] == "driver" {
+				t.Fatalf("stopped thread %q says driver: the task did not run in the standalone executor", name)
+			}
+			// The executor id the label shows is one the worker launched.
+			if _, err := os.Stat(work); err != nil {
+				t.Fatal(err)
+			}
+			execDirs, _ := filepath.Glob(filepath.Join(work, "app-*", m[1]))
+			if len(execDirs) == 0 {
+				t.Errorf("label says executor %q but %s has no app-*/%s directory", m[1], work, m[1])
+			}
+
+			frames, err := ide.StackTrace(ctx, tid)
+			if err != nil || len(frames) == 0 {
+				t.Fatalf("stackTrace: %v (%d frames)", err, len(frames))
+			}
+			top := frames[0]
+			if top.Source == nil || top.Source.Path != srcLib || top.Line != line {
+				t.Fatalf("stopped at %+v line %d, want %s:%d (the developer's file, not the executor's copy)", top.Source, top.Line, srcLib, line)
+			}
+			scopes, err := ide.Scopes(ctx, top.Id)
+			if err != nil || len(scopes) == 0 {
+				t.Fatalf("scopes: %v", err)
+			}
+			vars, err := ide.Variables(ctx, scopes[0].VariablesReference)
+			if err != nil {
+				t.Fatal(err)
+			}
+			locals := map[string]string{}
+			for _, v := range vars {
+				locals[v.Name] = v.Value
+			}
+			years, err1 := strconv.Atoi(locals["years"])
+			n, err2 := strconv.Atoi(locals["n"])
+			if err1 != nil || err2 != nil || n != years*12 || locals["principal"] == "" {
+				t.Errorf("locals at loanlib.py:%d are not a real task's: %v", line, locals)
+			}
+			t.Logf("stopped in %q at %s:%d with principal=%s annual_rate=%s years=%s n=%s",
+				name, top.Source.Path, top.Line, locals["principal"], locals["annual_rate"], locals["years"], locals["n"])
+
+			// Let the job finish: no more stops, then continue.
+			if _, err := ide.SetBreakpoints(ctx, srcLib); err != nil {
+				t.Fatal(err)
+			}
+			if err := ide.Continue(ctx, tid); err != nil {
+				t.Fatal(err)
+			}
+			job.wait(t, ctx, 5*time.Minute)
+			got, want := readJSON(t, out), readJSON(t, plainOut)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("result under sparkdap on the cluster:\n%v\nplain run:\n%v", got, want)
+			}
+			if !strings.Contains(job.out.String(), masterURL) && !strings.Contains(worker.out.String(), "Asked to launch executor") {
+				t.Errorf("the job does not seem to have run on the standalone cluster")
+			}
+		})
 	}
 }
 

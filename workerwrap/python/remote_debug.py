@@ -1011,6 +1011,38 @@ def _await_breakpoints(dirs):
     )
 
 
+def _absolute_sys_path():
+    """Spark's worker puts the --py-files archives on sys.path relative to
+    the executor's working directory ("./deps.zip" on YARN and standalone,
+    where SparkFiles' root is "."), so code imported from them gets a
+    relative co_filename. pydevd cannot resolve a relative path inside an
+    archive (os.path.exists is false for it): it falls back to a wrong
+    absolute path, and breakpoints there never bind though the IDE shows
+    them verified. Make the entries absolute before the task's code is
+    unpickled; the worker never changes directory, so they name the same
+    files. "" (the working directory by design) is left alone, and
+    duplicates are dropped: Spark adds the relative entry again for every
+    task of a reused worker."""
+    cwd = None
+    seen = set()
+    paths = []
+    changed = False
+    for p in sys.path:
+        if isinstance(p, str) and p and not os.path.isabs(p):
+            if cwd is None:
+                cwd = os.getcwd()
+            p = os.path.normpath(os.path.join(cwd, p))
+            changed = True
+        if isinstance(p, str) and p in seen:
+            changed = True
+            continue
+        if isinstance(p, str):
+            seen.add(p)
+        paths.append(p)
+    if changed:
+        sys.path[:] = paths
+
+
 def _wrap_reader(module, name):
     orig = getattr(module, name, None)
     if orig is None or getattr(orig, "_sparkdap_orig", None) is not None:
@@ -1018,6 +1050,11 @@ def _wrap_reader(module, name):
 
     def reader(*args, **kwargs):
         st = _st()
+        if st.read_depth == 0:
+            try:
+                _absolute_sys_path()
+            except Exception as exc:
+                _say("cannot make sys.path absolute (%s); breakpoints in --py-files archives may not bind" % (_describe(exc),))
         if st.read_depth == 0 and not st.disabled:
             try:
                 _task_started()

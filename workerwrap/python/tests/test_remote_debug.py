@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import types
+import zipfile
 import zlib
 
 import pytest
@@ -341,3 +342,69 @@ def test_probe_entry_point(rd):
     )
     assert proc.returncode == 3, proc.stderr
     assert proc.stdout.startswith("UNREACHABLE 127.0.0.1:%d: " % port)
+
+
+# --- --py-files archives on a relative sys.path entry --------------------------
+
+# Run in a fresh interpreter: the archive's module lands on a relative
+# sys.path entry exactly as pyspark.worker's add_path puts it there on YARN
+# and standalone executors (SparkFiles' root is "."), the task's read runs
+# through the wrapper's hook, and pydevd's own path resolution says where a
+# frame of the module is, next to where the breakpoint the proxy sends for
+# the archive's file is.
+_ZIP_PROBE = r"""
+import os, sys, zipfile
+work, module_dir, wrap = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+os.chdir(work)
+sys.path.insert(0, module_dir)
+import remote_debug
+
+def add_path(path):  # pyspark.worker.add_path
+    if path not in sys.path:
+        sys.path.insert(1, path)
+
+import types
+worker = types.ModuleType("fake_worker")
+def read_command(*a):
+    import zmod
+    return zmod.payment
+worker.read_command = read_command
+if wrap:
+    remote_debug._wrap_reader(worker, "read_command")
+fns = []
+for _ in range(4):  # a task, then later tasks of the reused worker
+    add_path(os.path.join(os.curdir, "lib.zip"))  # pyspark.worker.main, before it reads the command
+    fns.append(worker.read_command())
+fn = fns[0]
+import debugpy
+sys.path.insert(0, os.path.join(os.path.dirname(debugpy.__file__), "_vendored", "pydevd"))
+import pydevd_file_utils
+frame = pydevd_file_utils.canonical_normalized_path(fn.__code__.co_filename)
+bp = pydevd_file_utils.canonical_normalized_path(os.path.join(work, "lib.zip", "zmod.py"))
+print(repr((fn.__code__.co_filename, frame, bp, sum(p.endswith("lib.zip") for p in sys.path))))
+"""
+
+
+@pytest.mark.parametrize("wrap", [True, False])
+def test_zip_on_relative_sys_path_binds(tmp_path, wrap):
+    pytest.importorskip("debugpy")
+    work = tmp_path / "container_01"
+    work.mkdir()
+    with zipfile.ZipFile(work / "lib.zip", "w") as z:
+        z.writestr("zmod.py", "def payment(x):\n    return x * 2\n")
+    module_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", _ZIP_PROBE, str(work), module_dir, "1" if wrap else "0"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    co_filename, frame, bp, entries = eval(proc.stdout.strip().splitlines()[-1])
+    if wrap:
+        assert co_filename == str(work / "lib.zip" / "zmod.py")
+        assert frame == bp, "a breakpoint in the archive's file would not bind"
+        assert entries == 1, "sys.path grows with every task"
+    else:
+        # Without the wrapper: the reproduction of the bug the hook fixes.
+        assert not os.path.isabs(co_filename)
+        assert frame != bp

@@ -1,0 +1,159 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
+)
+
+// yarnCluster is a one-node YARN (a ResourceManager and a NodeManager, each
+// its own JVM) on loopback, from the Maven Central jars scripts/setup puts
+// in .cache/yarn/jars. Every address is 127.0.0.1 on a free port, every
+// directory under the test's temp dir, and fs.defaultFS is the local file
+// system, so no HDFS runs.
+type yarnCluster struct {
+	ConfDir string // HADOOP_CONF_DIR for spark-submit
+	Dir     string // everything the cluster writes
+	rm, nm  *standaloneProc
+}
+
+// yarnJars is the directory of the cluster's jars: $SPARKDAP_YARN_JARS, or
+// the one scripts/setup fills.
+func yarnJars(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("SPARKDAP_YARN_JARS")
+	if dir == "" {
+		abs, err := filepath.Abs(filepath.Join("..", ".cache", "yarn", "jars"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = abs
+	}
+	for _, jar := range []string{"hadoop-yarn-server-resourcemanager-", "hadoop-yarn-server-nodemanager-",
+		"hadoop-yarn-server-timelineservice-", "hadoop-common-", "hadoop-hdfs-client-"} {
+		if m, _ := filepath.Glob(filepath.Join(dir, jar+"*.jar")); len(m) == 0 {
+			testenv.Missing(t, "needs the Hadoop YARN jars in %s (scripts/setup fetches them; no %s*.jar)", dir, jar)
+			return ""
+		}
+	}
+	return dir
+}
+
+// yarnJavaOpts opens what Hadoop's daemons reach into on Java 17.
+var yarnJavaOpts = []string{
+	"-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+	"-Djava.net.preferIPv4Stack=true",
+	"--add-opens=java.base/java.lang=ALL-UNNAMED",
+	"--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
+	"--add-opens=java.base/java.io=ALL-UNNAMED",
+	"--add-opens=java.base/java.net=ALL-UNNAMED",
+	"--add-opens=java.base/java.nio=ALL-UNNAMED",
+	"--add-opens=java.base/java.util=ALL-UNNAMED",
+	"--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+	"--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+	"--add-opens=java.base/sun.security.action=ALL-UNNAMED",
+}
+
+// startYARN starts the cluster and waits until the NodeManager has
+// registered; t's cleanup stops both daemons (and the containers, which
+// are in the NodeManager's process group).
+func startYARN(t *testing.T, ctx context.Context) *yarnCluster {
+	t.Helper()
+	jars := yarnJars(t)
+	java, err := exec.LookPath("java")
+	if err != nil {
+		testenv.Missing(t, "needs Java 17 for YARN: %v", err)
+		return nil
+	}
+	javaHome := os.Getenv("JAVA_HOME")
+	if javaHome == "" {
+		if real, err := filepath.EvalSymlinks(java); err == nil {
+			javaHome = filepath.Dir(filepath.Dir(real))
+		}
+	}
+	dir := t.TempDir()
+	c := &yarnCluster{Dir: dir, ConfDir: filepath.Join(dir, "conf")}
+	port := func() string { return fmt.Sprintf("127.0.0.1:%d", standaloneFreePort(t)) }
+	site := map[string]map[string]string{
+		"core-site.xml": {
+			"fs.defaultFS":   "file:///",
+			"hadoop.tmp.dir": filepath.Join(dir, "tmp"),
+		},
+		"yarn-site.xml": {
+			"yarn.resourcemanager.hostname":                    "127.0.0.1",
+			"yarn.resourcemanager.bind-host":                   "127.0.0.1",
+			"yarn.resourcemanager.address":                     port(),
+			"yarn.resourcemanager.scheduler.address":           port(),
+			"yarn.resourcemanager.resource-tracker.address":    port(),
+			"yarn.resourcemanager.admin.address":               port(),
+			"yarn.resourcemanager.webapp.address":              port(),
+			"yarn.nodemanager.hostname":                        "127.0.0.1",
+			"yarn.nodemanager.bind-host":                       "127.0.0.1",
+			"yarn.nodemanager.address":                         port(),
+			"yarn.nodemanager.localizer.address":               port(),
+			"yarn.nodemanager.webapp.address":                  port(),
+			"yarn.nodemanager.collector-service.address":       port(),
+			"yarn.nodemanager.amrmproxy.address":               port(),
+			"yarn.nodemanager.local-dirs":                      filepath.Join(dir, "nm-local"),
+			"yarn.nodemanager.log-dirs":                        filepath.Join(dir, "nm-logs"),
+			"yarn.nodemanager.container-executor.class":        "org.apache.hadoop.yarn.server.nodemanager.DefaultContainerExecutor",
+			"yarn.nodemanager.resource.memory-mb":              "4096",
+			"yarn.nodemanager.resource.cpu-vcores":             "4",
+			"yarn.nodemanager.vmem-check-enabled":              "false",
+			"yarn.nodemanager.pmem-check-enabled":              "false",
+			"yarn.nodemanager.disk-health-checker.enable":      "false",
+			"yarn.nodemanager.recovery.enabled":                "false",
+			"yarn.nodemanager.delete.debug-delay-sec":          "0",
+			"yarn.scheduler.minimum-allocation-mb":             "256",
+			"yarn.timeline-service.enabled":                    "false",
+			"yarn.log-aggregation-enable":                      "false",
+			"yarn.resourcemanager.nodemanager-connect-retries": "3",
+		},
+		// Spark's AM must fit beside the executors in one small node.
+		"capacity-scheduler.xml": {
+			"yarn.scheduler.capacity.root.queues":                   "default",
+			"yarn.scheduler.capacity.root.default.capacity":         "100",
+			"yarn.scheduler.capacity.root.default.maximum-capacity": "100",
+			"yarn.scheduler.capacity.maximum-am-resource-percent":   "1.0",
+		},
+	}
+	if err := os.MkdirAll(c.ConfDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, props := range site {
+		var b strings.Builder
+		b.WriteString("<?xml version=\"1.0\"?>\n<configuration>\n")
+		for k, v := range props {
+			fmt.Fprintf(&b, "  <property><name>%s</name><value>%s</value></property>\n", k, v)
+		}
+		b.WriteString("</configuration>\n")
+		if err := os.WriteFile(filepath.Join(c.ConfDir, name), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log4j := "log4j.rootLogger=INFO,console\nlog4j.appender.console=org.apache.log4j.ConsoleAppender\n" +
+		"log4j.appender.console.target=System.err\nlog4j.appender.console.layout=org.apache.log4j.PatternLayout\n" +
+		"log4j.appender.console.layout.ConversionPattern=%d{HH:mm:ss} %p %c{1}: %m%n\n"
+	if err := os.WriteFile(filepath.Join(c.ConfDir, "log4j.properties"), []byte(log4j), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HADOOP_CONF_DIR=" + c.ConfDir, "JAVA_HOME=" + javaHome, "HADOOP_HOME=" + dir}
+	cp := c.ConfDir + string(os.PathListSeparator) + filepath.Join(jars, "*")
+	daemon := func(name, class string) *standaloneProc {
+		args := append(append([]string{}, yarnJavaOpts...), "-Dhadoop.log.dir="+filepath.Join(dir, "logs"),
+			"-Dyarn.log.dir="+filepath.Join(dir, "logs"), "-cp", cp, class)
+		return standaloneStart(t, dir, env, name, java, args...)
+	}
+	c.rm = daemon("ResourceManager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager")
+	c.rm.waitFor(t, ctx, "Transitioned to active state", 3*time.Minute)
+	c.nm = daemon("NodeManager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager")
+	c.nm.waitFor(t, ctx, "Registered with ResourceManager", 3*time.Minute)
+	return c
+}
