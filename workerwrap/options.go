@@ -95,59 +95,85 @@ func NewOptions() Options {
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// Validate reports every problem with o, joined, so that a user fixes a
-// command line in one go.
+// SettingError is one invalid setting of Options. Setting names the Options
+// field ("Proxy", "IDE", "TokenEnv", "Token", "Partitions", "Stages",
+// "SampleRate", "ConnectTimeout", "HandshakeTimeout"), so a caller that took
+// the value from a flag or a variable can say which; the text names the
+// setting in words.
+type SettingError struct {
+	Setting string
+	// Value is the offending value as text ("" where showing it would
+	// leak a secret).
+	Value   string
+	Problem string
+	words   string
+}
+
+func (e *SettingError) Error() string {
+	if e.Value == "" {
+		return e.words + ": " + e.Problem
+	}
+	return e.words + " " + e.Value + ": " + e.Problem
+}
+
+func settingError(setting, words, value, problem string) *SettingError {
+	return &SettingError{Setting: setting, Value: value, Problem: problem, words: words}
+}
+
+// Validate reports every problem with o as *SettingError values, joined,
+// so that a user fixes a command line in one go.
 func (o Options) Validate() error {
 	var errs []error
 	if err := validateProxy(o.Proxy); err != nil {
 		errs = append(errs, err)
 	}
 	if o.IDE != IDEDAP && o.IDE != IDEPyCharm {
-		errs = append(errs, fmt.Errorf("ide %q: want %s or %s", o.IDE, IDEDAP, IDEPyCharm))
+		errs = append(errs, settingError("IDE", "ide", strconv.Quote(o.IDE), fmt.Sprintf("want %s or %s", IDEDAP, IDEPyCharm)))
 	}
 	if !envNameRE.MatchString(o.TokenEnv) {
-		errs = append(errs, fmt.Errorf("token env %q: not a valid environment variable name", o.TokenEnv))
+		errs = append(errs, settingError("TokenEnv", "token env", strconv.Quote(o.TokenEnv), "not a valid environment variable name"))
 	}
 	if strings.ContainsAny(o.Token, "\x00\r\n") {
-		errs = append(errs, errors.New("token: must not contain NUL or line breaks"))
+		errs = append(errs, settingError("Token", "token", "", "must not contain NUL or line breaks"))
 	}
 	for _, ids := range []struct {
-		name string
-		ids  []int
-	}{{"partitions", o.Partitions}, {"stages", o.Stages}} {
+		setting, name string
+		ids           []int
+	}{{"Partitions", "partitions", o.Partitions}, {"Stages", "stages", o.Stages}} {
 		for _, id := range ids.ids {
 			if id < 0 {
-				errs = append(errs, fmt.Errorf("%s: %d is negative", ids.name, id))
+				errs = append(errs, settingError(ids.setting, ids.name, "", fmt.Sprintf("%d is negative", id)))
 			}
 		}
 	}
 	if math.IsNaN(o.SampleRate) || o.SampleRate <= 0 || o.SampleRate > 1 {
-		errs = append(errs, fmt.Errorf("sample rate %v: want a number in (0, 1]; 0 would debug nothing", o.SampleRate))
+		errs = append(errs, settingError("SampleRate", "sample rate", fmt.Sprint(o.SampleRate), "want a number in (0, 1]; 0 would debug nothing"))
 	}
 	for _, t := range []struct {
-		name string
-		d    time.Duration
-	}{{"connect timeout", o.ConnectTimeout}, {"handshake timeout", o.HandshakeTimeout}} {
+		setting, name string
+		d             time.Duration
+	}{{"ConnectTimeout", "connect timeout", o.ConnectTimeout}, {"HandshakeTimeout", "handshake timeout", o.HandshakeTimeout}} {
 		if t.d <= 0 || t.d > maxTimeout {
-			errs = append(errs, fmt.Errorf("%s %v: want more than 0 and at most %v", t.name, t.d, maxTimeout))
+			errs = append(errs, settingError(t.setting, t.name, t.d.String(), fmt.Sprintf("want more than 0 and at most %v", maxTimeout)))
 		}
 	}
 	return errors.Join(errs...)
 }
 
 func validateProxy(proxy string) error {
+	q := strconv.Quote(proxy)
 	host, port, err := net.SplitHostPort(proxy)
 	if err != nil {
-		return fmt.Errorf("proxy %q: want host:port: %w", proxy, err)
+		return settingError("Proxy", "proxy", q, "want host:port: "+err.Error())
 	}
 	if host == "" {
 		// Executors are other machines: an empty host would mean "this
 		// executor", which is never where the proxy runs in a cluster.
-		return fmt.Errorf("proxy %q: host is empty", proxy)
+		return settingError("Proxy", "proxy", q, "host is empty")
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("proxy %q: port must be a number in 1..65535", proxy)
+		return settingError("Proxy", "proxy", q, "port must be a number in 1..65535")
 	}
 	return nil
 }

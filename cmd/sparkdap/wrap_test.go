@@ -49,8 +49,8 @@ func TestWrapFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"wrap", "--partitions", "a"}, 1, `-partitions: "a" is not an id`},
-		{[]string{"wrap", "--sample-rate", "0"}, 1, "sample rate 0"},
-		{[]string{"wrap", "--proxy", "nohost"}, 1, `proxy "nohost": want host:port`},
+		{[]string{"wrap", "--sample-rate", "0"}, 1, "--sample-rate: 0: want a number"},
+		{[]string{"wrap", "--proxy", "nohost"}, 1, `--proxy: "nohost": want host:port`},
 		{[]string{"wrap", "--connect-timeout", "3"}, 2, "invalid value"},
 		{[]string{"wrap", "--nope"}, 2, "flag provided but not defined: --nope"},
 		{[]string{"wrap", "-o", "/tmp/other.py"}, 1, "must be named remote_debug.py"},
@@ -136,7 +136,7 @@ func TestSubmitErrors(t *testing.T) {
 		{[]string{"-spark-submit", bin}, "no spark-submit arguments: put them after --"},
 		{[]string{"-spark-submit", bin, "--", "--master", "local"}, "no application"},
 		{[]string{"-spark-submit", bin, "--", "--conf", "spark.python.daemon.module=x", "app.py"}, "is already set"},
-		{[]string{"-spark-submit", bin, "--sample-rate", "2", "--", "app.py"}, "sample rate 2"},
+		{[]string{"-spark-submit", bin, "--sample-rate", "2", "--", "app.py"}, "--sample-rate: 2: want a number"},
 		{[]string{"-spark-submit", bin, "--master", "local", "app.py"}, "flag provided but not defined: --master"},
 	}
 	for _, tc := range tests {
@@ -168,5 +168,28 @@ func TestSubmitDryRunRedactsToken(t *testing.T) {
 	}
 	if _, err := os.Stat(record); err == nil {
 		t.Error("spark-submit ran in dry-run mode")
+	}
+}
+
+// TestWrapErrorsNameTheFlags: workerwrap reports settings by field; the CLI
+// names the flag the user typed, every problem at once.
+func TestWrapErrorsNameTheFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--proxy", "nohost"}, []string{`--proxy: "nohost": want host:port`}},
+		{[]string{"--sample-rate", "2", "--token-env", "1BAD"}, []string{"--sample-rate: 2: want a number in (0, 1]", `--token-env: "1BAD": not a valid environment variable name`}},
+		{[]string{"--connect-timeout", "0s"}, []string{"--connect-timeout: 0s: want more than 0"}},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(append([]string{"wrap", "-o", t.TempDir()}, tc.args...), &stdout, &stderr); code == 0 {
+			t.Fatalf("wrap %v: exit 0", tc.args)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr.String(), w) {
+				t.Errorf("wrap %v: stderr %q does not contain %q", tc.args, stderr.String(), w)
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -75,10 +76,51 @@ func (w *wrapFlags) options() (workerwrap.Options, error) {
 		}
 	}
 	if err := o.Validate(); err != nil {
-		return o, err
+		return o, withWrapFlagNames(err)
 	}
 	return o, nil
 }
+
+// wrapSettingFlags names the flag that sets each workerwrap.Options field.
+var wrapSettingFlags = map[string]string{
+	"Proxy": "proxy", "IDE": "ide-kind", "TokenEnv": "token-env", "Token": "embed-token",
+	"Partitions": "partitions", "Stages": "stages", "SampleRate": "sample-rate",
+	"ConnectTimeout": "connect-timeout", "HandshakeTimeout": "handshake-timeout",
+}
+
+// withWrapFlagNames rewrites workerwrap's setting errors to name the flags
+// the user typed; other errors pass unchanged.
+func withWrapFlagNames(err error) error {
+	var list []error
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		list = joined.Unwrap()
+	} else {
+		list = []error{err}
+	}
+	out := make([]error, 0, len(list))
+	for _, e := range list {
+		var se *workerwrap.SettingError
+		if errors.As(e, &se) && wrapSettingFlags[se.Setting] != "" {
+			msg := se.Problem
+			if se.Value != "" {
+				msg = se.Value + ": " + msg
+			}
+			e = flagError(wrapSettingFlags[se.Setting], &flagValueError{msg: msg, err: se})
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+// flagValueError is a setting error re-worded for a flag; errors.As still
+// finds the library's error under it.
+type flagValueError struct {
+	msg string
+	err error
+}
+
+func (e *flagValueError) Error() string { return e.msg }
+func (e *flagValueError) Unwrap() error { return e.err }
 
 // envOverrides maps the flags given explicitly on the command line to the
 // executor environment variables that override a wrapper's baked-in values.
