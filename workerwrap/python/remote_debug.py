@@ -1201,6 +1201,7 @@ class _OutputBatcher(object):
         self._flush_soon = False
         self._closed = False
         self.events = 0  # output commands queued (tests, benchmark)
+        self.streams = []  # the tee streams feeding this batcher, flushed each interval
         self._thread = None
         if thread:
             self._thread = threading.Thread(target=self._run, name="sparkdap-output")
@@ -1251,9 +1252,14 @@ class _OutputBatcher(object):
             self._wake.notify()
 
     def flush(self):
-        """Hands everything held to pydevd now, backed-up queue or not: the
-        task ended or the worker is about to stop, and the user must see its
-        output up to there before the stop."""
+        """Hands everything written so far to pydevd now, backed-up queue or
+        not: the task ended or the worker is about to stop, and the user
+        must see its output up to there before the stop."""
+        for stream in list(self.streams):
+            try:
+                stream.flush()
+            except Exception:
+                pass
         self._send(True)
 
     def close(self):
@@ -1301,25 +1307,90 @@ class _OutputBatcher(object):
 
         while True:
             with self._lock:
-                while not self._closed and not self._segments and not self._dropped and not self._flush_soon:
-                    self._wake.wait(1.0)
+                if not self._closed and not self._flush_soon:
+                    self._wake.wait(self.interval)
                 if self._closed:
                     return
-                # Let the batch fill for one interval after its first write,
-                # unless a flush or a full batch asks for it sooner.
-                deadline = time.monotonic() + self.interval
-                while not self._flush_soon and not self._closed:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._wake.wait(left)
+            # What print() left in the streams' buffers (_TeeRaw) comes to
+            # the batcher here, then goes out in one event per stream run.
+            for stream in list(self.streams):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
             if not self._send(False):
                 time.sleep(self.interval)  # backed up: look again later
 
 
+def _tee_raw_class():
+    import io
+
+    class _TeeRaw(io.RawIOBase):
+        """The bottom of the sys.stdout/sys.stderr the wrapper installs: a
+        TextIOWrapper and BufferedWriter (both C) collect what print()
+        writes, and only a full buffer or a flush reaches this Python code,
+        which passes the bytes on to the original stream (the executor log)
+        and, decoded, to the batcher. pydevd's own redirection costs two
+        Python calls per print(), each also seen by pydevd's tracer."""
+
+        def __init__(self, orig, batcher, ctx, encoding):
+            import codecs
+
+            io.RawIOBase.__init__(self)
+            self._orig = orig
+            self._batcher = batcher
+            self._ctx = ctx
+            self._decoder = codecs.getincrementaldecoder(encoding)("replace")
+
+        def writable(self):
+            return True
+
+        def write(self, b):
+            data = bytes(b)
+            text = self._decoder.decode(data)
+            orig = self._orig
+            buf = getattr(orig, "buffer", None)
+            try:
+                if buf is not None:
+                    orig.flush()  # text written to the original before us goes first
+                    buf.write(data)
+                else:
+                    orig.write(text)
+                orig.flush()
+            finally:
+                self._batcher.write(self._ctx, text)
+            return len(data)
+
+        def fileno(self):
+            return self._orig.fileno()
+
+        def isatty(self):
+            return self._orig.isatty()
+
+    return _TeeRaw
+
+
+def _tee_stream(orig, batcher, ctx):
+    """A text stream like orig (encoding, errors, line buffering) whose
+    output goes to orig and to the batcher."""
+    import io
+
+    encoding = getattr(orig, "encoding", None) or "utf-8"
+    raw = _tee_raw_class()(orig, batcher, ctx, encoding)
+    stream = io.TextIOWrapper(
+        io.BufferedWriter(raw, 64 << 10),
+        encoding=encoding,
+        errors=getattr(orig, "errors", None) or "strict",
+        line_buffering=bool(getattr(orig, "line_buffering", False)),
+    )
+    stream._sparkdap_tee = True
+    return stream
+
+
 def _output_redirects():
-    """pydevd's RedirectToPyDBIoMessages objects for stdout and stderr, as
-    (ctx, object) pairs; empty without redirectOutput."""
+    """pydevd's redirections of stdout and stderr, as (ctx, name,
+    IORedirector, RedirectToPyDBIoMessages) tuples; empty without
+    redirectOutput."""
     try:
         from _pydevd_bundle import pydevd_io
     except Exception:
@@ -1331,14 +1402,18 @@ def _output_redirects():
         redirector = getattr(info, "redirect_to", None)
         for target in getattr(redirector, "_redirect_to", ()):
             if isinstance(target, pydevd_io.RedirectToPyDBIoMessages):
-                found.append((ctx, target))
+                found.append((ctx, std, redirector, target))
     return found
 
 
 def _batch_output(pydb=None):
     """Installs output batching on this worker's pydevd redirection (once
-    per process). SPARKDAP_OUTPUT_BATCHING=0 leaves pydevd's one event per
-    write (the benchmark's baseline). Never raises."""
+    per process): sys.stdout and sys.stderr, where pydevd's IORedirector is,
+    become buffered tee streams (_tee_stream) to the original streams and
+    the batcher; whoever kept a reference to pydevd's redirector (a logging
+    handler made earlier) reaches the batcher through pydevd's on_write
+    hook. SPARKDAP_OUTPUT_BATCHING=0 leaves pydevd's one event per write
+    (the benchmark's baseline). Never raises."""
     global _output
     try:
         if os.environ.get("SPARKDAP_OUTPUT_BATCHING", "").strip().lower() in ("0", "false", "no", "off"):
@@ -1357,13 +1432,18 @@ def _batch_output(pydb=None):
 
             return on_write
 
-        for ctx, target in redirects:
+        for ctx, std, redirector, target in redirects:
             target._on_write = hook(ctx)
             target.flush = batcher.request_flush
             buf = getattr(target, "buffer", None)
             if buf is not None:
                 buf._on_write = target._on_write
                 buf.flush = batcher.request_flush
+            orig = redirector._redirect_to[0]
+            if getattr(sys, std) is redirector and orig is not None:
+                stream = _tee_stream(orig, batcher, ctx)
+                batcher.streams.append(stream)
+                setattr(sys, std, stream)
         _flush_before_stops(pydb, batcher)
         _output = (os.getpid(), batcher)
         return batcher

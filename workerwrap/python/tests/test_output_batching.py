@@ -237,3 +237,36 @@ def test_batching_can_be_turned_off(rd):
     printed, result = _run_redirected(rd, 10, {"SPARKDAP_OUTPUT_BATCHING": "0"})
     assert not result["batched"]  # pydevd's own path: one event per write
     assert printed == ["line %d" % i for i in range(10)]
+
+
+def test_tee_stream_passes_everything_on_in_order(rd, tmp_path):
+    pydb = FakePyDB()
+    b = rd._OutputBatcher(pydb, thread=False)
+    with open(tmp_path / "log", "w", encoding="utf-8") as log:
+        out = rd._tee_stream(log, b, 1)
+        b.streams.append(out)
+        lines = ["zeile %d: \u00e4\u00f6\u00fc \u2603 %s\n" % (i, "y" * (i % 50)) for i in range(5000)]
+        for line in lines:
+            out.write(line)
+        b.flush()  # what a stop or the task's end does
+    # The executor log and the debugger both get every byte, in order,
+    # multi-byte characters cut by the 64 KiB buffer included.
+    assert (tmp_path / "log").read_text(encoding="utf-8") == "".join(lines)
+    events = pydb.writer.drain()
+    assert text_of(events) == "".join(lines)
+    assert len(events) < 20
+
+
+def test_tee_stream_to_a_stream_without_buffer(rd):
+    import io
+
+    pydb = FakePyDB()
+    b = rd._OutputBatcher(pydb, thread=False)
+    log = io.StringIO()
+    out = rd._tee_stream(log, b, 2)
+    b.streams.append(out)
+    out.write("a\n")
+    out.write("b\n")
+    b.flush()
+    assert log.getvalue() == "a\nb\n"
+    assert pydb.writer.drain() == [("output", "stderr", "a\nb\n")]
