@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -204,5 +205,54 @@ func BenchmarkOutput(b *testing.B) {
 	}
 	if err := ide.waitOutputs(ctx, base+int64(n)); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// TestOutputBatchingRealDebugpy prints numbered lines from real debugpy
+// workers through a proxy child to a merged-mode IDE: with the wrapper's
+// batching every line arrives once, in order, in far fewer events than
+// lines; without it (pydevd as shipped) there are two events per print().
+func TestOutputBatchingRealDebugpy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Python processes")
+	}
+	python, err := exec.LookPath("python3")
+	if err == nil {
+		err = exec.Command(python, "-c", "import debugpy").Run()
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("python3 with debugpy is required in CI: %v", err)
+		}
+		t.Skipf("no python3 with debugpy: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	td := testdata(t)
+	cfg := OutputConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "workerwrap", "python"),
+		Lines: 3000, Token: "t"}
+	for _, tc := range []struct {
+		mode      string
+		workers   int
+		maxEvents int64
+		minEvents int64
+	}{
+		{"batched", 1, 3000 / 20, 1},
+		{"batched", 3, 3 * 3000 / 20, 3},
+		{"unbatched", 1, 1 << 30, 2 * 3000},
+	} {
+		t.Run(fmt.Sprintf("%s/%d", tc.mode, tc.workers), func(t *testing.T) {
+			r, err := RunOutput(ctx, cfg, tc.mode, tc.workers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.OrderErrors != 0 {
+				t.Errorf("%d lines out of order or missing", r.OrderErrors)
+			}
+			if r.Events < tc.minEvents || r.Events > tc.maxEvents {
+				t.Errorf("%d output events for %d lines from %d workers, want %d…%d", r.Events, cfg.Lines, tc.workers, tc.minEvents, tc.maxEvents)
+			}
+			t.Logf("%s, %d workers: %d events, %.2f MB/s", tc.mode, tc.workers, r.Events, r.MBps())
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 func main() {
 	bench.RunChildIfRequested()
 	quick := flag.Bool("quick", false, "few samples, small sizes: a smoke run of a minute or two")
-	only := flag.String("only", "latency,fanout,scale,throughput,worker", "comma-separated sections to run")
+	only := flag.String("only", "latency,fanout,scale,throughput,worker,output", "comma-separated sections to run")
 	sparkdapBin := flag.String("sparkdap", "", "sparkdap executable, uploaded as the tunnel's agent (tunnel rows need it)")
 	testdata := flag.String("testdata", "bench/testdata", "bench/testdata directory")
 	out := flag.String("out", "", "also write the report to this file")
@@ -104,6 +105,21 @@ func main() {
 			cfg.Runs, cfg.Rows = 1, 8*100
 		}
 		return bench.Worker(ctx, cfg, logf)
+	})
+	run("output", func() (*bench.Table, error) {
+		cfg := bench.OutputConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "workerwrap", "python"),
+			Workers: []int{1, 20}, Lines: 20000, Rounds: 3, Token: token}
+		if *quick {
+			cfg.Lines, cfg.Rounds = 2000, 1
+		}
+		if v := os.Getenv("SPARKDAP_BENCH_OUTPUT_LINES"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, fmt.Errorf("SPARKDAP_BENCH_OUTPUT_LINES: %w", err)
+			}
+			cfg.Lines = n
+		}
+		return bench.Output(ctx, cfg, logf)
 	})
 	fmt.Fprintf(w, "Reproduce: `scripts/bench%s` (Go %s).\n", map[bool]string{true: " -quick", false: ""}[*quick], runtime.Version())
 	if *out != "" {
