@@ -242,10 +242,8 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("executor %s: authorize: %w", es.remote, err)
 	}
+	// Checked in admit, against the hello of this process if it said one.
 	token, _ := auth.Body()["clientAccessToken"].(string)
-	if err := h.admission.CheckToken(token); err != nil {
-		return es.refuse(ctx, err.Error())
-	}
 
 	info, err := es.call(ctx, "pydevdSystemInfo", nil)
 	if err != nil {
@@ -253,7 +251,7 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 	}
 	proc := parseSystemInfo(info.Body())
 
-	if err := h.admit(es, proc); err != nil {
+	if err := h.admit(es, proc, token); err != nil {
 		return es.refuse(ctx, err.Error())
 	}
 

@@ -52,10 +52,16 @@ func (h *Hub) claimHelloLocked(remote string, pid int64) (worker.Hello, bool) {
 
 // serveHello answers a hello connection and closes it.
 func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
-	hello, err := worker.ReadHello(br)
+	hello, err := es.hub.admission.Handshake(br, es.w.sendRaw)
 	if err != nil {
-		es.logger().Warn().Err(err).Msg("bad hello")
-		es.w.sendRaw(worker.Reply("", worker.ErrBadHello))
+		es.logger().Warn().Err(err).Msg("hello refused; the worker runs undebugged")
+		if errors.Is(err, worker.ErrBadProof) || errors.Is(err, worker.ErrNoToken) || errors.Is(err, worker.ErrOldHello) {
+			es.hub.summary("worker from %s refused: %v; it runs undebugged", es.remote, err)
+			es.hub.refused.Add(1)
+		}
+		if !errors.Is(err, worker.ErrOldHello) {
+			es.w.sendRaw(worker.Reply("", err))
+		}
 		es.w.closeAfterFlush(err)
 		return err
 	}

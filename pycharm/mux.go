@@ -353,10 +353,13 @@ func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) 
 		_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		_, _ = conn.Write(b)
 	}
-	hello, err := worker.ReadHello(br)
+	_ = conn.SetDeadline(time.Now().Add(identifyTimeout))
+	hello, err := p.admission.Handshake(br, reply)
 	if err != nil {
-		log.Warn().Err(err).Msg("bad hello")
-		reply(worker.Reply("", worker.ErrBadHello))
+		log.Warn().Err(err).Msg("hello refused; the worker runs undebugged")
+		if !errors.Is(err, worker.ErrOldHello) {
+			reply(worker.Reply("", err))
+		}
 		return
 	}
 	nonce, err := p.acceptHello(remoteIP(conn), hello)
@@ -379,12 +382,10 @@ func (e *errPIDElsewhere) Error() string {
 	return fmt.Sprintf("pid %d is already debugged on another host (thread ids would clash)", e.pid)
 }
 
-// acceptHello admits a hello (token first, then PyCharm reachable, then the
-// registry's caps) and returns the nonce its pydevd connection must show.
+// acceptHello admits a verified hello (its proof checked by Handshake;
+// then PyCharm reachable, then the registry's caps) and returns the nonce
+// its pydevd connection must show.
 func (p *Proxy) acceptHello(ip string, hello worker.Hello) (nonce string, err error) {
-	if err := p.admission.CheckToken(hello.Token); err != nil {
-		return "", err
-	}
 	if err := p.ensurePyCharm(); err != nil {
 		return "", err
 	}
