@@ -62,7 +62,7 @@ var maxPendingHellos = worker.DefaultMaxPending
 
 // guardThreadPrefix starts the name of the wrapper's connect-guard thread
 // in PyCharm mode: "sparkdap-connect-guard <nonce>", the nonce being the
-// one the proxy handed out in its hello reply ("SPARKDAP/1 OK <nonce>").
+// one the proxy handed out in its hello reply ("SPARKDAP/2 OK <nonce>").
 // The thread lives exactly while pydevd_pycharm.settrace connects, so the
 // answer to the proxy's probe (CMD_LIST_THREADS) names it: that binds the
 // pydevd connection to its hello by a secret only the hello's connection
