@@ -205,3 +205,35 @@ func TestPostMortemWorkerGetsUserUnhandled(t *testing.T) {
 		t.Errorf("plain worker's filters %s, want the IDE's", plain)
 	}
 }
+
+// TestHelloPydevdTokenIsOneTime: a worker that said hello is admitted only
+// with the token its hello derived, once: not with the real token (which
+// the wrapper never sends, so whoever presents it did not say this
+// hello), and not again on a second connection.
+func TestHelloPydevdTokenIsOneTime(t *testing.T) {
+	p := startProxy(t, nil)
+	addr := p.srv.ExecutorAddr().String()
+	attached := func(f *fakePydevd) bool {
+		f.waitRequest("configurationDone", nil)
+		return strings.Contains(f.commands(), "attach")
+	}
+
+	if got := sayHello(t, addr, map[string]any{"token": testToken, "pid": 61}); got != "OK" {
+		t.Fatalf("hello: %q", got)
+	}
+	helloTokens.Delete(helloTokenKey(addr, 61)) // present the real token instead
+	if attached(dialFake(t, addr, testToken, 61)) {
+		t.Error("a worker that said hello was admitted with the real token")
+	}
+
+	if got := sayHello(t, addr, map[string]any{"token": testToken, "pid": 62}); got != "OK" {
+		t.Fatalf("hello: %q", got)
+	}
+	derived, _ := helloTokens.Load(helloTokenKey(addr, 62))
+	if !attached(dialFake(t, addr, testToken, 62)) {
+		t.Fatal("the hello's own pydevd token was refused")
+	}
+	if attached(dialFake(t, addr, derived.(string), 62)) {
+		t.Error("a hello's pydevd token admitted a second connection")
+	}
+}

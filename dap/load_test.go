@@ -294,7 +294,10 @@ const (
 // breakpoints.
 func TestLoadConnectDisconnectCycles(t *testing.T) {
 	cycles := loadSize(10000, 1000)
-	p := quietProxy(t, nil)
+	// A hello's pydevd connection must come within its TTL: it presents the
+	// hello's one-time token, which expires with it. 200 ms is too short
+	// for 32 workers under the race detector on a shared 2-core machine.
+	p := quietProxy(t, func(c *Config) { c.HelloTTL = 2 * time.Second })
 	const src = "/job/udf.py"
 	p.ide(false, func(ctx context.Context, c *dapclient.Client) error {
 		_, err := c.SetBreakpoints(ctx, src, 5)
@@ -347,7 +350,7 @@ func TestLoadConnectDisconnectCycles(t *testing.T) {
 		t.Fatalf("%d of %d cycles failed", f, cycles)
 	}
 	waitNoExecutors(t, p.hub)
-	for range 100 { // hellos that were never claimed expire (HelloTTL)
+	for range 200 { // hellos that were never claimed expire (HelloTTL)
 		p.hub.mu.Lock()
 		n := len(p.hub.admission.Pending())
 		p.hub.mu.Unlock()
