@@ -252,7 +252,7 @@ func (e *errRefused) Error() string { return "refused: " + e.reason }
 // without waiting for any IDE, so the worker is never held up.
 func (es *ExecutorSession) handshake(ctx context.Context) error {
 	h := es.hub
-	why, err := es.authorize(ctx)
+	token, why, err := es.authorize(ctx)
 	if err != nil {
 		return fmt.Errorf("executor %s: authorize: %w", es.remote, err)
 	}
@@ -266,7 +266,7 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 	}
 	proc := parseSystemInfo(info.Body())
 
-	if err := h.admit(es, proc); err != nil {
+	if err := h.admit(es, proc, token); err != nil {
 		return es.refuse(ctx, err.Error())
 	}
 
@@ -292,12 +292,15 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 
 // authorize asks pydevd for the access token its worker was given. The
 // verdict is taken on the reader goroutine, as the answer is read, so that
-// the message after it is already judged by it. It returns why the peer is
-// refused, or "".
-func (es *ExecutorSession) authorize(ctx context.Context) (string, error) {
+// the message after it is already judged by it: a token that could be
+// valid (the real one, from a plain debugpy.connect, or the one-time token
+// of a hello pending from this address) lets the handshake go on; admit
+// then checks it exactly, against the hello of this process. It returns the
+// token, and why the peer is refused, or "".
+func (es *ExecutorSession) authorize(ctx context.Context) (token, why string, err error) {
 	type verdict struct {
-		why string
-		err error
+		token, why string
+		err        error
 	}
 	ch := make(chan verdict, 1)
 	es.request("pydevdAuthorize", map[string]any{"debugServerAccessToken": nil}, es.hub.cfg.HandshakeTimeout,
@@ -311,21 +314,21 @@ func (es *ExecutorSession) authorize(ctx context.Context) (string, error) {
 				return
 			}
 			token, _ := m.Body()["clientAccessToken"].(string)
-			if err := es.hub.admission.CheckToken(token); err != nil {
+			if err := es.hub.admission.PlausibleToken(remoteIP(es.remote), token); err != nil {
 				ch <- verdict{why: err.Error()}
-			} else {
-				es.authorized.Store(true)
-				if es.unadmitted != nil {
-					es.unadmitted()
-				}
-				ch <- verdict{}
+				return
 			}
+			es.authorized.Store(true)
+			if es.unadmitted != nil {
+				es.unadmitted()
+			}
+			ch <- verdict{token: token}
 		})
 	select {
 	case v := <-ch:
-		return v.why, v.err
+		return v.token, v.why, v.err
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return "", "", ctx.Err()
 	}
 }
 

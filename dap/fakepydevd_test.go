@@ -65,6 +65,11 @@ func dialFakeVerify(t testing.TB, addr, token string, pid int, verify func(strin
 
 // newFake plays pydevd on conn, which the caller closes.
 func newFake(t testing.TB, conn net.Conn, token string, pid int, verify func(string, int) (bool, string)) *fakePydevd {
+	if derived, ok := helloTokens.LoadAndDelete(helloTokenKey(conn.RemoteAddr().String(), pid)); ok && token == testToken {
+		// This process said hello: like the wrapper, its debugger presents
+		// the one-time token the hello derived, never the token itself.
+		token = derived.(string)
+	}
 	f := &fakePydevd{t: t, conn: conn, token: token, pid: pid, verify: verify,
 		changed: make(chan struct{}), closed: make(chan struct{})}
 	go f.serve()

@@ -160,7 +160,7 @@ func addFrameSeeds(f *testing.F, withBool bool) {
 			frame(`{"seq":3,"type":"response","request_seq":3,"command":"initialize","success":true}`) +
 			frame(`{"seq":4,"type":"response","request_seq":4,"command":"attach","success":true}`) +
 			frame(`{"seq":5,"type":"event","event":"sparkdapTask","body":{"pid":9,"roots":{"cwd":"/w"}}}`),
-		"SPARKDAP/1 {\"token\":\"s3cret\",\"pid\":7,\"roots\":{\"cwd\":\"/w\"}}\n",
+		"SPARKDAP/2 HELLO " + strings.Repeat("a1", 16) + "\nSPARKDAP/2 {\"proof\":\"x\",\"pid\":7,\"roots\":{\"cwd\":\"/w\"}}\n",
 		frame(`{"seq":1,"type":"request","command":"disconnect","arguments":{"terminateDebuggee":true}}`),
 		frame(`{"seq":1,"type":"request","command":"attach","arguments":{"sparkdapExecutor":1}}`) +
 			frame(`{"seq":2,"type":"request","command":"stackTrace","arguments":{"threadId":"*"}}`),
@@ -229,38 +229,32 @@ func FuzzHubIDESide(f *testing.F) {
 	})
 }
 
-// FuzzHello: arbitrary hello lines never panic, never accept a wrong token
-// and never hold more than one pending hello per process.
+// FuzzHello: arbitrary hello lines never panic and never pass the
+// challenge–response: the proof is bound to a nonce the proxy draws after
+// the worker's first line, so no fixed input can carry it.
 func FuzzHello(f *testing.F) {
-	f.Add([]byte("SPARKDAP/1 {\"token\":\"s3cret\",\"pid\":7,\"host\":\"h\",\"stageId\":1,\"roots\":{\"cwd\":\"/w\",\"sysPath\":[\"/a\"]}}\n"))
-	f.Add([]byte("SPARKDAP/1 {\"token\":\"nope\",\"pid\":7}\n"))
-	f.Add([]byte("SPARKDAP/1 {\"pid\":-1}\n"))
-	f.Add([]byte("SPARKDAP/1 " + strings.Repeat("x", 70000)))
-	f.Add([]byte("SPARKDAP/1 {\"token\":\"s3cret\",\"pid\":1e3,\"roots\":7}\n"))
+	wn := strings.Repeat("a1", 16)
+	f.Add([]byte("SPARKDAP/2 HELLO " + wn + "\nSPARKDAP/2 {\"proof\":\"" + strings.Repeat("0", 64) + "\",\"pid\":7,\"host\":\"h\",\"stageId\":1,\"roots\":{\"cwd\":\"/w\",\"sysPath\":[\"/a\"]}}\n"))
+	f.Add([]byte("SPARKDAP/2 HELLO " + wn + "\nSPARKDAP/2 {\"pid\":7}\n"))
+	f.Add([]byte("SPARKDAP/1 {\"token\":\"s3cret\",\"pid\":7}\n"))
+	f.Add([]byte("SPARKDAP/2 HELLO " + wn + "\nSPARKDAP/2 {\"pid\":-1}\n"))
+	f.Add([]byte("SPARKDAP/2 " + strings.Repeat("x", 70000)))
+	f.Add([]byte("SPARKDAP/2 HELLO " + wn + "\nSPARKDAP/2 {\"proof\":\"x\",\"pid\":1e3,\"roots\":7}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		br := bufio.NewReaderSize(bytes.NewReader(data), 4096)
 		if !worker.IsHello(br) {
 			return
 		}
-		hello, err := worker.ReadHello(br)
-		if err != nil {
-			return
-		}
 		h := NewHub(Config{Token: testToken, MaxSessions: 2, Log: zerolog.Nop()})
-		token := hello.Token
-		for range 2 {
-			if err := h.acceptHello("127.0.0.1:1234", hello); err == nil && token != testToken {
-				t.Fatalf("hello with token %q accepted", token)
-			}
+		hello, err := h.admission.Handshake(br, func([]byte) {})
+		if err == nil {
+			t.Fatalf("a fixed input passed the challenge: %+v", hello)
 		}
-		pending := h.admission.Pending()
-		if len(pending) > 1 {
-			t.Fatalf("one process holds %d pending hellos", len(pending))
+		if err := h.acceptHello("127.0.0.1:1234", hello); err == nil {
+			t.Fatal("an unverified hello accepted")
 		}
-		for _, p := range pending {
-			if p.Token != "" {
-				t.Fatal("a pending hello keeps the token")
-			}
+		if n := len(h.admission.Pending()); n != 0 {
+			t.Fatalf("%d hellos pending after a failed challenge", n)
 		}
 	})
 }

@@ -53,16 +53,28 @@ func (h *Hub) claimHelloLocked(remote string, pid int64) (worker.Hello, bool) {
 
 // serveHello answers a hello connection and closes it.
 func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
-	hello, err := worker.ReadHello(br)
+	hello, err := es.hub.admission.Handshake(br, es.w.sendRaw)
 	if err != nil {
+		// A refusal's line is printed only if it is the first from its
+		// address in a while (refusedLine); the reply always goes out, so
+		// the worker falls back to running undebugged at once.
 		level := es.logger().Debug()
-		if es.hub.refusedLine(es.remote, fmt.Sprintf("worker at %s sent a bad hello; it runs undebugged", es.remote)) {
+		line := fmt.Sprintf("worker at %s sent a bad hello; it runs undebugged", es.remote)
+		if errors.Is(err, worker.ErrBadProof) || errors.Is(err, worker.ErrNoToken) || errors.Is(err, worker.ErrOldHello) {
+			line = fmt.Sprintf("worker from %s refused: %v; it runs undebugged", es.remote, err)
+			es.hub.refused.Add(1)
+		}
+		if es.hub.refusedLine(es.remote, line) {
 			level = es.logger().Warn()
 		}
-		level.Err(err).Msg("bad hello")
-		es.w.sendRaw(worker.Reply("", worker.ErrBadHello))
+		level.Err(err).Msg("hello refused; the worker runs undebugged")
+		if !errors.Is(err, worker.ErrOldHello) {
+			es.w.sendRaw(worker.Reply("", err))
+		}
 		es.w.closeAfterFlush(err)
-		return err
+		// Still a hello connection, never a debug session: no handshake
+		// failure to report on top of the refusal.
+		return fmt.Errorf("%w: %w", errHelloDone, err)
 	}
 	if err := es.hub.acceptHello(es.remote, hello); err != nil {
 		// hello's fields are clean (ReadHello); the line is printed only if
@@ -85,3 +97,10 @@ func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
 
 // errHelloDone ends a hello connection: it was never a debug session.
 var errHelloDone = errors.New("hello answered")
+
+// remoteIP is the address part of a connection's remote address, as the
+// admission registry keys a hello's origin.
+func remoteIP(remote string) string {
+	ip, _, _ := net.SplitHostPort(remote)
+	return ip
+}

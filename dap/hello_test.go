@@ -1,11 +1,13 @@
 package dap
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,46 +15,55 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/pathmap"
+	"github.com/sparkdap/sparkdap/worker"
 )
 
-// sayHello plays the worker wrapper's hello and returns the proxy's verdict.
-func sayHello(t *testing.T, addr string, hello map[string]any) string {
+// helloTokens holds, by proxy address and pid, the one-time pydevd token
+// of the last hello a test said for that process; newFake presents it in
+// place of testToken.
+var helloTokens sync.Map
+
+func helloTokenKey(addr string, pid int) string { return fmt.Sprintf("%s/%d", addr, pid) }
+
+// sayHello plays the worker wrapper's hello (with hello["token"] as the
+// worker's token, the rest as its TaskInfo) and returns the proxy's
+// verdict, or "UNPROVEN" when the proxy could not prove the token.
+func sayHello(t testing.TB, addr string, hello map[string]any) string {
 	t.Helper()
+	token, _ := hello["token"].(string)
+	delete(hello, "token")
+	b, _ := json.Marshal(hello)
+	var info worker.TaskInfo
+	if err := json.Unmarshal(b, &info); err != nil {
+		t.Fatal(err)
+	}
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	b, _ := json.Marshal(hello)
-	if _, err := c.Write(append(append([]byte(HelloPrefix), b...), '\n')); err != nil {
-		t.Fatal(err)
+	reply, derived, err := worker.Introduce(c, token, info)
+	if errors.Is(err, worker.ErrProxyUnproven) {
+		return "UNPROVEN"
 	}
-	// The proxy may have sent pydevd's first request before it saw the
-	// hello; the reply follows it.
-	br := bufio.NewReader(c)
-	var seen strings.Builder
-	for range 1000 {
-		line, err := br.ReadString('\n')
-		seen.WriteString(line)
-		if i := strings.Index(line, HelloPrefix); i >= 0 {
-			return strings.TrimSpace(line[i+len(HelloPrefix):])
-		}
-		if err != nil {
-			t.Fatalf("no hello reply; read %q: %v", seen.String(), err)
-		}
+	if err != nil {
+		t.Fatalf("hello: %v", err)
 	}
-	t.Fatal("no hello reply")
-	return ""
+	if reply == "OK" {
+		helloTokens.Store(helloTokenKey(addr, int(info.PID)), derived)
+	}
+	return reply
 }
 
 func TestHelloRefusals(t *testing.T) {
 	p := startProxy(t, func(c *Config) { c.MaxSessions = 1 })
 	addr := p.srv.ExecutorAddr().String()
-	if got := sayHello(t, addr, map[string]any{"token": "bad", "pid": 10}); got != "REFUSED wrong access token" {
+	// A worker with another token stops at the proxy's proof.
+	if got := sayHello(t, addr, map[string]any{"token": "bad", "pid": 10}); got != "UNPROVEN" {
 		t.Errorf("wrong token: %q", got)
 	}
-	if got := sayHello(t, addr, map[string]any{"pid": 10}); got != "REFUSED no access token" {
+	if got := sayHello(t, addr, map[string]any{"pid": 10}); got != "UNPROVEN" {
 		t.Errorf("no token: %q", got)
 	}
 	if got := sayHello(t, addr, map[string]any{"token": testToken}); !strings.HasPrefix(got, "REFUSED") {
@@ -192,5 +203,37 @@ func TestPostMortemWorkerGetsUserUnhandled(t *testing.T) {
 	plain, _ := json.Marshal(g.waitRequest("setExceptionBreakpoints", nil).Arguments()["filters"])
 	if string(plain) != `["raised"]` {
 		t.Errorf("plain worker's filters %s, want the IDE's", plain)
+	}
+}
+
+// TestHelloPydevdTokenIsOneTime: a worker that said hello is admitted only
+// with the token its hello derived, once: not with the real token (which
+// the wrapper never sends, so whoever presents it did not say this
+// hello), and not again on a second connection.
+func TestHelloPydevdTokenIsOneTime(t *testing.T) {
+	p := startProxy(t, nil)
+	addr := p.srv.ExecutorAddr().String()
+	attached := func(f *fakePydevd) bool {
+		f.waitRequest("configurationDone", nil)
+		return strings.Contains(f.commands(), "attach")
+	}
+
+	if got := sayHello(t, addr, map[string]any{"token": testToken, "pid": 61}); got != "OK" {
+		t.Fatalf("hello: %q", got)
+	}
+	helloTokens.Delete(helloTokenKey(addr, 61)) // present the real token instead
+	if attached(dialFake(t, addr, testToken, 61)) {
+		t.Error("a worker that said hello was admitted with the real token")
+	}
+
+	if got := sayHello(t, addr, map[string]any{"token": testToken, "pid": 62}); got != "OK" {
+		t.Fatalf("hello: %q", got)
+	}
+	derived, _ := helloTokens.Load(helloTokenKey(addr, 62))
+	if !attached(dialFake(t, addr, testToken, 62)) {
+		t.Fatal("the hello's own pydevd token was refused")
+	}
+	if attached(dialFake(t, addr, derived.(string), 62)) {
+		t.Error("a hello's pydevd token admitted a second connection")
 	}
 }

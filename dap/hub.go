@@ -240,14 +240,24 @@ func (h *Hub) Stats() Stats {
 }
 
 // admit takes a handshaking executor into the Hub, with what its hello
-// said. A worker that said hello already holds a slot under the session
-// limit; one that did not (a plain debugpy.connect) needs a free one. The
-// refusal is a *worker.SessionLimitError.
-func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo) error {
+// said, if its access token (pydevd's clientAccessToken) holds. A worker
+// that said hello presents the one-time token derived in it (the claim
+// makes it single-use) and already holds a slot under the session limit;
+// one that did not (a plain debugpy.connect) presents the token itself and
+// needs a free slot. The refusal is worker.ErrNoToken, ErrWrongToken or a
+// *worker.SessionLimitError.
+func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo, token string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hello, ok := h.claimHelloLocked(es.remote, proc.PID)
-	if !ok {
+	if ok {
+		if err := h.admission.CheckPydevdToken(hello, token); err != nil {
+			return err
+		}
+	} else {
+		if err := h.admission.CheckToken(token); err != nil {
+			return err
+		}
 		if err := h.admission.AdmitWithoutHello(len(h.executors)); err != nil {
 			return err
 		}

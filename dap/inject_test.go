@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // evil is what a hostile cluster puts in every field it controls: an OSC
@@ -84,8 +86,8 @@ func TestClusterTextCannotDriveTheTerminal(t *testing.T) {
 		}
 		return m
 	}
-	if got := sayHello(t, addr, hello("wrong", 41)); !strings.HasPrefix(got, "REFUSED") {
-		t.Fatalf("wrong token: %q", got)
+	if got, err := helloFrom("127.0.0.1", addr, hello("wrong", 41)); !strings.HasPrefix(got, "REFUSED") {
+		t.Fatalf("wrong token: %q, %v", got, err)
 	}
 	if got := sayHello(t, addr, hello(testToken, 42)); got != "OK" {
 		t.Fatalf("hello: %q", got)
@@ -138,8 +140,11 @@ func TestClusterTextCannotDriveTheTerminal(t *testing.T) {
 	}
 }
 
-// helloFrom is sayHello from a given loopback address; it returns errors,
-// as it runs on goroutines of its own.
+// helloFrom says a hello from a given loopback address; it returns errors,
+// as it runs on goroutines of its own. With the right token it is the
+// wrapper's hello (worker.Introduce); with any other it plays an attacker
+// that ignores the proxy's proof and sends its description with a made-up
+// proof of its own, which the proxy must refuse.
 func helloFrom(local, addr string, hello map[string]any) (string, error) {
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: 2 * time.Second}
 	c, err := d.Dial("tcp", addr)
@@ -148,22 +153,56 @@ func helloFrom(local, addr string, hello map[string]any) (string, error) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	b, _ := json.Marshal(hello)
+	token, _ := hello["token"].(string)
+	desc := map[string]any{}
+	for k, v := range hello {
+		if k != "token" {
+			desc[k] = v
+		}
+	}
+	b, _ := json.Marshal(desc)
+	if token == testToken {
+		var info worker.TaskInfo
+		if err := json.Unmarshal(b, &info); err != nil {
+			return "", err
+		}
+		reply, derived, err := worker.Introduce(c, token, info)
+		if err == nil && reply == "OK" {
+			helloTokens.Store(helloTokenKey(addr, int(info.PID)), derived)
+		}
+		return reply, err
+	}
+	if _, err := io.WriteString(c, HelloPrefix+"HELLO "+strings.Repeat("ab", 16)+"\n"); err != nil {
+		return "", err
+	}
+	br := bufio.NewReader(c)
+	// The proxy may have sent pydevd's first request before its lines.
+	next := func() (string, error) {
+		for range 1000 {
+			line, err := br.ReadString('\n')
+			if i := strings.Index(line, HelloPrefix); i >= 0 {
+				return strings.TrimSpace(line[i+len(HelloPrefix):]), nil
+			}
+			if err != nil {
+				return "", fmt.Errorf("no hello reply from %s: %w", local, err)
+			}
+		}
+		return "", errors.New("no hello reply")
+	}
+	if line, err := next(); err != nil || !strings.HasPrefix(line, "CHALLENGE ") {
+		return line, err
+	}
+	b, _ = json.Marshal(map[string]any{"proof": strings.Repeat("0", 64)})
+	var merged map[string]any
+	_ = json.Unmarshal(b, &merged)
+	for k, v := range desc {
+		merged[k] = v
+	}
+	b, _ = json.Marshal(merged)
 	if _, err := c.Write(append(append([]byte(HelloPrefix), b...), '\n')); err != nil {
 		return "", err
 	}
-	// The proxy may have sent pydevd's first request before the reply.
-	br := bufio.NewReader(c)
-	for range 1000 {
-		line, err := br.ReadString('\n')
-		if i := strings.Index(line, HelloPrefix); i >= 0 {
-			return strings.TrimSpace(line[i+len(HelloPrefix):]), nil
-		}
-		if err != nil {
-			return "", fmt.Errorf("no hello reply from %s: %w", local, err)
-		}
-	}
-	return "", errors.New("no hello reply")
+	return next()
 }
 
 // TestRefusalFloodIsBounded: 300 refused hellos with long host names from
@@ -226,7 +265,9 @@ func TestRefusalFloodIsBounded(t *testing.T) {
 	if refusals > 6 || len(out) > 4<<10 {
 		t.Errorf("301 refusals wrote %d summary lines, %d bytes:\n%.2000s", refusals, len(out), out)
 	}
-	if !strings.Contains(out, "worker other-host pid 7 refused") {
+	// SPARKDAP/2 refuses a bad proof before it reads what the worker says
+	// of itself, so the line names the address.
+	if !strings.Contains(out, "worker from 127.0.0.3:") {
 		t.Errorf("the other address's refusal is missing:\n%.2000s", out)
 	}
 	if n := len(logs.String()); n > 32<<10 {

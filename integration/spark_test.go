@@ -36,6 +36,7 @@ func requireSpark(t *testing.T) string {
 
 // sparkRun is one spark-submit (plain or through sparkdap submit).
 type sparkRun struct {
+	pid     int // of the process group's leader
 	out     *syncbuf.Buffer
 	done    chan struct{}
 	err     error
@@ -58,6 +59,7 @@ func startSpark(t *testing.T, ctx context.Context, dir string, env []string, nam
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
+	r.pid = cmd.Process.Pid
 	go func() {
 		r.err = cmd.Wait()
 		r.elapsed = time.Since(start)

@@ -12,7 +12,7 @@
 // proxy's executor port with the same hello the DAP flavour uses (package
 // worker: token, session limit, task label, code roots) and then with
 // pydevd. The hello's
-// reply carries a one-time random nonce ("SPARKDAP/1 OK <nonce>"); the
+// reply carries a one-time random nonce ("SPARKDAP/2 OK <nonce>"); the
 // wrapper names its connect-guard thread, alive while pydevd connects,
 // "sparkdap-connect-guard <nonce>", and the proxy asks each new pydevd
 // connection for its threads: the guard's name ties the connection to its

@@ -62,7 +62,7 @@ var maxPendingHellos = worker.DefaultMaxPending
 
 // guardThreadPrefix starts the name of the wrapper's connect-guard thread
 // in PyCharm mode: "sparkdap-connect-guard <nonce>", the nonce being the
-// one the proxy handed out in its hello reply ("SPARKDAP/1 OK <nonce>").
+// one the proxy handed out in its hello reply ("SPARKDAP/2 OK <nonce>").
 // The thread lives exactly while pydevd_pycharm.settrace connects, so the
 // answer to the proxy's probe (CMD_LIST_THREADS) names it: that binds the
 // pydevd connection to its hello by a secret only the hello's connection
@@ -360,14 +360,17 @@ func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) 
 		_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		_, _ = conn.Write(b)
 	}
-	hello, err := worker.ReadHello(br)
+	_ = conn.SetDeadline(time.Now().Add(identifyTimeout))
+	hello, err := p.admission.Handshake(br, reply)
 	if err != nil {
 		level := log.Debug()
-		if p.refusals.Refused(remoteIP(conn), fmt.Sprintf("worker at %s sent a bad hello; it runs undebugged", conn.RemoteAddr())) {
+		if p.refusals.Refused(remoteIP(conn), fmt.Sprintf("worker at %s: hello refused (%v); it runs undebugged", conn.RemoteAddr(), err)) {
 			level = log.Warn()
 		}
-		level.Err(err).Msg("bad hello")
-		reply(worker.Reply("", worker.ErrBadHello))
+		level.Err(err).Msg("hello refused; the worker runs undebugged")
+		if !errors.Is(err, worker.ErrOldHello) {
+			reply(worker.Reply("", err))
+		}
 		return
 	}
 	nonce, err := p.acceptHello(remoteIP(conn), hello)
@@ -395,12 +398,10 @@ func (e *errPIDElsewhere) Error() string {
 	return fmt.Sprintf("pid %d is already debugged on another host (thread ids would clash)", e.pid)
 }
 
-// acceptHello admits a hello (token first, then PyCharm reachable, then the
-// registry's caps) and returns the nonce its pydevd connection must show.
+// acceptHello admits a verified hello (its proof checked by Handshake;
+// then PyCharm reachable, then the registry's caps) and returns the nonce
+// its pydevd connection must show.
 func (p *Proxy) acceptHello(ip string, hello worker.Hello) (nonce string, err error) {
-	if err := p.admission.CheckToken(hello.Token); err != nil {
-		return "", err
-	}
 	if err := p.ensurePyCharm(); err != nil {
 		return "", err
 	}

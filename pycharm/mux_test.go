@@ -17,6 +17,7 @@ import (
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/pycharm"
 	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // fakeWorker plays one wrapper + pydevd-pycharm process: hello, then a
@@ -41,28 +42,22 @@ func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, part
 // <nonce>" reply, or "" and the reply.
 func sayHello(t *testing.T, addr string, pid, partition int64, roots pathmap.Roots) (nonce, reply string) {
 	t.Helper()
-	h := map[string]any{"token": "tok", "pid": pid, "host": "node-1", "executorId": "1",
-		"label": fmt.Sprintf("stage 0 · partition %d · attempt 0", partition), "roots": roots}
-	b, _ := json.Marshal(h)
+	info := worker.TaskInfo{PID: pid, Host: "node-1", ExecutorID: "1",
+		Label: fmt.Sprintf("stage 0 · partition %d · attempt 0", partition), Roots: &roots}
 	hc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer hc.Close()
-	fmt.Fprintf(hc, "SPARKDAP/1 %s\n", b)
-	_ = hc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	sc := bufio.NewScanner(hc)
-	for sc.Scan() {
-		if i := strings.Index(sc.Text(), "SPARKDAP/1 "); i >= 0 {
-			reply := sc.Text()[i+11:]
-			if n, ok := strings.CutPrefix(reply, "OK "); ok && n != "" {
-				return n, reply
-			}
-			return "", reply
-		}
+	_ = hc.SetDeadline(time.Now().Add(10 * time.Second))
+	reply, _, err = worker.Introduce(hc, "tok", info)
+	if err != nil {
+		t.Fatalf("no hello reply: %v", err)
 	}
-	t.Fatalf("no hello reply: %v", sc.Err())
-	return "", ""
+	if n, ok := strings.CutPrefix(reply, "OK "); ok && n != "" {
+		return n, reply
+	}
+	return "", reply
 }
 
 // connectPydevd plays pydevd_pycharm.settrace's connection of a worker

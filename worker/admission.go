@@ -1,9 +1,7 @@
 package worker
 
 import (
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -71,7 +69,7 @@ type Registry struct {
 
 type pending struct {
 	from  string // the address the hello came from
-	hello Hello  // without its token
+	hello Hello  // verified, with its pydevd token
 	timer *time.Timer
 }
 
@@ -87,7 +85,8 @@ func NewRegistry(cfg Config) *Registry {
 }
 
 // CheckToken compares a presented token with the configured one in
-// constant time: nil, ErrNoToken or ErrWrongToken.
+// constant time: nil, ErrNoToken or ErrWrongToken. Only a worker that said
+// no hello (a plain debugpy.connect) presents the token itself.
 func (r *Registry) CheckToken(token string) error {
 	if r.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(r.cfg.Token)) == 1 {
 		return nil
@@ -102,13 +101,16 @@ func (r *Registry) CheckToken(token string) error {
 // by address and pid.
 func AddrKey(ip string, pid int64) string { return ip + "\x00" + strconv.FormatInt(pid, 10) }
 
-// Accept checks hello's token and keeps it under key, from the address
-// from, until Claim or its TTL. A second hello under a pending key replaces
-// the first without counting again (a worker that retried). active is how
-// many sessions the caller has admitted.
+// ErrUnverified refuses a Hello that did not come out of Handshake.
+var ErrUnverified = errors.New("hello not verified")
+
+// Accept keeps a verified hello (from Handshake) under key, from the
+// address from, until Claim or its TTL. A second hello under a pending key
+// replaces the first without counting again (a worker that retried). active
+// is how many sessions the caller has admitted.
 func (r *Registry) Accept(key, from string, hello Hello, active int) error {
-	if err := r.CheckToken(hello.Token); err != nil {
-		return err
+	if !hello.verified {
+		return ErrUnverified
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -118,7 +120,6 @@ func (r *Registry) Accept(key, from string, hello Hello, active int) error {
 	} else if err := r.roomLocked(active); err != nil {
 		return err
 	}
-	hello.Token = ""
 	p := &pending{from: from, hello: hello}
 	// A timer per hello rather than a sweep on the next hello: a worker
 	// whose debugger never came must not hold a session slot, or memory,
@@ -137,14 +138,13 @@ func (r *Registry) Accept(key, from string, hello Hello, active int) error {
 // AcceptNonce is Accept under a fresh one-time nonce (128 random bits,
 // hex), which it returns for the hello's reply.
 func (r *Registry) AcceptNonce(from string, hello Hello, active int) (string, error) {
-	if err := r.CheckToken(hello.Token); err != nil {
+	if !hello.verified {
+		return "", ErrUnverified
+	}
+	nonce, err := NewNonce()
+	if err != nil {
 		return "", err
 	}
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("hello nonce: %w", err)
-	}
-	nonce := hex.EncodeToString(b[:])
 	return nonce, r.Accept(nonce, from, hello, active)
 }
 
@@ -172,6 +172,50 @@ func (r *Registry) Claim(key, from string, pid int64) (Hello, bool) {
 	return p.hello, true
 }
 
+// CheckPydevdToken checks the access token a pydevd connection presented
+// against the one its claimed hello derived (constant time): nil,
+// ErrNoToken or ErrWrongToken. The claim already made it single-use.
+func (r *Registry) CheckPydevdToken(h Hello, presented string) error {
+	switch {
+	case r.cfg.Token == "":
+		return nil
+	case presented == "":
+		return ErrNoToken
+	case !h.verified || !equal(presented, h.pydevdToken):
+		return ErrWrongToken
+	}
+	return nil
+}
+
+// PlausibleToken is the first, address-only check of a pydevd connection's
+// access token, made before its pid is known: nil when presented is the
+// real token (a plain debugpy.connect) or the one-time pydevd token of a
+// hello pending from the address from; else ErrNoToken or ErrWrongToken.
+// The exact check (CheckPydevdToken against the claimed hello, or
+// CheckToken) still follows once the pid is known.
+func (r *Registry) PlausibleToken(from, presented string) error {
+	if r.cfg.Token == "" || equal(presented, r.cfg.Token) {
+		return nil
+	}
+	if presented == "" {
+		return ErrNoToken
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	match := false
+	for _, p := range r.pending {
+		// Every pending hello from this address is compared, in constant
+		// time each, so the time taken says nothing about which matched.
+		if p.from == from && p.hello.verified && equal(presented, p.hello.pydevdToken) {
+			match = true
+		}
+	}
+	if !match {
+		return ErrWrongToken
+	}
+	return nil
+}
+
 // AdmitWithoutHello checks that a worker that said no hello (a plain
 // debugpy.connect) has a free slot: nil or a *SessionLimitError.
 func (r *Registry) AdmitWithoutHello(active int) error {
@@ -183,7 +227,7 @@ func (r *Registry) AdmitWithoutHello(active int) error {
 	return nil
 }
 
-// Pending lists the hellos waiting for their debugger, tokens removed.
+// Pending lists the hellos waiting for their debugger.
 func (r *Registry) Pending() []Hello {
 	r.mu.Lock()
 	defer r.mu.Unlock()

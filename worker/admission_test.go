@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-func hello(token string, pid int64) Hello {
-	return Hello{Token: token, TaskInfo: TaskInfo{PID: pid, Host: "h"}}
+// hello is a hello as Handshake returns it once the proof checked out.
+func hello(_ string, pid int64) Hello {
+	return Hello{TaskInfo: TaskInfo{PID: pid, Host: "h"}, verified: true}
 }
 
 // waitPending waits, bounded, until n hellos are pending.
@@ -29,20 +30,20 @@ func TestToken(t *testing.T) {
 		token string
 		want  error
 	}{{"s3cret", nil}, {"", ErrNoToken}, {"s3cre", ErrWrongToken}, {"s3cret!", ErrWrongToken}} {
-		if err := r.Accept(AddrKey("ip", 1), "ip", hello(tt.token, 1), 0); !errors.Is(err, tt.want) {
+		if err := r.CheckToken(tt.token); !errors.Is(err, tt.want) {
 			t.Errorf("token %q: %v, want %v", tt.token, err, tt.want)
-		}
-		if _, err := r.AcceptNonce("ip", hello(tt.token, 2), 0); !errors.Is(err, tt.want) {
-			t.Errorf("nonce, token %q: %v, want %v", tt.token, err, tt.want)
 		}
 	}
 	if err := NewRegistry(Config{}).CheckToken("anything"); err != nil {
 		t.Errorf("no token configured refused %v", err)
 	}
-	for _, h := range r.Pending() {
-		if h.Token != "" {
-			t.Error("a pending hello keeps its token")
-		}
+	// Only Handshake's hellos are accepted.
+	unverified := Hello{TaskInfo: TaskInfo{PID: 1}}
+	if err := r.Accept(AddrKey("ip", 1), "ip", unverified, 0); !errors.Is(err, ErrUnverified) {
+		t.Errorf("unverified hello: %v", err)
+	}
+	if _, err := r.AcceptNonce("ip", unverified, 0); !errors.Is(err, ErrUnverified) {
+		t.Errorf("unverified hello (nonce): %v", err)
 	}
 }
 

@@ -3,14 +3,17 @@
 // (package dap for DAP clients, package pycharm for PyCharm).
 //
 // The generated wrapper (package workerwrap) opens the executor port with a
-// one-line hello (HelloPrefix, Hello): its token, its pid, its task
-// (TaskInfo) and the roots its code loads from (pathmap.Roots). A Registry
-// admits it: token, a cap on pending hellos, the session limit; it keeps
+// hello (HelloPrefix, Hello): a challenge–response in which the proxy, then
+// the worker, proves it knows the token without sending it (challenge.go),
+// then its pid, its task (TaskInfo) and the roots its code loads from
+// (pathmap.Roots). A Registry admits it: proof, a cap on pending hellos,
+// the session limit; it keeps
 // each accepted hello, under a key the front end chooses or a one-time
 // nonce it draws, until the worker's debugger connection claims it or its
 // own TTL timer expires it. Label is the one task label format people see.
 //
-// A new front end reads the hello (IsHello, ReadHello), asks the Registry
-// (Accept or AcceptNonce), answers with Reply, and calls Claim when the
-// debugger's connection says which process it is.
+// A new front end recognises the hello (IsHello), runs the Registry's
+// Handshake, asks it to admit (Accept or AcceptNonce), answers with Reply,
+// and calls Claim when the debugger's connection says which process it is
+// (then CheckPydevdToken, if the debugger presents an access token).
 package worker

@@ -13,11 +13,13 @@ import (
 	"github.com/sparkdap/sparkdap/pathmap"
 )
 
-// The hello is a one-line exchange the generated worker wrapper makes on the
-// executor port just before its debugger connects:
+// The hello is the exchange the generated worker wrapper makes on the
+// executor port just before its debugger connects: a challenge–response in
+// which the proxy and then the worker prove they know the token (see
+// challenge.go for the lines), then the worker's description,
 //
-//	wrapper → proxy:  SPARKDAP/1 {"token": …, "pid": …, "host": …, "roots": {…}, …}\n
-//	proxy → wrapper:  SPARKDAP/1 OK[ <nonce>]\n   or   SPARKDAP/1 REFUSED <reason>\n
+//	wrapper → proxy:  SPARKDAP/2 {"proof": …, "pid": …, "host": …, "roots": {…}, …}\n
+//	proxy → wrapper:  SPARKDAP/2 OK[ <nonce>]\n   or   SPARKDAP/2 REFUSED <reason>\n
 //
 // It lets the proxy refuse (wrong token, session limit) before the worker
 // loads a debugger at all, and tells it the worker's task label and code
@@ -25,8 +27,8 @@ import (
 // the right executor paths before the worker runs any user code. pydevd
 // never speaks first, so the prefix tells a hello from a pydevd connection.
 // The proxy may already have sent pydevd's first request when the hello
-// arrives; the wrapper skips anything before its "SPARKDAP/1 " reply.
-const HelloPrefix = "SPARKDAP/1 "
+// arrives; the wrapper skips anything before each "SPARKDAP/2 " line.
+const HelloPrefix = "SPARKDAP/2 "
 
 // maxHelloBytes bounds the hello line.
 const maxHelloBytes = 64 << 10
@@ -35,10 +37,17 @@ const maxHelloBytes = 64 << 10
 // connection.
 const DefaultHelloTTL = 30 * time.Second
 
-// Hello is what the wrapper says about its worker.
+// Hello is what the wrapper says about its worker: its proof of the token
+// (never the token itself) and its task.
 type Hello struct {
-	Token string `json:"token"`
+	Proof string `json:"proof"`
 	TaskInfo
+
+	// Set by Registry.Handshake once Proof checked out (and Proof cleared):
+	// Accept takes nothing else, and a pending hello admits only a pydevd
+	// connection that presents pydevdToken.
+	verified    bool
+	pydevdToken string
 }
 
 // TaskInfo is what the generated worker wrapper reports, in its hello and
@@ -83,29 +92,25 @@ func Label(t TaskInfo) string {
 // consuming anything otherwise. It blocks until the peer sends something,
 // which pydevd does once the proxy's first request reaches it.
 func IsHello(br *bufio.Reader) bool {
-	b, err := br.Peek(len(HelloPrefix))
-	return err == nil && string(b) == HelloPrefix
+	// Any version, so that an outdated wrapper is told why it is refused.
+	b, err := br.Peek(len(helloVersionPrefix))
+	return err == nil && string(b) == helloVersionPrefix
 }
 
 // ErrBadHello marks a hello line that cannot be used.
 var ErrBadHello = errors.New("bad hello")
 
-// ReadHello reads and parses the hello line. Its errors are ErrBadHello
-// (errors.Is) unless reading failed.
+// ReadHello reads and parses the worker's description line (the second
+// line of a hello; Registry.Handshake reads the first). Its errors are
+// ErrBadHello (errors.Is) unless reading failed. The Hello it returns is
+// not verified.
 func ReadHello(br *bufio.Reader) (Hello, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxHelloBytes {
-			return Hello{}, fmt.Errorf("%w: longer than %d bytes", ErrBadHello, maxHelloBytes)
-		}
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return Hello{}, fmt.Errorf("reading hello: %w", err)
-		}
+	line, err := readLine(br)
+	if err != nil {
+		return Hello{}, err
+	}
+	if !bytes.HasPrefix(line, []byte(HelloPrefix)) {
+		return Hello{}, fmt.Errorf("%w: no %q", ErrBadHello, HelloPrefix)
 	}
 	var h Hello
 	dec := json.NewDecoder(bytes.NewReader(bytes.TrimPrefix(line, []byte(HelloPrefix))))

@@ -13,11 +13,11 @@ func TestReadHello(t *testing.T) {
 		pid  int64
 		bad  bool
 	}{
-		{`SPARKDAP/1 {"token":"t","pid":7,"host":"h","roots":{"cwd":"/w"}}` + "\n", 7, false},
-		{`SPARKDAP/1 {"token":"t"}` + "\n", 0, true},
-		{`SPARKDAP/1 {"pid":-3}` + "\n", 0, true},
-		{`SPARKDAP/1 nope` + "\n", 0, true},
-		{`SPARKDAP/1 {"pid":1,"x":"` + strings.Repeat("x", maxHelloBytes) + "\"}\n", 0, true},
+		{`SPARKDAP/2 {"proof":"t","pid":7,"host":"h","roots":{"cwd":"/w"}}` + "\n", 7, false},
+		{`SPARKDAP/2 {"proof":"t"}` + "\n", 0, true},
+		{`SPARKDAP/2 {"pid":-3}` + "\n", 0, true},
+		{`SPARKDAP/2 nope` + "\n", 0, true},
+		{`SPARKDAP/2 {"pid":1,"x":"` + strings.Repeat("x", maxHelloBytes) + "\"}\n", 0, true},
 	} {
 		br := bufio.NewReaderSize(strings.NewReader(tt.line), 4096)
 		if !IsHello(br) {
@@ -53,10 +53,10 @@ func TestLabelAndReply(t *testing.T) {
 		err   error
 		want  string
 	}{
-		{"", nil, "SPARKDAP/1 OK\n"},
-		{"ab12", nil, "SPARKDAP/1 OK ab12\n"},
-		{"", &SessionLimitError{Max: 4}, "SPARKDAP/1 REFUSED session limit reached (4 debugged at once)\n"},
-		{"", ErrBadHello, "SPARKDAP/1 REFUSED bad hello\n"},
+		{"", nil, "SPARKDAP/2 OK\n"},
+		{"ab12", nil, "SPARKDAP/2 OK ab12\n"},
+		{"", &SessionLimitError{Max: 4}, "SPARKDAP/2 REFUSED session limit reached (4 debugged at once)\n"},
+		{"", ErrBadHello, "SPARKDAP/2 REFUSED bad hello\n"},
 	} {
 		if got := string(Reply(tt.nonce, tt.err)); got != tt.want {
 			t.Errorf("Reply(%q, %v) = %q, want %q", tt.nonce, tt.err, got, tt.want)

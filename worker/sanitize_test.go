@@ -67,7 +67,7 @@ func TestClean(t *testing.T) {
 // reaches nobody raw, and its label has no line to forge.
 func TestHelloFieldsCleanedOnEntry(t *testing.T) {
 	evil := "\x1b]0;owned\x07\x1b[2K\r\nsparkdap: fake\u009b2J\u202e"
-	line := fmt.Sprintf(`SPARKDAP/1 {"pid":7,"host":%q,"executorId":%q,"label":%q}`+"\n",
+	line := fmt.Sprintf(HelloPrefix+`{"pid":7,"host":%q,"executorId":%q,"label":%q}`+"\n",
 		evil+strings.Repeat("h", 60000), evil, evil)
 	// %q writes Go escapes; JSON wants \u escapes for the same bytes.
 	line = strings.NewReplacer(`\x1b`, `\u001b`, `\a`, `\u0007`, `\r`, `\r`, `\n`, `\n`).Replace(line)

@@ -10,11 +10,14 @@ import (
 	"net"
 	"net/textproto"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // fakeAdapter is the smallest DAP adapter pydevd accepts: it authorizes,
@@ -33,10 +36,16 @@ type fakeAdapter struct {
 	// with (as the proxy does at its session limit).
 	refuseHello string
 
+	// squat makes it a program that bound the proxy's port first: it
+	// answers the hello with a challenge it cannot prove.
+	squat bool
+
 	mu      sync.Mutex
 	conns   int              // pydevd connections
 	hellos  []map[string]any // worker hellos, as received
 	tokens  []any            // clientAccessToken as received
+	derived []string         // the pydevd tokens of accepted hellos, in order
+	heard   strings.Builder  // everything workers sent on hello connections
 	tasks   []map[string]any
 	stops   []stackFrame
 	errs    []error
@@ -215,7 +224,7 @@ func (a *fakeAdapter) serve(c net.Conn) error {
 	// A worker's hello comes first and unasked; pydevd waits to be spoken
 	// to. The real proxy does not wait (see dap/hello.go); a fake may.
 	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	if b, err := d.r.Peek(len("SPARKDAP/1 ")); err == nil && string(b) == "SPARKDAP/1 " {
+	if b, err := d.r.Peek(len(worker.HelloPrefix)); err == nil && string(b) == worker.HelloPrefix {
 		return a.serveHello(c, d.r)
 	}
 	a.mu.Lock()
@@ -231,7 +240,16 @@ func (a *fakeAdapter) serve(c net.Conn) error {
 	a.mu.Lock()
 	a.tokens = append(a.tokens, got)
 	a.mu.Unlock()
-	if tok, _ := got.(string); tok != a.token {
+	// As the proxy does for a worker that said hello: only the one-time
+	// token its hello derived, once.
+	a.mu.Lock()
+	tok, _ := got.(string)
+	ok := a.token == "" || (tok != "" && slices.Contains(a.derived, tok))
+	if ok && a.token != "" {
+		a.derived = slices.DeleteFunc(a.derived, func(s string) bool { return s == tok })
+	}
+	a.mu.Unlock()
+	if !ok {
 		return nil // refuse: close before configurationDone
 	}
 	if _, err := a.request(d, "initialize", map[string]any{
@@ -262,17 +280,49 @@ func (a *fakeAdapter) serve(c net.Conn) error {
 	}
 }
 
-// serveHello answers a worker's hello as the proxy does.
+// serveHello answers a worker's hello as the proxy does (SPARKDAP/2, see
+// worker/challenge.go), or as a squatter that cannot prove the token.
 func (a *fakeAdapter) serveHello(c net.Conn, r *bufio.Reader) error {
 	c.SetDeadline(time.Now().Add(5 * time.Second))
+	first, err := r.ReadString('\n')
+	a.mu.Lock()
+	a.heard.WriteString(first)
+	a.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("reading hello: %w", err)
+	}
+	wn, ok := strings.CutPrefix(strings.TrimSpace(first), worker.HelloPrefix+"HELLO ")
+	if !ok {
+		return fmt.Errorf("malformed hello %q", first)
+	}
+	pn, err := worker.NewNonce()
+	if err != nil {
+		return err
+	}
+	proof := worker.ProxyProof(a.token, wn, pn)
+	if a.squat {
+		proof = strings.Repeat("ab", 32)
+	}
+	if _, err := c.Write([]byte(worker.HelloPrefix + "CHALLENGE " + pn + " " + proof + "\n")); err != nil {
+		return err
+	}
 	line, err := r.ReadString('\n')
+	a.mu.Lock()
+	a.heard.WriteString(line)
+	a.mu.Unlock()
+	if errors.Is(err, io.EOF) && line == "" {
+		return nil // the worker hung up at the proof, as it must with a squatter
+	}
 	if err != nil {
 		return fmt.Errorf("reading hello: %w", err)
 	}
 	var hello map[string]any
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "SPARKDAP/1 ")), &hello); err != nil {
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(line, worker.HelloPrefix)), &hello); err != nil {
 		return fmt.Errorf("malformed hello %q: %w", line, err)
 	}
+	proofOK := hello["proof"] == worker.WorkerProof(a.token, wn, pn)
+	hello["proofOK"] = proofOK
+	delete(hello, "proof")
 	a.mu.Lock()
 	a.hellos = append(a.hellos, hello)
 	a.mu.Unlock()
@@ -280,10 +330,14 @@ func (a *fakeAdapter) serveHello(c net.Conn, r *bufio.Reader) error {
 	switch {
 	case a.refuseHello != "":
 		reply = "REFUSED " + a.refuseHello
-	case a.token != "" && hello["token"] != a.token:
+	case a.token != "" && !proofOK:
 		reply = "REFUSED wrong access token"
+	default:
+		a.mu.Lock()
+		a.derived = append(a.derived, worker.PydevdToken(a.token, wn, pn))
+		a.mu.Unlock()
 	}
-	_, err = c.Write([]byte("SPARKDAP/1 " + reply + "\n"))
+	_, err = c.Write([]byte(worker.HelloPrefix + reply + "\n"))
 	return err
 }
 
@@ -291,6 +345,7 @@ type adapterReport struct {
 	hellos []map[string]any
 	conns  int
 	tokens []any
+	heard  string
 	tasks  []map[string]any
 	stops  []stackFrame
 	errs   []error
@@ -299,7 +354,7 @@ type adapterReport struct {
 func (a *fakeAdapter) report() adapterReport {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return adapterReport{append([]map[string]any(nil), a.hellos...), a.conns, append([]any(nil), a.tokens...), append([]map[string]any(nil), a.tasks...),
+	return adapterReport{append([]map[string]any(nil), a.hellos...), a.conns, append([]any(nil), a.tokens...), a.heard.String(), append([]map[string]any(nil), a.tasks...),
 		append([]stackFrame(nil), a.stops...), append([]error(nil), a.errs...)}
 }
 

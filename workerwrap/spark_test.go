@@ -275,11 +275,16 @@ func TestSparkSelectsPartition(t *testing.T) {
 	if len(r.errs) > 0 {
 		t.Errorf("fake adapter errors: %v", r.errs)
 	}
-	if r.conns != 1 || len(r.tokens) != 1 || r.tokens[0] != token {
-		t.Errorf("got %d connections with tokens %v, want 1 with %q", r.conns, r.tokens, token)
+	// The debugger presents its hello's one-time token (which the fake
+	// accepts once), never the token itself.
+	if r.conns != 1 || len(r.tokens) != 1 || r.tokens[0] == token || r.tokens[0] == "" {
+		t.Errorf("got %d connections with tokens %v, want 1 with a derived token", r.conns, r.tokens)
 	}
-	if len(r.hellos) != 1 || r.hellos[0]["token"] != token || r.hellos[0]["partitionId"] != 1.0 {
-		t.Fatalf("got hellos %v, want one for partition 1 with the token", r.hellos)
+	if len(r.hellos) != 1 || r.hellos[0]["proofOK"] != true || r.hellos[0]["token"] != nil || r.hellos[0]["partitionId"] != 1.0 {
+		t.Fatalf("got hellos %v, want one for partition 1 with a good proof and no token", r.hellos)
+	}
+	if strings.Contains(r.heard, token) {
+		t.Errorf("the token crossed the wire in the hello: %q", r.heard)
 	}
 	roots, _ := r.hellos[0]["roots"].(map[string]any)
 	if cwd, _ := roots["cwd"].(string); cwd == "" || roots["sparkFiles"] == nil {
@@ -339,9 +344,8 @@ func TestSparkWaitStopsInUserCode(t *testing.T) {
 	}
 }
 
-// A proxy that rejects the token closes the connection before
-// configurationDone; pydevd then unregisters its debugger while
-// debugpy.connect keeps spinning. The wrapper must notice at once.
+// A worker whose token differs from the proxy's finds out at the proxy's
+// proof: it says no more, loads no debugger, and runs on at once.
 func TestSparkFailOpenWrongToken(t *testing.T) {
 	se := requireSpark(t)
 	a := newFakeAdapter(t, "the-right-token")
@@ -349,14 +353,40 @@ func TestSparkFailOpenWrongToken(t *testing.T) {
 	o.Proxy = a.addr()
 	o.HandshakeTimeout = time.Minute // must not be what ends the wait
 	res := runJob(t, se, o, 4, "SPARKDAP_TOKEN=a-wrong-token")
-	checkFailOpen(t, res, regexp.MustCompile(`^debugger unavailable \(proxy `+regexp.QuoteMeta(o.Proxy)+` refused this worker: wrong access token\); task runs undebugged$`))
+	checkFailOpen(t, res, regexp.MustCompile(`^debugger unavailable \(proxy `+regexp.QuoteMeta(o.Proxy)+` did not prove it knows the access token \(another program on that port, or another token\?\)\); task runs undebugged$`))
 	if res.elapsed > 45*time.Second {
 		t.Errorf("job took %v: the wrapper waited for the handshake timeout instead of taking the refusal", res.elapsed)
 	}
-	// Refused at the hello: no debugger was loaded, no pydevd connection.
-	if r := a.report(); len(r.hellos) == 0 || r.conns != 0 || len(r.tasks) != 0 {
-		t.Errorf("fake adapter saw %d hellos, %d pydevd connections and %d task events, want >0, 0 and 0",
-			len(r.hellos), r.conns, len(r.tasks))
+	// Stopped at the proxy's proof: no description, no debugger, no pydevd connection.
+	if r := a.report(); r.heard == "" || len(r.hellos) != 0 || r.conns != 0 || len(r.tasks) != 0 {
+		t.Errorf("fake adapter heard %q and saw %d hellos, %d pydevd connections and %d task events, want only nonces",
+			r.heard, len(r.hellos), r.conns, len(r.tasks))
+	}
+}
+
+// TestSparkSquatterLearnsNoToken: a program that bound the proxy's port
+// before the proxy (another user on a shared gateway) gets every worker's
+// hello, and from it only nonces: not the token, not a proof it could
+// replay, not even the task. The workers load no debugger and run on.
+func TestSparkSquatterLearnsNoToken(t *testing.T) {
+	se := requireSpark(t)
+	const token = "squatted-token-9d2e"
+	a := newFakeAdapter(t, token)
+	a.squat = true
+	o := NewOptions()
+	o.Proxy = a.addr()
+	o.HandshakeTimeout = time.Minute
+	res := runJob(t, se, o, 4, "SPARKDAP_TOKEN="+token)
+	checkFailOpen(t, res, regexp.MustCompile(`^debugger unavailable \(proxy `+regexp.QuoteMeta(o.Proxy)+` did not prove it knows the access token .*\); task runs undebugged$`))
+	r := a.report()
+	if r.heard == "" || len(r.hellos) != 0 || r.conns != 0 {
+		t.Errorf("squatter heard %q, %d hellos, %d pydevd connections; want nonces only", r.heard, len(r.hellos), r.conns)
+	}
+	if !regexp.MustCompile(`^(SPARKDAP/2 HELLO [0-9a-f]{32}\n)+$`).MatchString(r.heard) {
+		t.Errorf("squatter heard more than nonces: %q", r.heard)
+	}
+	if strings.Contains(r.heard, token) {
+		t.Errorf("squatter heard the token: %q", r.heard)
 	}
 }
 

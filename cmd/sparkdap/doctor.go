@@ -374,6 +374,9 @@ func (d *doctor) testConnection(ctx context.Context, start func(host, port strin
 				return &pathError{err: errors.New("the proxy refused the worker: " + rest), fix: fix}
 			case "NOHELLO":
 				return &pathError{err: errors.New(rest), fix: exeAddr + " is not a sparkdap executor port"}
+			case "UNPROVEN":
+				return &pathError{err: errors.New(rest),
+					fix: "export " + tokenEnv + " with the token sparkdap serve uses, or pass --token; if it is right, another program holds " + exeAddr + " (ss -ltnp shows whose)"}
 			case "NODEBUGPY":
 				return &pathError{err: errors.New("no debugpy in " + rest), fix: "pip install debugpy in the Python the executors run"}
 			case "CONNECTED":

@@ -135,7 +135,7 @@ func TestDoctorRunningProxy(t *testing.T) {
 		if code != 1 {
 			t.Fatalf("exit %d, want 1", code)
 		}
-		wantCheck(t, out, "test connection", vFail, "the proxy refused the worker: wrong access token", "fix: export SPARKDAP_TOKEN")
+		wantCheck(t, out, "test connection", vFail, "did not prove it knows the token", "fix: export SPARKDAP_TOKEN")
 	})
 	t.Run("no token", func(t *testing.T) {
 		t.Setenv(tokenEnv, "")

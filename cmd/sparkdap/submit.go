@@ -63,7 +63,8 @@ func newSubmitCmd(stdin io.Reader, stderr io.Writer) *cmdSpec {
 	c.usage(stderr, `usage: sparkdap submit [flags] -- <spark-submit arguments>
 
 Generates the worker wrapper and runs spark-submit with it injected
-(--py-files, spark.python.daemon.module, the token in the executors' env).
+(--py-files, spark.python.daemon.module; the token baked into the shipped
+wrapper, never on the command line or in the Spark conf).
 
 Examples:
   export SPARKDAP_TOKEN=$(openssl rand -hex 16)     # the token sparkdap serve uses
@@ -93,10 +94,18 @@ func submitRun(o *submitOptions, sparkArgs []string, stdout, stderr io.Writer) e
 	}
 	defer os.RemoveAll(dir)
 	wrapper := filepath.Join(dir, workerwrap.FileName)
+	// The token travels baked into the wrapper (the file is 0600 in this
+	// 0700 directory, and --py-files ships it as the job's code), never on
+	// spark-submit's command line, where ps shows it for the whole job, nor
+	// in spark.executorEnv, which the event log and the UI's environment
+	// page keep. The same on local, standalone and YARN (see SECURITY.md).
+	if opts.Token == "" {
+		opts.Token = os.Getenv(opts.TokenEnv)
+	}
 	if err := workerwrap.WriteFile(wrapper, opts); err != nil {
 		return err
 	}
-	inj := workerwrap.Injection{WrapperPath: wrapper, TokenEnv: opts.TokenEnv, Token: os.Getenv(opts.TokenEnv)}
+	inj := workerwrap.Injection{WrapperPath: wrapper, TokenEnv: opts.TokenEnv}
 	finalArgs, err := inj.Apply(sparkArgs)
 	if err != nil {
 		return fmt.Errorf("spark-submit arguments: %w", err)

@@ -155,19 +155,44 @@ func TestSubmitErrors(t *testing.T) {
 	}
 }
 
-func TestSubmitDryRunRedactsToken(t *testing.T) {
-	bin, record := fakeSparkSubmit(t, "0")
-	t.Setenv("SPARKDAP_TOKEN", "tok-secret")
-	var stdout, stderr bytes.Buffer
-	if err := runSubmit([]string{"-spark-submit", bin, "-n", "--", "--master", "yarn", "app.py"}, strings.NewReader(""), &stdout, &stderr); err != nil {
-		t.Fatal(err)
-	}
-	out := stdout.String()
-	if strings.Contains(out, "tok-secret") || !strings.Contains(out, "spark.executorEnv.SPARKDAP_TOKEN=<redacted>") {
-		t.Errorf("dry run output %q: want the token conf, redacted", out)
-	}
-	if _, err := os.Stat(record); err == nil {
-		t.Error("spark-submit ran in dry-run mode")
+// TestSubmitKeepsTheTokenOffTheCommandLine: on a cluster master the token
+// reaches the executors baked into the shipped wrapper, not as
+// spark.executorEnv (which ps, the event log and the UI would show).
+func TestSubmitKeepsTheTokenOffTheCommandLine(t *testing.T) {
+	for _, dry := range []bool{true, false} {
+		bin, record := fakeSparkSubmit(t, "0")
+		// The fake copies the shipped wrapper aside before it is removed.
+		kept := filepath.Join(t.TempDir(), "kept.py")
+		script, _ := os.ReadFile(bin)
+		script = []byte(strings.Replace(string(script), "echo out-from-spark",
+			`for a in "$@"; do case "$a" in *remote_debug.py*) cp "${a##*,}" `+kept+`;; esac; done; echo out-from-spark`, 1))
+		if err := os.WriteFile(bin, script, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("SPARKDAP_TOKEN", "tok-secret")
+		args := []string{"-spark-submit", bin, "--", "--master", "yarn", "app.py"}
+		if dry {
+			args = append([]string{"-n"}, args...)
+		}
+		var stdout, stderr bytes.Buffer
+		if err := runSubmit(args, strings.NewReader(""), &stdout, &stderr); err != nil {
+			t.Fatal(err)
+		}
+		argv := stdout.String()
+		if !dry {
+			b, err := os.ReadFile(record)
+			if err != nil {
+				t.Fatal(err)
+			}
+			argv, _, _ = strings.Cut(string(b), "PYTHONPATH=")
+			wrapper, err := os.ReadFile(kept)
+			if err != nil || !strings.Contains(string(wrapper), `"token": "tok-secret"`) {
+				t.Errorf("the shipped wrapper does not carry the token (%v)", err)
+			}
+		}
+		if strings.Contains(argv, "tok-secret") || strings.Contains(argv, "SPARKDAP_TOKEN") {
+			t.Errorf("dry run %v: spark-submit arguments %q carry the token", dry, argv)
+		}
 	}
 }
 

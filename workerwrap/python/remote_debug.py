@@ -51,6 +51,8 @@ class _State(object):
         self.code_dirs = []
         self.task_dirs = []  # the directories of the current task's code
         self.sent_dirs = None  # code_dirs as the proxy last heard them
+        self.hello_nonce = ""  # PyCharm mode: the accepted hello's nonce
+        self.pydevd_token = None  # the accepted hello's one-time pydevd token
 
 
 _state = _State(None)
@@ -276,7 +278,7 @@ class _NoHelloReply(Exception):
     """The proxy accepted the connection but did not answer in time."""
 
 
-_HELLO = b"SPARKDAP/1 "
+_HELLO = b"SPARKDAP/2 "
 
 
 class _HelloClosed(ConnectionResetError):
@@ -287,37 +289,82 @@ class _HelloClosed(ConnectionResetError):
         self.received = received  # what it sent instead, for diagnostics
 
 
-def _hello_exchange(sock, body, timeout):
-    """Sends the hello line with body on the connected sock and returns the
-    proxy's reply line, less its "SPARKDAP/1 " prefix. The whole exchange is
-    bounded by timeout seconds: raises _NoHelloReply past it, _HelloClosed
-    if the proxy closes the connection first."""
+class _ProxyUnproven(Exception):
+    """Whatever answered on the executor port did not prove it knows the
+    token: not the proxy (another program bound the port first), or a proxy
+    with another token. The worker says nothing more and loads no debugger."""
+
+
+def _mac(token, label, wn, pn):
+    """HMAC-SHA256(token, label, wn, pn), hex: the hello's proofs and its
+    one-time pydevd token (worker/challenge.go computes the same)."""
+    import hashlib
+    import hmac
+
+    msg = "%s\n%s\n%s" % (label, wn, pn)
+    return hmac.new(token.encode("utf-8"), msg.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _hello_exchange(sock, token, body, timeout):
+    """The worker's side of the hello (see worker/challenge.go): sends a
+    fresh nonce, checks the proxy's proof of the token, and only then sends
+    body with the worker's own proof. The token itself never crosses the
+    wire. Returns (reply, pydevd_token): the proxy's last line less its
+    "SPARKDAP/2 " prefix, and the one-time token the debugger presents
+    instead of the real one. The whole exchange is bounded by timeout
+    seconds: raises _NoHelloReply past it, _HelloClosed if the proxy closes
+    the connection first, _ProxyUnproven if its proof does not hold."""
+    import binascii
+    import hmac
     import json
     import socket
     import time
 
     deadline = time.monotonic() + timeout
+    buf = [b""]
+
+    def reply_line():
+        # The proxy may have sent pydevd's first request before it saw the
+        # hello: skip to the next hello line.
+        while True:
+            data = buf[0]
+            mark = data.find(_HELLO)
+            end = data.find(b"\n", mark) if mark >= 0 else -1
+            if end >= 0:
+                buf[0] = data[end + 1:]
+                return data[mark + len(_HELLO):end].decode("utf-8", "replace")
+            left = deadline - time.monotonic()
+            if left <= 0 or len(data) > 65536:
+                raise _NoHelloReply()
+            sock.settimeout(left)
+            try:
+                chunk = sock.recv(4096)
+            except socket.timeout:
+                raise _NoHelloReply() from None
+            if not chunk:
+                raise _HelloClosed(data)
+            buf[0] = data + chunk
+
+    token = token or ""
+    wn = binascii.hexlify(os.urandom(16)).decode("ascii")
     sock.settimeout(timeout)
+    sock.sendall(_HELLO + b"HELLO " + wn.encode("ascii") + b"\n")
+    challenge = reply_line()
+    if challenge.startswith("REFUSED "):
+        return challenge, None
+    parts = challenge.split(" ")
+    if (
+        len(parts) != 3
+        or parts[0] != "CHALLENGE"
+        or not hmac.compare_digest(
+            parts[2].encode("utf-8"), _mac(token, "sparkdap/2 proxy", wn, parts[1]).encode("ascii")
+        )
+    ):
+        raise _ProxyUnproven()
+    pn = parts[1]
+    body = dict(body, proof=_mac(token, "sparkdap/2 worker", wn, pn))
     sock.sendall(_HELLO + json.dumps(body).encode("utf-8") + b"\n")
-    # The proxy may have sent pydevd's first request before it saw the
-    # hello: skip to the reply.
-    buf = b""
-    while True:
-        mark = buf.find(_HELLO)
-        end = buf.find(b"\n", mark) if mark >= 0 else -1
-        if end >= 0:
-            return buf[mark + len(_HELLO):end].decode("utf-8", "replace")
-        left = deadline - time.monotonic()
-        if left <= 0 or len(buf) > 65536:
-            raise _NoHelloReply()
-        sock.settimeout(left)
-        try:
-            chunk = sock.recv(4096)
-        except socket.timeout:
-            raise _NoHelloReply() from None
-        if not chunk:
-            raise _HelloClosed(buf)
-        buf += chunk
+    return reply_line(), _mac(token, "sparkdap/2 pydevd", wn, pn)
 
 
 def _hello_accepted(reply):
@@ -331,23 +378,29 @@ def _hello_accepted(reply):
 
 def _hello(cfg, task):
     """Introduces this worker to the proxy before any debugger is loaded:
-    the proxy checks the token and its session limit, and learns the task
-    label and where this worker loads code from (see dap/hello.go). Returns
-    None if accepted, else the reason. Raises OSError if unreachable."""
+    each side proves it knows the token, then the proxy checks its session
+    limit and learns the task label and where this worker loads code from
+    (see worker/hello.go). Returns None if accepted, else the reason.
+    Raises OSError if unreachable, _ProxyUnproven if the peer is no proxy
+    of this token."""
     import socket
 
     host, port = cfg["proxy"]
     body = _task_body(cfg, task)
-    body["token"] = cfg["token"] or ""
     sock = socket.create_connection((host, port), timeout=cfg["connect_timeout"])
     try:
-        accepted, detail = _hello_accepted(_hello_exchange(sock, body, cfg["handshake_timeout"]))
+        reply, pydevd_token = _hello_exchange(sock, cfg["token"], body, cfg["handshake_timeout"])
     finally:
         sock.close()
+    accepted, detail = _hello_accepted(reply)
     if not accepted:
         return detail
+    st = _st()
     # PyCharm mode: a one-time nonce that names the guard thread.
-    _st().hello_nonce = detail
+    st.hello_nonce = detail
+    # What debugpy.connect presents as its access token: pydevd hands that
+    # to whoever asks, so it is good for this hello only.
+    st.pydevd_token = pydevd_token
     return None
 
 
@@ -580,6 +633,10 @@ def _connect(cfg, task):
 
     try:
         refused = _hello(cfg, task)
+    except _ProxyUnproven:
+        return _unavailable(
+            "%s did not prove it knows the access token (another program on that port, or another token?)" % (where,)
+        )
     except _NoHelloReply:
         return _unavailable(
             "%s accepted the connection but did not finish the debug handshake within %gs"
@@ -659,7 +716,7 @@ def _connect(cfg, task):
             if pycharm:
                 # Named with the hello's nonce: the proxy finds it in pydevd's
                 # thread list and so ties this connection to the hello.
-                guard = threading.Thread(target=watchdog, name="sparkdap-connect-guard " + getattr(st, "hello_nonce", ""))
+                guard = threading.Thread(target=watchdog, name="sparkdap-connect-guard " + st.hello_nonce)
                 guard.daemon = True
                 guard.start()
                 try:
@@ -684,7 +741,7 @@ def _connect(cfg, task):
                 guard.daemon = True
                 guard.start()
                 try:
-                    debugger.connect((host, port), access_token=cfg["token"])
+                    debugger.connect((host, port), access_token=st.pydevd_token)
                 finally:
                     done.set()
     except BaseException as exc:
@@ -1522,7 +1579,8 @@ def _probe(host, port, stdin, out):
     worker sends, then debugpy.connect, then it stays connected until stdin
     closes. The token is stdin's first line, never on a command line. Each
     outcome is one line on out that doctor reads: UNREACHABLE, NOHELLO,
-    REFUSED, NODEBUGPY or CONNECTED <pid>. Returns the exit status."""
+    UNPROVEN, REFUSED, NODEBUGPY or CONNECTED <pid>. Returns the exit
+    status."""
     import socket
 
     def say(line):
@@ -1531,7 +1589,6 @@ def _probe(host, port, stdin, out):
 
     token = stdin.readline().strip()
     body = {
-        "token": token,
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "executorId": "doctor",
@@ -1544,7 +1601,10 @@ def _probe(host, port, stdin, out):
         say("UNREACHABLE %s:%d: %s" % (host, port, exc))
         return 3
     try:
-        reply = _hello_exchange(sock, body, _PROBE_TIMEOUT)
+        reply, pydevd_token = _hello_exchange(sock, token, body, _PROBE_TIMEOUT)
+    except _ProxyUnproven:
+        say("UNPROVEN whatever listens on %s:%d did not prove it knows the token: not sparkdap serve, or another token" % (host, port))
+        return 3
     except _NoHelloReply:
         say("NOHELLO proxy accepted the connection but did not answer the hello within %gs" % (_PROBE_TIMEOUT,))
         return 3
@@ -1567,7 +1627,7 @@ def _probe(host, port, stdin, out):
     except ImportError as exc:
         say("NODEBUGPY %s: %s" % (sys.executable, exc))
         return 3
-    debugpy.connect((host, port), access_token=token)
+    debugpy.connect((host, port), access_token=pydevd_token)
     say("CONNECTED %d" % os.getpid())
     stdin.read()
     return 0

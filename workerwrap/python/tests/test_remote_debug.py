@@ -2,9 +2,13 @@
 The module's behaviour in real PySpark workers is tested by the Go tests
 (workerwrap/spark_test.go, integration/)."""
 
+import hashlib
+import hmac
 import io
 import json
 import os
+import random
+import re
 import socket
 import subprocess
 import sys
@@ -150,9 +154,134 @@ def test_is_user_file_caches(rd, tmp_path):
 # --- the hello ------------------------------------------------------------------
 
 
+BODY = {"pid": 42, "label": "stage 1 \u00b7 partition 2 \u00b7 attempt 0"}
+TOKEN = "tok-\u00fc-s3cret"
+
+
+def mac(token, label, wn, pn):
+    """The proofs as worker/challenge.go defines them, computed here on
+    their own so that the test does not check the module with itself."""
+    msg = ("%s\n%s\n%s" % (label, wn, pn)).encode("utf-8")
+    return hmac.new(token.encode("utf-8"), msg, hashlib.sha256).hexdigest()
+
+
+def readline(sock):
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = sock.recv(1)
+        if not chunk:
+            return line
+        line += chunk
+    return line
+
+
+class Proxy:
+    """The proxy's side of the hello over one end of a socketpair (or an
+    accepted connection), run by a thread. token: what the proxy proves
+    with (None: a squatter, which cannot prove and answers with a proof of
+    its own making). prelude: bytes sent before the challenge (pydevd's
+    first request). reply: the last line, after the worker's proof."""
+
+    def __init__(self, sock, token=TOKEN, reply=b"SPARKDAP/2 OK\n", prelude=b""):
+        self.sock, self.token, self.reply, self.prelude = sock, token, reply, prelude
+        self.heard = b""  # everything the worker sent
+        self.hello = None  # the worker's description, once it sent one
+        self.proof_ok = None
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        self.sock.settimeout(30)
+        try:
+            first = readline(self.sock)
+            self.heard += first
+            if not first.startswith(b"SPARKDAP/2 HELLO "):
+                return
+            wn = first[len(b"SPARKDAP/2 HELLO ") :].strip().decode("ascii")
+            self.pn = pn = "%032x" % random.getrandbits(128)
+            proof = mac(self.token, "sparkdap/2 proxy", wn, pn) if self.token is not None else "ab" * 32
+            self.sock.sendall(self.prelude + b"SPARKDAP/2 CHALLENGE %s %s\n" % (pn.encode(), proof.encode()))
+            body = readline(self.sock)
+            self.heard += body
+            if not body:
+                return
+            self.hello = json.loads(body[len(b"SPARKDAP/2 ") :].decode("utf-8"))
+            self.proof_ok = self.token is not None and self.hello.get("proof") == mac(self.token, "sparkdap/2 worker", wn, pn)
+            self.pydevd_token = mac(self.token or "", "sparkdap/2 pydevd", wn, pn)
+            self.sock.sendall(self.reply)
+            self.heard += self.sock.recv(65536)  # nothing more, until the worker closes
+        except OSError:
+            pass
+
+    def join(self):
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    "reply,accepted,detail",
+    [
+        (b"SPARKDAP/2 OK\n", True, ""),
+        (b"SPARKDAP/2 OK 5f0c9a\n", True, "5f0c9a"),  # PyCharm mode's nonce
+        (b"SPARKDAP/2 REFUSED session limit reached (4)\n", False, "session limit reached (4)"),
+    ],
+)
+@pytest.mark.parametrize("prelude", [b"", b'Content-Length: 17\r\n\r\n{"seq": 1, "x": 0}'])
+def test_hello_exchange(rd, reply, accepted, detail, prelude):
+    ours, theirs = socket.socketpair()
+    proxy = Proxy(theirs, reply=reply, prelude=prelude)
+    try:
+        got, pydevd_token = rd._hello_exchange(ours, TOKEN, BODY, 30)
+        ours.close()
+        proxy.join()
+        assert rd._hello_accepted(got) == (accepted, detail)
+        assert proxy.proof_ok
+        assert pydevd_token == proxy.pydevd_token
+        assert {k: v for k, v in proxy.hello.items() if k != "proof"} == BODY
+    finally:
+        ours.close()
+        theirs.close()
+    # The token never crossed the wire, nor the pydevd token.
+    assert TOKEN.encode("utf-8") not in proxy.heard and b"tok-" not in proxy.heard
+    assert pydevd_token.encode() not in proxy.heard
+
+
+@pytest.mark.parametrize("proxy_token", [None, "another token"])
+def test_hello_exchange_unproven_proxy_learns_nothing(rd, proxy_token):
+    """A squatter on the executor port (or a proxy with another token) gets
+    the worker's nonce and nothing else: no token, no proof, no task."""
+    ours, theirs = socket.socketpair()
+    proxy = Proxy(theirs, token=proxy_token)
+    try:
+        with pytest.raises(rd._ProxyUnproven):
+            rd._hello_exchange(ours, TOKEN, BODY, 30)
+        ours.close()
+        proxy.join()
+    finally:
+        ours.close()
+        theirs.close()
+    assert proxy.hello is None
+    assert re.fullmatch(rb"SPARKDAP/2 HELLO [0-9a-f]{32}\n", proxy.heard), proxy.heard
+
+
+def test_hello_exchange_nonces_are_fresh(rd):
+    """Each hello draws a new nonce, so a proof seen once is no good again."""
+    heard = []
+    for _ in range(2):
+        ours, theirs = socket.socketpair()
+        proxy = Proxy(theirs)
+        rd._hello_exchange(ours, TOKEN, BODY, 30)
+        ours.close()
+        proxy.join()
+        theirs.close()
+        heard.append((proxy.heard.split(b"\n")[0], proxy.hello["proof"]))
+    assert heard[0][0] != heard[1][0] and heard[0][1] != heard[1][1]
+
+
 class Peer:
-    """The proxy's end of a socketpair, run by a thread: reads the hello
-    line, then sends `send` in pieces (None: stays silent until closed)."""
+    """The proxy's end of a socketpair, run by a thread: reads the hello's
+    first line, then sends `send` in pieces (None: stays silent until
+    closed)."""
 
     def __init__(self, send, close=False):
         self.ours, self.theirs = socket.socketpair()
@@ -163,13 +292,9 @@ class Peer:
 
     def run(self):
         self.theirs.settimeout(30)
-        line = b""
-        while not line.endswith(b"\n"):
-            chunk = self.theirs.recv(1)
-            if not chunk:
-                return
-            line += chunk
-        self.hello = line
+        self.hello = readline(self.theirs)
+        if not self.hello:
+            return
         try:
             if self.send:
                 # A short reply split across reads, a long one at once.
@@ -188,29 +313,12 @@ class Peer:
         self.theirs.close()
 
 
-BODY = {"token": "tok", "pid": 42, "label": "stage 1 \u00b7 partition 2 \u00b7 attempt 0"}
-
-
-@pytest.mark.parametrize(
-    "send,accepted,detail",
-    [
-        (b"SPARKDAP/1 OK\n", True, ""),
-        (b"SPARKDAP/1 OK 5f0c9a\n", True, "5f0c9a"),  # PyCharm mode's nonce
-        (b"SPARKDAP/1 REFUSED wrong access token\n", False, "wrong access token"),
-        (b"SPARKDAP/1 REFUSED session limit reached (4)\n", False, "session limit reached (4)"),
-        # pydevd's first request may come before the reply.
-        (b'Content-Length: 17\r\n\r\n{"seq": 1, "x": 0}SPARKDAP/1 OK\n', True, ""),
-    ],
-)
-def test_hello_exchange(rd, send, accepted, detail):
-    peer = Peer(send)
+def test_hello_exchange_refused_at_once(rd):
+    """An outdated or overloaded proxy may refuse before its challenge."""
+    peer = Peer(b"SPARKDAP/2 REFUSED bad hello\n")
     try:
-        reply = rd._hello_exchange(peer.ours, BODY, 30)
-        peer.thread.join(30)
-        assert rd._hello_accepted(reply) == (accepted, detail)
-        assert peer.hello.startswith(b"SPARKDAP/1 ")
-        assert peer.hello.count(b"\n") == 1
-        assert json.loads(peer.hello[len(b"SPARKDAP/1 ") :].decode("utf-8")) == BODY
+        reply, pydevd_token = rd._hello_exchange(peer.ours, TOKEN, BODY, 30)
+        assert rd._hello_accepted(reply) == (False, "bad hello") and pydevd_token is None
     finally:
         peer.done()
 
@@ -220,7 +328,7 @@ def test_hello_exchange_silent_proxy_times_out(rd):
     try:
         start = time.monotonic()
         with pytest.raises(rd._NoHelloReply):
-            rd._hello_exchange(peer.ours, BODY, 0.3)
+            rd._hello_exchange(peer.ours, TOKEN, BODY, 0.3)
         assert time.monotonic() - start < 20
     finally:
         peer.done()
@@ -230,7 +338,7 @@ def test_hello_exchange_endless_junk_is_bounded(rd):
     peer = Peer(b"x" * 70000)
     try:
         with pytest.raises(rd._NoHelloReply):
-            rd._hello_exchange(peer.ours, BODY, 30)
+            rd._hello_exchange(peer.ours, TOKEN, BODY, 30)
     finally:
         peer.done()
 
@@ -239,7 +347,7 @@ def test_hello_exchange_closed_without_reply(rd):
     peer = Peer(b"HTTP/1.1 400 Bad Request\r\n", close=True)
     try:
         with pytest.raises(ConnectionResetError) as info:
-            rd._hello_exchange(peer.ours, BODY, 30)
+            rd._hello_exchange(peer.ours, TOKEN, BODY, 30)
         assert info.value.received == b"HTTP/1.1 400 Bad Request\r\n"
         assert rd._describe(info.value) == "_HelloClosed: proxy closed the connection without a hello reply"
     finally:
@@ -248,11 +356,13 @@ def test_hello_exchange_closed_without_reply(rd):
 
 @pytest.fixture
 def proxy():
-    """A loopback listener that answers one hello with .reply."""
+    """A loopback listener that answers one hello, proving TOKEN (or
+    .token), with .reply; .got is its Proxy once it accepted."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
-    state = types.SimpleNamespace(reply=b"SPARKDAP/1 OK\n", hello=None, port=server.getsockname()[1])
+    state = types.SimpleNamespace(reply=b"SPARKDAP/2 OK\n", token=TOKEN, got=None, port=server.getsockname()[1])
+    accepted = threading.Event()
 
     def serve():
         server.settimeout(30)
@@ -260,36 +370,61 @@ def proxy():
             conn, _ = server.accept()
         except OSError:
             return
-        with conn:
-            conn.settimeout(30)
-            f = conn.makefile("rb")
-            state.hello = json.loads(f.readline()[len(b"SPARKDAP/1 ") :])
-            conn.sendall(state.reply)
+        state.conn = conn
+        state.got = Proxy(conn, token=state.token, reply=state.reply)
+        accepted.set()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
+
+    def done():
+        thread.join(30)
+        if accepted.wait(30):
+            state.got.join()
+            state.conn.close()
+        return state.got
+
+    state.done = done
     yield state
     server.close()
     thread.join(30)
 
 
 def test_hello_sends_the_task(rd, baked, proxy, monkeypatch):
-    baked.update(proxy="127.0.0.1:%d" % proxy.port, token="s3cret", post_mortem=True)
-    proxy.reply = b"SPARKDAP/1 OK n0nce\n"
+    baked.update(proxy="127.0.0.1:%d" % proxy.port, token=TOKEN, post_mortem=True)
+    proxy.reply = b"SPARKDAP/2 OK n0nce\n"
     assert rd._hello(rd._load_config(), task(3, 7)) is None
+    got = proxy.done()
     assert rd._st().hello_nonce == "n0nce"
-    hello = proxy.hello
-    assert hello["token"] == "s3cret"
+    assert rd._st().pydevd_token == got.pydevd_token
+    hello = got.hello
+    assert got.proof_ok and "token" not in hello
     assert (hello["stageId"], hello["partitionId"], hello["pid"]) == (3, 7, os.getpid())
     assert hello["label"] == "stage 3 \u00b7 partition 7 \u00b7 attempt 0"
     assert hello["postMortem"] is True and hello["wait"] is False
     assert hello["roots"]["cwd"] == os.getcwd()
+    assert TOKEN.encode("utf-8") not in got.heard
 
 
 def test_hello_refused(rd, baked, proxy):
-    baked.update(proxy="127.0.0.1:%d" % proxy.port)
-    proxy.reply = b"SPARKDAP/1 REFUSED wrong access token\n"
-    assert rd._hello(rd._load_config(), task(0, 0)) == "wrong access token"
+    baked.update(proxy="127.0.0.1:%d" % proxy.port, token=TOKEN)
+    proxy.reply = b"SPARKDAP/2 REFUSED session limit reached (1 debugged at once)\n"
+    assert rd._hello(rd._load_config(), task(0, 0)) == "session limit reached (1 debugged at once)"
+
+
+def test_connect_to_a_squatter_fails_open(rd, baked, proxy, capsys):
+    """The whole worker path: a squatter on the proxy's port gets no token,
+    the worker loads no debugger and says one line."""
+    baked.update(proxy="127.0.0.1:%d" % proxy.port, token=TOKEN)
+    proxy.token = None
+    before = set(sys.modules)
+    rd._connect(rd._load_config(), task(0, 0))
+    got = proxy.done()
+    assert rd._st().debugger == "failed"
+    assert got.hello is None and TOKEN.encode("utf-8") not in got.heard
+    assert not any(m == "debugpy" or m.startswith(("debugpy.", "pydevd")) for m in set(sys.modules) - before)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "did not prove it knows the access token" in err[0], err
 
 
 # --- sparkdap doctor's probe ----------------------------------------------------
@@ -304,19 +439,43 @@ def closed_port():
 
 
 def test_probe_refused(rd, proxy):
-    proxy.reply = b"SPARKDAP/1 REFUSED wrong access token\n"
+    proxy.reply = b"SPARKDAP/2 REFUSED session limit reached (1 debugged at once)\n"
     out = io.StringIO()
-    assert rd._probe("127.0.0.1", proxy.port, io.StringIO("tok\n"), out) == 3
-    assert out.getvalue() == "REFUSED wrong access token\n"
-    assert proxy.hello["token"] == "tok"
-    assert proxy.hello["executorId"] == "doctor"
-    assert proxy.hello["pid"] == os.getpid()
+    assert rd._probe("127.0.0.1", proxy.port, io.StringIO(TOKEN + "\n"), out) == 3
+    assert out.getvalue() == "REFUSED session limit reached (1 debugged at once)\n"
+    got = proxy.done()
+    assert got.proof_ok and "token" not in got.hello
+    assert got.hello["executorId"] == "doctor"
+    assert got.hello["pid"] == os.getpid()
 
 
-def test_probe_no_hello(rd, proxy):
-    proxy.reply = b"junk"
+def test_probe_unproven(rd, proxy):
+    proxy.token = "the proxy's"
     out = io.StringIO()
-    assert rd._probe("127.0.0.1", proxy.port, io.StringIO("tok\n"), out) == 3
+    assert rd._probe("127.0.0.1", proxy.port, io.StringIO(TOKEN + "\n"), out) == 3
+    assert out.getvalue().startswith("UNPROVEN ")
+    assert proxy.done().hello is None
+
+
+def test_probe_no_hello(rd):
+    peer_server = socket.socket()
+    peer_server.bind(("127.0.0.1", 0))
+    peer_server.listen(1)
+
+    def serve():
+        conn, _ = peer_server.accept()
+        with conn:
+            readline(conn)
+            conn.sendall(b"junk")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    out = io.StringIO()
+    try:
+        assert rd._probe("127.0.0.1", peer_server.getsockname()[1], io.StringIO("tok\n"), out) == 3
+    finally:
+        thread.join(30)
+        peer_server.close()
     assert out.getvalue() == "NOHELLO proxy closed the connection without answering the hello (it sent 4 bytes: b'junk')\n"
 
 
