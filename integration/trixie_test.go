@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -181,6 +182,9 @@ func TestTrixieExecutorsOnPython313AndJava21(t *testing.T) {
 			t.Fatalf("stopped at %s twice: its breakpoint was removed after the first hit", name)
 		}
 		seen[name] = s
+		if name == "loanlib-payment" {
+			checkZipMapped(t, ctx, p.IDE, l.srcLib)
+		}
 		t.Logf("stop %s at %s:%d in %q, locals %v", name, s.path, s.line, s.thread, s.locals)
 		var keep []int
 		for _, line := range armed[s.path] {
@@ -215,16 +219,28 @@ func TestTrixieExecutorsOnPython313AndJava21(t *testing.T) {
 	if _, ok := seen["mapinpandas-body"].locals["pdf"]; !ok {
 		t.Errorf("mapinpandas-body locals %v lack the pandas batch pdf", seen["mapinpandas-body"].locals)
 	}
-	// The driver lambda was pickled from /srv/job/loans.py: a frame of it
-	// in the developer's file proves the closure path mapped too.
-	if x := seen["mapvalues-lambda"].locals; len(x) == 0 {
-		t.Errorf("mapvalues-lambda: no locals")
+	// The driver lambda's argument: one loan of the portfolio.
+	if loan := seen["mapvalues-lambda"].locals["loan"]; !strings.Contains(loan, "'principal': ") {
+		t.Errorf("mapvalues-lambda: loan = %q, want a loan record", loan)
 	}
 
 	job.wait(t, ctx)
 	got := readJSON(t, filepath.Join(l.ship, "out", "debugged.json"))
 	if g, w := fmt.Sprint(got), fmt.Sprint(want); g != w {
 		t.Errorf("result under sparkdap differs from the plain run:\n got %s\nwant %s", g, w)
+	}
+}
+
+// checkZipMapped: `sparkdap paths` shows loanlib ran from inside the
+// shipped zip and was mapped to the developer's file.
+func checkZipMapped(t *testing.T, ctx context.Context, ideAddr, srcLib string) {
+	t.Helper()
+	report, err := exec.CommandContext(ctx, sparkdapBinary(t), "paths", "--ide", ideAddr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sparkdap paths: %v\n%s", err, report)
+	}
+	if !regexp.MustCompile(`deps\.zip/loanlib\.py\n\s+→ ` + regexp.QuoteMeta(srcLib)).Match(report) {
+		t.Errorf("sparkdap paths does not show the zip entry mapped to %s:\n%s", srcLib, report)
 	}
 }
 
