@@ -5,8 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +21,56 @@ import (
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/worker"
 )
+
+// TestMain caps input minimization for the Hub fuzz targets (see
+// hubMinimizeLimit) unless -fuzzminimizetime is given.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if err := capHubMinimization(flag.CommandLine); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
+// hubMinimizeLimit is the -fuzzminimizetime the Hub fuzz targets run with:
+// at most this many runs to shrink an input (about 2 ms each).
+//
+// Why: the fuzzing engine minimizes every input that reached new coverage,
+// and keeps a smaller candidate only if it reaches all of that coverage
+// again. A Hub input's coverage is not the same from run to run (how the
+// wire queue batches writes, which goroutine gets there first: the same
+// seed run six times gave 48 blocks with different bucketed counts), so
+// candidates almost never qualify and each minimization ran the whole
+// default 60 s, during which `go test -fuzz=FuzzHubIDESide` reported
+// 0 execs/sec: about 40 inputs a minute. A few hundred runs keep what a
+// deterministic input shrinks to, and a crasher still gets them.
+const hubMinimizeLimit = "200x"
+
+// capHubMinimization sets test.fuzzminimizetime to hubMinimizeLimit when
+// the fuzz target asked for is a Hub one and the flag was not given.
+func capHubMinimization(fs *flag.FlagSet) error {
+	target := fs.Lookup("test.fuzz")
+	if target == nil || target.Value.String() == "" {
+		return nil
+	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "test.fuzzminimizetime" })
+	if given {
+		return nil
+	}
+	re, err := regexp.Compile(target.Value.String())
+	if err != nil {
+		return nil // the testing package reports it
+	}
+	if !re.MatchString("FuzzHubIDESide") && !re.MatchString("FuzzHubExecutorSide") {
+		return nil
+	}
+	if err := fs.Set("test.fuzzminimizetime", hubMinimizeLimit); err != nil {
+		return fmt.Errorf("dap tests: capping fuzz minimization: %w", err)
+	}
+	return nil
+}
 
 // The fuzz targets below drive a live Hub over in-memory pipes: arbitrary
 // bytes from one peer, then a well-behaved IDE and executor that must be
@@ -40,7 +94,8 @@ func newPipeHub(t *testing.T) *pipeHub {
 	return p
 }
 
-// shutdown ends every session and fails the test if one does not end.
+// shutdown ends every session (failing the test if one does not end) and
+// stops the Hub's timers.
 func (p *pipeHub) shutdown() {
 	p.cancel()
 	done := make(chan struct{})
@@ -50,6 +105,9 @@ func (p *pipeHub) shutdown() {
 	case <-time.After(10 * time.Second):
 		p.t.Fatal("hub sessions still running 10s after shutdown")
 	}
+	// A pending hello's TTL timer or the refusal summary firing during a
+	// later input would add to that input's coverage.
+	p.hub.Close()
 }
 
 // executorConn connects an executor; done closes when the Hub is through
@@ -263,4 +321,26 @@ func FuzzHello(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHubClose: after Close no timer of the Hub's is left to fire (the
+// pipeHub of every fuzz input relies on it): a pending hello is dropped with
+// its TTL timer and refused workers are no longer counted for a summary.
+func TestHubClose(t *testing.T) {
+	var summary bytes.Buffer
+	h := NewHub(Config{Token: testToken, Log: zerolog.Nop(), HelloTTL: time.Hour, Summary: &summary})
+	if err := h.acceptHello("127.0.0.1:1234", worker.Hello{Token: testToken, TaskInfo: worker.TaskInfo{PID: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.admission.Pending()); n != 1 {
+		t.Fatalf("%d pending hellos before Close, want 1", n)
+	}
+	h.Close()
+	if n := len(h.admission.Pending()); n != 0 {
+		t.Fatalf("%d pending hellos after Close, want 0", n)
+	}
+	if h.refusedLine("127.0.0.1:1234", "refused") {
+		t.Fatal("a refusal after Close was printed: the refusal log still runs")
+	}
+	h.Close() // a second Close is harmless
 }
