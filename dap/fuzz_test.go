@@ -344,3 +344,35 @@ func TestHubClose(t *testing.T) {
 	}
 	h.Close() // a second Close is harmless
 }
+
+// TestCapHubMinimization: the Hub fuzz targets get the cap unless the flag
+// was given; other targets keep the engine's default.
+func TestCapHubMinimization(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"ide side", []string{"-test.fuzz=^FuzzHubIDESide$"}, hubMinimizeLimit},
+		{"executor side", []string{"-test.fuzz=FuzzHubExecutorSide"}, hubMinimizeLimit},
+		{"given", []string{"-test.fuzz=^FuzzHubIDESide$", "-test.fuzzminimizetime=5s"}, "5s"},
+		{"other target", []string{"-test.fuzz=^FuzzFrameReader$"}, "60s"},
+		{"not fuzzing", nil, "60s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.String("test.fuzz", "", "")
+			// The testing package's flag also takes counts ("200x").
+			fs.String("test.fuzzminimizetime", "60s", "")
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if err := capHubMinimization(fs); err != nil {
+				t.Fatal(err)
+			}
+			if got := fs.Lookup("test.fuzzminimizetime").Value.String(); got != tc.want {
+				t.Fatalf("-fuzzminimizetime = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
