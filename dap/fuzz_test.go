@@ -5,8 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +22,66 @@ import (
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/worker"
 )
+
+// TestMain caps input minimization for the fuzz targets in
+// cappedMinimization (see minimizeLimit) unless -fuzzminimizetime is given.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if err := capMinimization(flag.CommandLine); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
+// minimizeLimit is the -fuzzminimizetime the targets in cappedMinimization
+// run with: at most this many runs to shrink an input (about 2 ms each for
+// a Hub target).
+//
+// Why: the fuzzing engine minimizes every input that reached new coverage,
+// and keeps a smaller candidate only if it reaches all of that coverage
+// again. A Hub input's coverage is not the same from run to run (how the
+// wire queue batches writes, which goroutine gets there first: the same
+// seed run six times gave 48 blocks with different bucketed counts), so
+// candidates almost never qualify and each minimization ran the whole
+// default 60 s, during which `go test -fuzz=FuzzHubIDESide` reported
+// 0 execs/sec: about 40 inputs a minute. A few hundred runs keep what a
+// deterministic input shrinks to, and a crasher still gets them.
+//
+// FuzzHello stalled too (0 execs/sec after 3 s), for another reason: the
+// engine spent the run minimizing a mutant of its 70000-byte oversized
+// seed. Such a mutant keeps its coverage only while over the 64 KiB hello
+// limit, so hardly any byte can go, and each try reads some 64 KiB.
+const minimizeLimit = "200x"
+
+// cappedMinimization lists the fuzz targets whose inputs the engine cannot
+// usefully minimize (see minimizeLimit).
+var cappedMinimization = []string{"FuzzHubIDESide", "FuzzHubExecutorSide", "FuzzHello"}
+
+// capMinimization sets test.fuzzminimizetime to minimizeLimit when the
+// fuzz target asked for is in cappedMinimization and the flag was not given.
+func capMinimization(fs *flag.FlagSet) error {
+	target := fs.Lookup("test.fuzz")
+	if target == nil || target.Value.String() == "" {
+		return nil
+	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "test.fuzzminimizetime" })
+	if given {
+		return nil
+	}
+	re, err := regexp.Compile(target.Value.String())
+	if err != nil {
+		return nil // the testing package reports it
+	}
+	if !slices.ContainsFunc(cappedMinimization, re.MatchString) {
+		return nil
+	}
+	if err := fs.Set("test.fuzzminimizetime", minimizeLimit); err != nil {
+		return fmt.Errorf("dap tests: capping fuzz minimization: %w", err)
+	}
+	return nil
+}
 
 // The fuzz targets below drive a live Hub over in-memory pipes: arbitrary
 // bytes from one peer, then a well-behaved IDE and executor that must be
@@ -40,7 +105,8 @@ func newPipeHub(t *testing.T) *pipeHub {
 	return p
 }
 
-// shutdown ends every session and fails the test if one does not end.
+// shutdown ends every session (failing the test if one does not end) and
+// stops the Hub's timers.
 func (p *pipeHub) shutdown() {
 	p.cancel()
 	done := make(chan struct{})
@@ -50,6 +116,9 @@ func (p *pipeHub) shutdown() {
 	case <-time.After(10 * time.Second):
 		p.t.Fatal("hub sessions still running 10s after shutdown")
 	}
+	// A pending hello's TTL timer or the refusal summary firing during a
+	// later input would add to that input's coverage.
+	p.hub.Close()
 }
 
 // executorConn connects an executor; done closes when the Hub is through
@@ -246,6 +315,8 @@ func FuzzHello(f *testing.F) {
 			return
 		}
 		h := NewHub(Config{Token: testToken, MaxSessions: 2, Log: zerolog.Nop()})
+		// A pending hello's TTL timer must not fire into a later input.
+		defer h.Close()
 		hello, err := h.admission.Handshake(br, func([]byte) {})
 		if err == nil {
 			t.Fatalf("a fixed input passed the challenge: %+v", hello)
@@ -257,4 +328,79 @@ func FuzzHello(f *testing.F) {
 			t.Fatalf("%d hellos pending after a failed challenge", n)
 		}
 	})
+}
+
+// TestHubClose: after Close no timer of the Hub's is left to fire (the
+// pipeHub of every fuzz input relies on it): a pending hello is dropped with
+// its TTL timer and refused workers are no longer counted for a summary.
+func TestHubClose(t *testing.T) {
+	var summary bytes.Buffer
+	h := NewHub(Config{Token: testToken, Log: zerolog.Nop(), HelloTTL: time.Hour, Summary: &summary})
+	if err := h.acceptHello("127.0.0.1:1234", verifiedHello(t, h, 7)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.admission.Pending()); n != 1 {
+		t.Fatalf("%d pending hellos before Close, want 1", n)
+	}
+	h.Close()
+	if n := len(h.admission.Pending()); n != 0 {
+		t.Fatalf("%d pending hellos after Close, want 0", n)
+	}
+	if h.refusedLine("127.0.0.1:1234", "refused") {
+		t.Fatal("a refusal after Close was printed: the refusal log still runs")
+	}
+	h.Close() // a second Close is harmless
+}
+
+// TestCapMinimization: the targets in cappedMinimization get the cap
+// unless the flag was given; other targets keep the engine's default.
+func TestCapMinimization(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"ide side", []string{"-test.fuzz=^FuzzHubIDESide$"}, minimizeLimit},
+		{"executor side", []string{"-test.fuzz=FuzzHubExecutorSide"}, minimizeLimit},
+		{"given", []string{"-test.fuzz=^FuzzHubIDESide$", "-test.fuzzminimizetime=5s"}, "5s"},
+		{"hello", []string{"-test.fuzz=^FuzzHello$"}, minimizeLimit},
+		{"other target", []string{"-test.fuzz=^FuzzFrameReader$"}, "60s"},
+		{"not fuzzing", nil, "60s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.String("test.fuzz", "", "")
+			// The testing package's flag also takes counts ("200x").
+			fs.String("test.fuzzminimizetime", "60s", "")
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if err := capMinimization(fs); err != nil {
+				t.Fatal(err)
+			}
+			if got := fs.Lookup("test.fuzzminimizetime").Value.String(); got != tc.want {
+				t.Fatalf("-fuzzminimizetime = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// verifiedHello runs the real SPARKDAP/2 exchange between the wrapper's side
+// (worker.Introduce) and h's registry over a pipe, and returns the hello h
+// verified.
+func verifiedHello(t *testing.T, h *Hub, pid int64) worker.Hello {
+	t.Helper()
+	proxySide, workerSide := net.Pipe()
+	defer proxySide.Close()
+	defer workerSide.Close()
+	_ = proxySide.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = workerSide.SetDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		_, _, _ = worker.Introduce(workerSide, testToken, worker.TaskInfo{PID: pid})
+	}()
+	hello, err := h.admission.Handshake(bufio.NewReader(proxySide), func(b []byte) { _, _ = proxySide.Write(b) })
+	if err != nil {
+		t.Fatalf("hello: %v", err)
+	}
+	return hello
 }

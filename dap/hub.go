@@ -168,6 +168,14 @@ func NewHub(cfg Config) *Hub {
 	return h
 }
 
+// Close stops the Hub's own timers (pending hellos' TTLs, the refusal
+// summary) once its callers are done serving: after it, nothing of the Hub
+// runs by itself. Sessions end with the contexts they were served with.
+func (h *Hub) Close() {
+	h.admission.Close()
+	h.refusals.Close()
+}
+
 // refusedLine notes a refused worker at remote (host:port) and prints line
 // to the summary unless refusals from its address are being summed up. It
 // reports whether it printed, so that the log line matches: a flood of
