@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/dap"
@@ -195,7 +196,11 @@ func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 	switch format {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+		// Colours only for a terminal: in a file or a pipe (CI logs, a
+		// supervisor) escape sequences are noise, and a reader checking the
+		// output for control characters from the cluster must see none.
+		f, isFile := w.(*os.File)
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isFile || !isatty.IsTerminal(f.Fd())}
 	default:
 		return zerolog.Logger{}, fmt.Errorf("--log-format %q: want console or json", format)
 	}
