@@ -209,9 +209,7 @@ func TestBadExecutorInputClosesOnlyItself(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			bad := p.executor(100+i, nil)
-			bad.mu.Lock()
-			_, err := io.WriteString(bad.conn, tt.raw)
-			bad.mu.Unlock()
+			err := bad.WriteRaw([]byte(tt.raw))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +230,7 @@ func TestBadExecutorInputClosesOnlyItself(t *testing.T) {
 				if !p.hasExecutorPID(int64(100 + i)) {
 					t.Fatalf("the executor was dropped for a message it may send")
 				}
-				bad.conn.Close()
+				bad.Close()
 				bad.waitClosed()
 			}
 		})

@@ -259,10 +259,8 @@ func FuzzHubExecutorSide(f *testing.F) {
 		if afterHandshake {
 			bad := newFake(t, conn, testToken, 666, nil)
 			bad.waitRequest("configurationDone", nil)
-			bad.mu.Lock()
 			_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			_, _ = conn.Write(data)
-			bad.mu.Unlock()
+			_ = bad.WriteRaw(data)
 			conn.Close()
 		} else {
 			spew(conn, data)

@@ -108,9 +108,7 @@ func TestHelloRootsMapBreakpointsBeforeUserCode(t *testing.T) {
 		}
 		return false, "Breakpoint in file that does not exist."
 	})
-	f.mu.Lock()
-	f.framePath = shipped
-	f.mu.Unlock()
+	f.SetFramePath(shipped)
 	f.waitRequest("configurationDone", nil)
 	cmds := f.commands()
 	hit := f.waitRequest("setBreakpoints", func(m Message) bool {
@@ -153,9 +151,7 @@ func TestUnmappedSourceKeepsItsReference(t *testing.T) {
 	p := startProxy(t, func(c *Config) { c.Paths = pm })
 	c := p.ide(false, nil)
 	f := p.executor(8, nil)
-	f.mu.Lock()
-	f.framePath = "/opt/vendor/lib.py"
-	f.mu.Unlock()
+	f.SetFramePath("/opt/vendor/lib.py")
 	f.stop()
 	tid := stoppedOn(p.ctx, t, c)
 	frames, err := c.StackTrace(p.ctx, tid)

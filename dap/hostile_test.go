@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
@@ -257,15 +258,13 @@ func TestOnlyAllowedEventsReachIDE(t *testing.T) {
 	}
 	f.event("stopped", map[string]any{"reason": "breakpoint", "threadId": 1, "allThreadsStopped": true, "evil": evil})
 	tid := stoppedOn(p.ctx, t, c)
-	f.mu.Lock()
-	f.tamper = func(req Message, resp map[string]any) {
-		if req.Command() == "sparkCustomThing" {
+	f.SetTamper(func(req fakepydevd.Message, resp map[string]any) {
+		if req.Command == "sparkCustomThing" {
 			resp["command"] = "startDebugging"
 			resp["arguments"] = map[string]any{"request": "launch", "configuration": evil}
 			resp["event"] = "debugpyAttach"
 		}
-	}
-	f.mu.Unlock()
+	})
 	resp, err := c.Request(p.ctx, "sparkCustomThing", map[string]any{"threadId": tid})
 	if err != nil {
 		t.Fatal(err)
@@ -309,9 +308,7 @@ func TestUnmappedPathsNeverReachIDE(t *testing.T) {
 		frame string
 		want  string // the path the IDE gets; "" for none
 	}{{leaveRemote, leaveLocal}, {secret, ""}, {"../../.ssh/id_rsa", ""}} {
-		f.mu.Lock()
-		f.framePath = tc.frame
-		f.mu.Unlock()
+		f.SetFramePath(tc.frame)
 		f.stop()
 		tid := stoppedOn(p.ctx, t, c)
 		frames, err := c.StackTrace(p.ctx, tid)

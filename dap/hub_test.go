@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
@@ -349,7 +351,7 @@ func TestExecutorLeavingRemovesOnlyItsThreads(t *testing.T) {
 	if err != nil || len(threads) != 2 {
 		t.Fatalf("threads = %v, %v; want 2", threads, err)
 	}
-	a.conn.Close()
+	a.Close()
 	ev, err := c.WaitEvent(p.ctx, "thread", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -469,7 +471,7 @@ func TestMalformedExecutorClosesOnlyItself(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			bad := p.executor(100+i, nil)
-			if _, err := bad.conn.Write([]byte(tt.raw)); err != nil {
+			if err := bad.WriteRaw([]byte(tt.raw)); err != nil {
 				t.Fatal(err)
 			}
 			bad.waitClosed()
@@ -510,5 +512,99 @@ func TestStatsShowWhereExecutorsStopped(t *testing.T) {
 	}
 	if b.Stopped || b.StoppedAt != "" || b.OutputBytes != 0 {
 		t.Errorf("running executor: %+v", b)
+	}
+}
+
+// fakePydevd is the project's one fake pydevd (internal/fakepydevd) as the
+// proxy's fast protocol tests use it: it records what the proxy sends,
+// echoes requests it does not know (so passthrough can be checked) and
+// fails the test if the proxy sends a malformed message. Like real pydevd
+// processes, every fake hands out the same local ids (thread 1, frame 2, …),
+// so collisions show. The integration tests use real debugpy.
+type fakePydevd struct {
+	*fakepydevd.Peer
+	t   testing.TB
+	pid int
+}
+
+func dialFake(t testing.TB, addr, token string, pid int) *fakePydevd {
+	t.Helper()
+	return dialFakeVerify(t, addr, token, pid, nil)
+}
+
+// dialFakeVerify is dialFake with a verify function deciding whether a line
+// breakpoint binds (nil binds all).
+func dialFakeVerify(t testing.TB, addr, token string, pid int, verify func(string, int) (bool, string)) *fakePydevd {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("fake pydevd %d: dial %s: %v", pid, addr, err)
+	}
+	f := newFake(t, c, token, pid, verify)
+	t.Cleanup(func() { c.Close() })
+	return f
+}
+
+// newFake plays pydevd on conn, which the caller closes.
+func newFake(t testing.TB, conn net.Conn, token string, pid int, verify func(string, int) (bool, string)) *fakePydevd {
+	if derived, ok := helloTokens.LoadAndDelete(helloTokenKey(conn.RemoteAddr().String(), pid)); ok && token == testToken {
+		// This process said hello: like the wrapper, its debugger presents
+		// the one-time token the hello derived, never the token itself.
+		token = derived.(string)
+	}
+	peer := fakepydevd.New(conn, fakepydevd.Config{Token: token, PID: pid, MaxFrameBytes: DefaultMaxMessageBytes,
+		Record: true, Verify: verify, EchoUnknown: true, NoThreadEvent: true,
+		OnMalformed: func(body []byte, err error) {
+			t.Errorf("fake pydevd %d: proxy sent malformed message %q: %v", pid, body, err)
+		}})
+	return &fakePydevd{Peer: peer, t: t, pid: pid}
+}
+
+func (f *fakePydevd) event(name string, body map[string]any) { _ = f.Event(name, body) }
+func (f *fakePydevd) send(m map[string]any)                  { _ = f.Send(m) }
+func (f *fakePydevd) stop()                                  { _ = f.Stop() }
+func (f *fakePydevd) commands() string                       { return f.Commands() }
+
+// hit runs the worker's code at path:line and reports whether the fake
+// stopped there (see fakepydevd.Peer.Hit).
+func (f *fakePydevd) hit(path string, line int64) bool {
+	stopped, _ := f.Hit(path, line)
+	return stopped
+}
+
+func (f *fakePydevd) state() (suspended bool, armed string) { return f.State() }
+
+// waitRequest waits until the proxy has sent a message for command that
+// match (nil: any) accepts.
+func (f *fakePydevd) waitRequest(command string, match func(Message) bool) Message {
+	f.t.Helper()
+	m, err := f.awaitRequest(command, match, 5*time.Second)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return m
+}
+
+// awaitRequest is waitRequest for goroutines other than the test's: it
+// returns an error instead of failing the test.
+func (f *fakePydevd) awaitRequest(command string, match func(Message) bool, d time.Duration) (Message, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	r, err := f.WaitRequest(ctx, command, func(r fakepydevd.Message) bool {
+		m, err := DecodeMessage(r.Raw)
+		return err == nil && (match == nil || match(m))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fake pydevd %d: %w", f.pid, err)
+	}
+	return DecodeMessage(r.Raw)
+}
+
+func (f *fakePydevd) waitClosed() {
+	f.t.Helper()
+	select {
+	case <-f.Done():
+	case <-time.After(5 * time.Second):
+		f.t.Fatalf("fake pydevd %d: proxy did not close the connection", f.pid)
 	}
 }

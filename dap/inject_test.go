@@ -93,9 +93,7 @@ func TestClusterTextCannotDriveTheTerminal(t *testing.T) {
 		t.Fatalf("hello: %q", got)
 	}
 	f := dialFake(t, addr, testToken, 42)
-	f.mu.Lock()
-	f.framePath = "/job/" + evil + ".py"
-	f.mu.Unlock()
+	f.SetFramePath("/job/" + evil + ".py")
 	f.waitRequest("configurationDone", nil)
 	var child dapclient.Child
 	select {

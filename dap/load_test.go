@@ -29,37 +29,12 @@ func loadSize(full, short int) int {
 	return full
 }
 
-// awaitRequest is waitRequest for goroutines other than the test's: it
-// returns an error instead of failing the test.
-func (f *fakePydevd) awaitRequest(command string, match func(Message) bool, d time.Duration) (Message, error) {
-	deadline := time.After(d)
-	for {
-		f.mu.Lock()
-		for _, r := range f.requests {
-			if r.Command() == command && (match == nil || match(r)) {
-				f.mu.Unlock()
-				return r, nil
-			}
-		}
-		changed := f.changed
-		f.mu.Unlock()
-		select {
-		case <-changed:
-		case <-f.closed:
-			return nil, fmt.Errorf("pid %d: closed while waiting for %s; got %s", f.pid, command, f.commands())
-		case <-deadline:
-			return nil, fmt.Errorf("pid %d: no %s within %v; got %s", f.pid, command, d, f.commands())
-		}
-	}
-}
-
 // lastBreakpointLines is the lines of the last setBreakpoints for path.
 func (f *fakePydevd) lastBreakpointLines(path string) ([]int64, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i := len(f.requests) - 1; i >= 0; i-- {
-		r := f.requests[i]
-		if r.Command() != "setBreakpoints" {
+	recorded := f.Recorded()
+	for i := len(recorded) - 1; i >= 0; i-- {
+		r, err := DecodeMessage(recorded[i].Raw)
+		if err != nil || r.Command() != "setBreakpoints" {
 			continue
 		}
 		src, _ := r.Arguments()["source"].(map[string]any)
@@ -257,7 +232,7 @@ func TestLoadManyExecutorsConnectAtOnce(t *testing.T) {
 	during := measure()
 
 	for _, f := range fakes {
-		f.conn.Close()
+		f.Close()
 	}
 	waitNoExecutors(t, p.hub)
 	fakes = nil
@@ -402,7 +377,7 @@ func oneCycle(t *testing.T, addr string, kind cycleKind, pid int, src string) er
 			return err
 		}
 		select {
-		case <-f.closed:
+		case <-f.Done():
 			return nil
 		case <-time.After(wait):
 			return fmt.Errorf("pid %d: refused executor not let go", pid)

@@ -111,8 +111,8 @@ func TestHostileClusterAgainstServe(t *testing.T) {
 	if err := json.Unmarshal(resp.Body, &st); err != nil || len(st.StackFrames) == 0 {
 		t.Fatalf("stackTrace body %s: %v", resp.Body, err)
 	}
-	// Real pydevd gives such a frame a sourceReference (its text is fetched
-	// from the executor); this fake gives none, so only the path is checked.
+	// Real pydevd and the fake give such a frame a sourceReference (its text
+	// is fetched from the executor); what must not reach the IDE is the path.
 	if src := st.StackFrames[0].Source; src.Path != "" {
 		t.Errorf("a frame in a file under no root reached the IDE as path %q; want none", src.Path)
 	}

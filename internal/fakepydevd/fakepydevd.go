@@ -8,10 +8,15 @@
 // (thread 1, frame 2, …), as real pydevd processes do.
 //
 // It is for benchmarks and load tests that need hundreds or thousands of
-// debuggees, where real debugpy processes would cost ~30 MB each. It does
-// not import the proxy, so it can test any adapter. Each peer costs one
-// goroutine and a 4 KiB read buffer; writes are one frame per Write call
-// (header and body together), so it has none of pydevd's Nagle stalls.
+// debuggees, where real debugpy processes would cost ~30 MB each, and for
+// the proxy's fast protocol tests. It does not import the proxy, so it can
+// test any adapter. Each peer costs one goroutine and a 4 KiB read buffer;
+// writes are one frame per Write call (header and body together), so it has
+// none of pydevd's Nagle stalls.
+//
+// With Config.Record a peer also keeps every message the adapter sent
+// (Recorded, WaitRequest) and models what pydevd would stop at (Hit, State);
+// that costs memory per message, so it is off for load tests.
 package fakepydevd
 
 import (
@@ -23,6 +28,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,15 +48,58 @@ type Config struct {
 	FramePath string
 	// MaxFrameBytes bounds one incoming message; default 1 MiB.
 	MaxFrameBytes int
+	// Record keeps every message the adapter sends and tracks the
+	// breakpoints and exception filters it arms, as pydevd's state does.
+	Record bool
+	// Verify decides whether a line breakpoint binds, and with what
+	// message; nil binds all. It runs on the peer's goroutine.
+	Verify func(path string, line int) (bool, string)
+	// EchoUnknown answers a request the fake does not know with success and
+	// body {"echo": arguments}, so an adapter's passthrough can be checked;
+	// without it such a request fails as unsupported.
+	EchoUnknown bool
+	// NoThreadEvent leaves out the thread "started" event pydevd sends for
+	// its main thread after configurationDone, for tests that check every
+	// event an IDE is sent.
+	NoThreadEvent bool
+	// OnMalformed, if set, is called on the peer's goroutine when the
+	// adapter sends a frame that is not a JSON message; the peer then hangs
+	// up, as it always does.
+	OnMalformed func(body []byte, err error)
 }
 
+// Message is one message the adapter sent, as recorded with Config.Record.
+type Message struct {
+	Type      string
+	Command   string
+	Seq       int64
+	Arguments map[string]any
+	// Raw is the message's JSON body.
+	Raw []byte
+}
+
+// ErrClosed is returned by WaitRequest when the connection ended first.
+var ErrClosed = errors.New("fakepydevd: connection closed")
+
 // Peer is one fake pydevd connection.
+//
+// The serving goroutine owns the read side; wmu serialises writes (and seq);
+// mu guards the scriptable settings and the recorded state.
 type Peer struct {
 	conn net.Conn
 	cfg  Config
 
 	wmu sync.Mutex
 	seq int64
+
+	mu        sync.Mutex
+	framePath string
+	tamper    func(req Message, resp map[string]any)
+	recorded  []Message
+	changed   chan struct{} // closed and replaced on each recorded message
+	armed     map[string][]int64
+	filters   []any
+	suspended bool
 
 	bpNext     atomic.Int64
 	requests   atomic.Int64
@@ -78,7 +128,10 @@ func New(conn net.Conn, cfg Config) *Peer {
 	if cfg.MaxFrameBytes <= 0 {
 		cfg.MaxFrameBytes = 1 << 20
 	}
-	p := &Peer{conn: conn, cfg: cfg, configured: make(chan struct{}), done: make(chan struct{})}
+	p := &Peer{conn: conn, cfg: cfg, framePath: cfg.FramePath, configured: make(chan struct{}), done: make(chan struct{})}
+	if cfg.Record {
+		p.changed = make(chan struct{})
+	}
 	go p.serve()
 	return p
 }
@@ -114,6 +167,153 @@ func (p *Peer) Count(command string) int64 {
 
 // Close ends the connection.
 func (p *Peer) Close() error { return p.conn.Close() }
+
+// SetFramePath changes the file of the frame it reports stopped in.
+func (p *Peer) SetFramePath(path string) {
+	p.mu.Lock()
+	p.framePath = path
+	p.mu.Unlock()
+}
+
+// SetTamper makes the peer pass each response through tamper before sending
+// it (a hostile executor holding the token); nil stops that. tamper runs on
+// the peer's goroutine.
+func (p *Peer) SetTamper(tamper func(req Message, resp map[string]any)) {
+	p.mu.Lock()
+	p.tamper = tamper
+	p.mu.Unlock()
+}
+
+// Send sends m as a message of its own, numbered in the peer's sequence
+// (e.g. a reverse request).
+func (p *Peer) Send(m map[string]any) error { return p.send(m) }
+
+// WriteRaw writes b to the connection as is, between whole frames.
+func (p *Peer) WriteRaw(b []byte) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	_, err := p.conn.Write(b)
+	return err
+}
+
+// Recorded is every message received so far (with Config.Record).
+func (p *Peer) Recorded() []Message {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.recorded)
+}
+
+// Commands names the commands of the messages received so far, in order,
+// comma-separated (with Config.Record).
+func (p *Peer) Commands() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := make([]string, 0, len(p.recorded))
+	for _, r := range p.recorded {
+		names = append(names, r.Command)
+	}
+	return strings.Join(names, ",")
+}
+
+// WaitRequest waits until a message for command for which match (nil
+// matches all) holds has been received, and returns the first. It needs
+// Config.Record. It fails with ErrClosed if the connection ends first, or
+// with ctx's error; either names the commands received.
+func (p *Peer) WaitRequest(ctx context.Context, command string, match func(Message) bool) (Message, error) {
+	if !p.cfg.Record {
+		return Message{}, errors.New("fakepydevd: WaitRequest without Config.Record")
+	}
+	for closed := false; ; {
+		p.mu.Lock()
+		for _, r := range p.recorded {
+			if r.Command == command && (match == nil || match(r)) {
+				p.mu.Unlock()
+				return r, nil
+			}
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		if closed {
+			return Message{}, fmt.Errorf("no %s request; got %s: %w", command, p.Commands(), ErrClosed)
+		}
+		select {
+		case <-changed:
+		case <-p.done:
+			closed = true // every message served is recorded by now: look once more
+		case <-ctx.Done():
+			return Message{}, fmt.Errorf("no %s request; got %s: %w", command, p.Commands(), ctx.Err())
+		}
+	}
+}
+
+// Hit runs the worker's code at path:line: the peer stops there, as pydevd
+// does, if a breakpoint is armed at that path and it is not already
+// stopped. It reports whether it stopped. It needs Config.Record.
+func (p *Peer) Hit(path string, line int64) (bool, error) {
+	p.mu.Lock()
+	stop := !p.suspended && slices.Contains(p.armed[path], line)
+	if stop {
+		p.suspended = true
+	}
+	p.mu.Unlock()
+	if !stop {
+		return false, nil
+	}
+	return true, p.Stop()
+}
+
+// State reports whether the peer is stopped, and describes what is still
+// armed ("" for nothing). It needs Config.Record.
+func (p *Peer) State() (suspended bool, armed string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var parts []string
+	for path, lines := range p.armed {
+		parts = append(parts, fmt.Sprintf("%s:%v", path, lines))
+	}
+	if len(p.filters) > 0 {
+		parts = append(parts, fmt.Sprintf("exceptions %v", p.filters))
+	}
+	sort.Strings(parts)
+	return p.suspended, strings.Join(parts, " ")
+}
+
+// record keeps m and follows pydevd's state for it.
+func (p *Peer) record(m *request, raw []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.recorded = append(p.recorded, Message{Type: m.Type, Command: m.Command, Seq: m.Seq, Arguments: m.Arguments,
+		Raw: raw})
+	args := m.Arguments
+	switch m.Command {
+	case "setBreakpoints":
+		src, _ := args["source"].(map[string]any)
+		path, _ := src["path"].(string)
+		bps, _ := args["breakpoints"].([]any)
+		var lines []int64
+		for _, b := range bps {
+			if bm, ok := b.(map[string]any); ok {
+				lines = append(lines, toInt(bm["line"]))
+			}
+		}
+		if p.armed == nil {
+			p.armed = map[string][]int64{}
+		}
+		if len(lines) == 0 {
+			delete(p.armed, path)
+		} else {
+			p.armed[path] = lines
+		}
+	case "setExceptionBreakpoints":
+		p.filters, _ = args["filters"].([]any)
+	case "continue":
+		p.suspended = false
+	case "disconnect":
+		p.armed, p.filters, p.suspended = nil, nil, false
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
 
 // Wait blocks until the connection ends or ctx does.
 func (p *Peer) Wait(ctx context.Context) error {
@@ -211,7 +411,13 @@ func (p *Peer) serve() {
 		var m request
 		if err := json.Unmarshal(body, &m); err != nil {
 			p.err = fmt.Errorf("fakepydevd: malformed message %q: %w", body, err)
+			if p.cfg.OnMalformed != nil {
+				p.cfg.OnMalformed(body, err)
+			}
 			return
+		}
+		if p.cfg.Record {
+			p.record(&m, body)
 		}
 		if m.Type != "request" {
 			continue
@@ -229,6 +435,12 @@ func (p *Peer) serve() {
 		if m.Command == "attach" {
 			_ = p.Event("initialized", nil)
 		}
+		p.mu.Lock()
+		tamper := p.tamper
+		p.mu.Unlock()
+		if tamper != nil {
+			tamper(Message{Type: m.Type, Command: m.Command, Seq: m.Seq, Arguments: m.Arguments, Raw: body}, resp)
+		}
 		if err := p.send(resp); err != nil {
 			p.err = err
 			return
@@ -236,9 +448,17 @@ func (p *Peer) serve() {
 		switch m.Command {
 		case "configurationDone":
 			p.confOnce.Do(func() { close(p.configured) })
-			_ = p.Event("thread", map[string]any{"reason": "started", "threadId": 1})
+			if !p.cfg.NoThreadEvent {
+				_ = p.Event("thread", map[string]any{"reason": "started", "threadId": 1})
+			}
 		case "continue":
 			_ = p.Event("continued", map[string]any{"threadId": 1, "allThreadsContinued": true})
+		case "disconnect":
+			if term, _ := m.Arguments["terminateDebuggee"].(bool); term {
+				// pydevd kills its process: the connection ends.
+				p.err = io.EOF
+				return
+			}
 		}
 	}
 }
@@ -309,9 +529,17 @@ func (p *Peer) answer(m *request) (map[string]any, bool) {
 		out := make([]any, 0, len(bps))
 		for _, b := range bps {
 			bm, _ := b.(map[string]any)
+			line := toInt(bm["line"])
+			ok, msg := true, ""
+			if p.cfg.Verify != nil {
+				ok, msg = p.cfg.Verify(path, int(line))
+			}
 			id := p.bpNext.Add(1) - 1 // pydevd's breakpoint ids start at 0
-			out = append(out, map[string]any{"id": id, "verified": true, "line": toInt(bm["line"]),
-				"source": map[string]any{"path": path}})
+			bp := map[string]any{"id": id, "verified": ok, "line": line, "source": map[string]any{"path": path}}
+			if msg != "" {
+				bp["message"] = msg
+			}
+			out = append(out, bp)
 		}
 		return map[string]any{"breakpoints": out}, true
 	case "threads":
@@ -320,11 +548,22 @@ func (p *Peer) answer(m *request) (map[string]any, bool) {
 		if tid := toInt(args["threadId"]); tid != 1 {
 			return map[string]any{"error": fmt.Sprintf("unknown thread %d", tid)}, false
 		}
+		p.mu.Lock()
+		path := p.framePath
+		p.mu.Unlock()
+		if path == "" {
+			path = "/job/udf.py"
+		}
+		// pydevd gives a frame a sourceReference for its text to be fetched
+		// from the process.
 		return map[string]any{"stackFrames": []any{map[string]any{"id": 2, "name": "compute", "line": 5,
-			"column": 1, "source": map[string]any{"path": p.cfg.FramePath}}}, "totalFrames": 1}, true
+			"column": 1, "source": map[string]any{"path": path, "sourceReference": 4}}}, "totalFrames": 1}, true
 	case "scopes":
 		return map[string]any{"scopes": []any{map[string]any{"name": "Locals", "variablesReference": 3}}}, true
 	case "variables":
+		if ref := toInt(args["variablesReference"]); ref != 3 {
+			return map[string]any{"error": fmt.Sprintf("unknown reference %d", ref)}, false
+		}
 		return map[string]any{"variables": []any{map[string]any{"name": "pid", "value": strconv.Itoa(p.cfg.PID),
 			"variablesReference": 0}}}, true
 	case "evaluate":
@@ -334,6 +573,9 @@ func (p *Peer) answer(m *request) (map[string]any, bool) {
 		return map[string]any{"result": strconv.Itoa(p.cfg.PID), "variablesReference": 0}, true
 	case "continue":
 		return map[string]any{"allThreadsContinued": true}, true
+	}
+	if p.cfg.EchoUnknown {
+		return map[string]any{"echo": args}, true
 	}
 	return map[string]any{"error": "unsupported command " + m.Command}, false
 }

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -148,5 +151,109 @@ func TestHandshakeAndRequests(t *testing.T) {
 	case <-p.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("peer did not notice the closed connection")
+	}
+}
+
+// TestRecording checks what the proxy's protocol tests script the fake with:
+// recorded messages, breakpoint verification, the modelled stop state,
+// echoed unknown requests, tampered responses and terminateDebuggee.
+func TestRecording(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := Dial(ctx, ln.Addr().String(), Config{Token: "tok", PID: 7, Record: true, EchoUnknown: true,
+		NoThreadEvent: true, Verify: func(path string, line int) (bool, string) {
+			if line == 4 {
+				return false, "no code on line 4"
+			}
+			return true, ""
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := &adapterSide{t: t, c: c, br: bufio.NewReader(c)}
+	var events []string
+
+	a.call("attach", map[string]any{}, &events)
+	m := a.call("setBreakpoints", map[string]any{"source": map[string]any{"path": "/x.py"},
+		"breakpoints": []any{map[string]any{"line": 3}, map[string]any{"line": 4}}}, &events)
+	bps := m.Body["breakpoints"].([]any)
+	if b := bps[0].(map[string]any); b["verified"] != true {
+		t.Errorf("line 3: %v, want verified", b)
+	}
+	if b := bps[1].(map[string]any); b["verified"] != false || b["message"] != "no code on line 4" {
+		t.Errorf("line 4: %v, want unverified with Verify's message", b)
+	}
+	a.call("configurationDone", nil, &events)
+	got, err := p.WaitRequest(ctx, "setBreakpoints", func(m Message) bool { return m.Arguments["source"] != nil })
+	if err != nil || got.Seq != 2 || !strings.Contains(string(got.Raw), `"/x.py"`) {
+		t.Errorf("WaitRequest(setBreakpoints) = %+v, %v", got, err)
+	}
+	if cmds := p.Commands(); cmds != "attach,setBreakpoints,configurationDone" {
+		t.Errorf("Commands() = %q", cmds)
+	}
+	if want := []string{"initialized"}; !slices.Equal(events, want) {
+		t.Errorf("events %v, want %v (no thread event with NoThreadEvent)", events, want)
+	}
+
+	if stopped, _ := p.Hit("/x.py", 9); stopped {
+		t.Error("stopped at a line with no breakpoint")
+	}
+	if stopped, err := p.Hit("/x.py", 3); !stopped || err != nil {
+		t.Errorf("Hit at an armed line = %v, %v; want a stop", stopped, err)
+	}
+	if susp, armed := p.State(); !susp || armed != "/x.py:[3 4]" {
+		t.Errorf("State() = %v, %q", susp, armed)
+	}
+	if m := a.call("sparkCustom", map[string]any{"k": "v"}, &events); !m.Success || m.Body["echo"].(map[string]any)["k"] != "v" {
+		t.Errorf("unknown request answered %+v, want its arguments echoed", m)
+	}
+	p.SetTamper(func(req Message, resp map[string]any) {
+		if req.Command == "threads" {
+			resp["success"] = false
+		}
+	})
+	if m := a.call("threads", nil, &events); m.Success {
+		t.Error("tampered response sent untampered")
+	}
+	p.SetTamper(nil)
+	p.SetFramePath("/elsewhere.py")
+	m = a.call("stackTrace", map[string]any{"threadId": 1}, &events)
+	if src := m.Body["stackFrames"].([]any)[0].(map[string]any)["source"].(map[string]any); src["path"] != "/elsewhere.py" {
+		t.Errorf("frame source %v, want SetFramePath's", src)
+	}
+	a.call("continue", map[string]any{"threadId": 1}, &events)
+	if susp, _ := p.State(); susp {
+		t.Error("still stopped after continue")
+	}
+	short, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer scancel()
+	if _, err := p.WaitRequest(short, "never", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitRequest for a request never sent = %v, want its context's deadline", err)
+	}
+
+	a.call("disconnect", map[string]any{"terminateDebuggee": true}, &events)
+	select {
+	case <-p.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("terminateDebuggee did not end the connection")
+	}
+	if susp, armed := p.State(); susp || armed != "" {
+		t.Errorf("State() after disconnect = %v, %q; want nothing armed", susp, armed)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if _, err := p.WaitRequest(wctx, "never", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("WaitRequest after the end = %v, want ErrClosed", err)
 	}
 }
