@@ -113,8 +113,8 @@ func TestHostileClusterAgainstServe(t *testing.T) {
 	}
 	// Real pydevd and the fake give such a frame a sourceReference (its text
 	// is fetched from the executor); what must not reach the IDE is the path.
-	if src := st.StackFrames[0].Source; src.Path != "" {
-		t.Errorf("a frame in a file under no root reached the IDE as path %q; want none", src.Path)
+	if src := st.StackFrames[0].Source; src.Path != "" || src.SourceReference <= 0 {
+		t.Errorf("a frame in a file under no root reached the IDE as path %q, sourceReference %d; want no path and a sourceReference", src.Path, src.SourceReference)
 	}
 	for _, ev := range ide.Events() {
 		body := string(ev.Body)
