@@ -58,7 +58,7 @@ func TestDoctorThroughRealTunnel(t *testing.T) {
 	}
 
 	code, out = doctor("wrong-token")
-	if code != 1 || !strings.Contains(out, "FAIL  test connection through the gateway (worker on the gateway → tunnel → proxy → IDE port): to "+remote+" on the gateway: the proxy refused the worker: wrong access token") {
+	if code != 1 || !strings.Contains(out, "FAIL  test connection through the gateway (worker on the gateway → tunnel → proxy → IDE port): to "+remote+" on the gateway: whatever listens on "+remote+" did not prove it knows the token") {
 		t.Errorf("wrong token: exit %d, want a failed gateway test connection saying so", code)
 	}
 }
