@@ -126,7 +126,7 @@ const DefaultChildAttachTimeout = 30 * time.Second
 //     Hub.mu, and callers may hold it while they call request.
 //   - Nothing is called under Hub.mu that waits for a peer, a timer or
 //     another goroutine that may need Hub.mu.
-//   - IDTable and ExecutorSession.pendMu have their own locks, always
+//   - idTable and ExecutorSession.pendMu have their own locks, always
 //     innermost: nothing takes Hub.mu while holding them.
 type Hub struct {
 	cfg    Config
