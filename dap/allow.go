@@ -95,50 +95,12 @@ func allowedResponse(req, m Message) Message {
 	return out
 }
 
-// confinePathsLocked removes from a message body every executor path the
-// mapper does not map to a file under the roots; localizePathsLocked then
-// maps the rest. The executor chooses its paths, and one naming a laptop
-// file (~/.ssh/id_rsa) would make the IDE open it. Such a source is shown
-// by name, its text fetched from the executor through the sourceReference
-// pydevd gives every path it cannot map. Without a mapper (serve
-// --no-path-mapping: the workers run here, as the developer) paths pass.
-func (h *Hub) confinePathsLocked(es *ExecutorSession, v any) {
-	if h.cfg.Paths == nil {
-		return
-	}
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			switch k {
-			case "source":
-				if src, ok := e.(map[string]any); ok {
-					h.confineSourceLocked(es, src)
-				}
-			case "sources":
-				if list, ok := e.([]any); ok {
-					for _, item := range list {
-						if src, ok := item.(map[string]any); ok {
-							h.confineSourceLocked(es, src)
-						}
-					}
-				}
-			case "module":
-				if mod, ok := e.(map[string]any); ok {
-					if !h.mappableLocked(es, mod["path"]) {
-						delete(mod, "path")
-					}
-				}
-			default:
-				h.confinePathsLocked(es, e)
-			}
-		}
-	case []any:
-		for _, e := range t {
-			h.confinePathsLocked(es, e)
-		}
-	}
-}
-
+// confineSourceLocked removes from a source object (and the sources nested
+// in it) every executor path the mapper does not map to a file under the
+// roots. The executor chooses its paths, and one naming a laptop file
+// (~/.ssh/id_rsa) would make the IDE open it. Such a source is shown by
+// name, its text fetched from the executor through the sourceReference
+// pydevd gives every path it cannot map.
 func (h *Hub) confineSourceLocked(es *ExecutorSession, src map[string]any) {
 	if nested, ok := src["sources"].([]any); ok {
 		for _, item := range nested {

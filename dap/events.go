@@ -104,8 +104,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		es.logger().Warn().Err(err).Str("event", m.Event()).Msg("dropping event")
 		return
 	}
-	h.confinePathsLocked(es, out["body"])
-	h.localizePathsLocked(es, out["body"])
+	h.mapPathsLocked(es, out["body"])
 	if m.Event() == "stopped" {
 		h.globalBreakpointIDsLocked(es, out)
 	}

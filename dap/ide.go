@@ -510,8 +510,7 @@ func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, 
 		return
 	}
 	h.mu.Lock()
-	h.confinePathsLocked(es, out["body"])
-	h.localizePathsLocked(es, out["body"])
+	h.mapPathsLocked(es, out["body"])
 	h.mu.Unlock()
 	if m.Success() {
 		h.mu.Lock()

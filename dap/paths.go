@@ -44,10 +44,13 @@ func (h *Hub) breakpointTargetsLocked(es *ExecutorSession, e *bpEntry) []string 
 	return out
 }
 
-// localizePathsLocked rewrites the executor paths in a message body to the
-// developer's files. A path with no local file stays as it is, with its
-// sourceReference, so the IDE fetches the code from the executor instead.
-func (h *Hub) localizePathsLocked(es *ExecutorSession, v any) {
+// mapPathsLocked makes the executor paths in a message body safe for the
+// IDE, in one walk: a path the mapper maps to a developer's file becomes
+// that file; any other is removed (confineSourceLocked), so the IDE shows
+// the source by name and fetches its code from the executor through its
+// sourceReference. Without a mapper (serve --no-path-mapping: the workers
+// run here, as the developer) paths pass unchanged.
+func (h *Hub) mapPathsLocked(es *ExecutorSession, v any) {
 	if h.cfg.Paths == nil {
 		return
 	}
@@ -57,25 +60,42 @@ func (h *Hub) localizePathsLocked(es *ExecutorSession, v any) {
 			switch k {
 			case "source":
 				if src, ok := e.(map[string]any); ok {
+					h.confineSourceLocked(es, src)
 					h.localizeSourceLocked(es, src)
 				}
-			case "module":
-				if mod, ok := e.(map[string]any); ok {
-					if p, ok := mod["path"].(string); ok {
-						if r := h.mapRemoteLocked(es, p); r.Err == nil {
-							mod["path"] = r.Mapping.Local
+			case "sources":
+				if list, ok := e.([]any); ok {
+					for _, item := range list {
+						if src, ok := item.(map[string]any); ok {
+							h.confineSourceLocked(es, src)
 						}
 					}
 				}
+			case "module":
+				if mod, ok := e.(map[string]any); ok {
+					h.mapModulePathLocked(es, mod)
+				}
 			default:
-				h.localizePathsLocked(es, e)
+				h.mapPathsLocked(es, e)
 			}
 		}
 	case []any:
 		for _, e := range t {
-			h.localizePathsLocked(es, e)
+			h.mapPathsLocked(es, e)
 		}
 	}
+}
+
+// mapModulePathLocked turns a module's executor path into the developer's
+// file, or drops it when there is none.
+func (h *Hub) mapModulePathLocked(es *ExecutorSession, mod map[string]any) {
+	if p, ok := mod["path"].(string); ok && p != "" {
+		if r := h.mapRemoteLocked(es, p); r.Err == nil {
+			mod["path"] = r.Mapping.Local
+			return
+		}
+	}
+	delete(mod, "path")
 }
 
 func (h *Hub) localizeSourceLocked(es *ExecutorSession, src map[string]any) {
