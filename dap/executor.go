@@ -132,7 +132,7 @@ func (es *ExecutorSession) request(command string, args any, timeout time.Durati
 		es.takePending(seq)
 		// Not on this goroutine: callers may hold the Hub's lock, and cb
 		// may take it.
-		go cb(nil, err)
+		es.hub.goCallback(func() { cb(nil, err) })
 		return
 	}
 	t := time.AfterFunc(timeout, func() {

@@ -137,6 +137,10 @@ type Hub struct {
 	refused atomic.Int64
 	// unadmitted counts connections before their token or attach.
 	unadmitted atomic.Int64
+	// callbacks counts request callbacks running on goroutines of their
+	// own (a send that failed), so a Server can wait for them as it does
+	// for its connections: nothing of the Hub logs after Serve returns.
+	callbacks sync.WaitGroup
 
 	summaryMu sync.Mutex
 	// refusals prints refused workers' summary lines, the first per
@@ -167,6 +171,19 @@ func NewHub(cfg Config) *Hub {
 	h.refusals = worker.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
 	return h
 }
+
+// goCallback runs f on a goroutine of its own that WaitCallbacks waits for.
+func (h *Hub) goCallback(f func()) {
+	h.callbacks.Add(1)
+	go func() {
+		defer h.callbacks.Done()
+		f()
+	}()
+}
+
+// WaitCallbacks returns once the request callbacks started on goroutines
+// of their own have returned. Call it after the connections are done.
+func (h *Hub) WaitCallbacks() { h.callbacks.Wait() }
 
 // Close stops the Hub's own timers (pending hellos' TTLs, the refusal
 // summary) once its callers are done serving: after it, nothing of the Hub

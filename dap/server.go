@@ -73,6 +73,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.ide.Close()
 	s.exe.Close()
 	wg.Wait()
+	s.Hub.WaitCallbacks()
 	select {
 	case err := <-errs:
 		return err
