@@ -202,3 +202,45 @@ func clearRequests(entries []*bpEntry) []Message {
 	}
 	return out
 }
+
+// samePlace returns the position in e of the breakpoint that asks for
+// what position i of other (an entry of the same key) asks for: the same
+// line of a source, the same function. -1 if e has none, or for kinds
+// whose positions name no place (exception filters).
+func (e *bpEntry) samePlace(other *bpEntry, i int) int {
+	field := ""
+	switch e.command {
+	case "setBreakpoints":
+		field = "line"
+	case "setFunctionBreakpoints":
+		field = "name"
+	default:
+		return -1
+	}
+	want, ok := bpField(other.args, i, field)
+	if !ok {
+		return -1
+	}
+	for j := range e.ids {
+		if got, ok := bpField(e.args, j, field); ok && got == want {
+			return j
+		}
+	}
+	return -1
+}
+
+// bpField is field of the i-th breakpoint requested in args, as text.
+func bpField(args map[string]any, i int, field string) (string, bool) {
+	bps, _ := args["breakpoints"].([]any)
+	if i < 0 || i >= len(bps) {
+		return "", false
+	}
+	b, _ := bps[i].(map[string]any)
+	if s, ok := b[field].(string); ok {
+		return s, true
+	}
+	if n, ok := toInt(b[field]); ok {
+		return strconv.FormatInt(n, 10), true
+	}
+	return "", false
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sparkdap/sparkdap/worker"
@@ -99,6 +100,13 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 	if target == nil {
 		return
 	}
+	if !target.configured && (m.Event() == "stopped" || m.Event() == "continued") {
+		// Held until the session's configurationDone, which replays the
+		// stops still current (ideConfigured): sent now as well, a stop
+		// would reach the session twice, and a client that continues once
+		// per stopped event would resume the worker's next stop unseen.
+		return
+	}
 	out := deepCopy(m).(Message)
 	if err := h.ids.globalize(es.id, out["body"]); err != nil {
 		es.logger().Warn().Err(err).Str("event", m.Event()).Msg("dropping event")
@@ -106,7 +114,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 	}
 	h.mapPathsLocked(es, out["body"])
 	if m.Event() == "stopped" {
-		h.globalBreakpointIDsLocked(es, out)
+		h.globalBreakpointIDsLocked(es, out, target)
 	}
 	if target == h.root {
 		h.mergedViewLocked(es, out)
@@ -147,9 +155,13 @@ func (h *Hub) learnStopLocationLocked(es *ExecutorSession, tid int64) {
 	})
 }
 
-// globalBreakpointIDsLocked names the breakpoints a stop hit by the ids the
-// IDE knows them by.
-func (h *Hub) globalBreakpointIDsLocked(es *ExecutorSession, ev Message) {
+// globalBreakpointIDsLocked names the breakpoints a stop hit by the ids
+// the IDE session target knows them by. A child session that set
+// breakpoints of its own for a source knows those ids, not the root's: a
+// stop at one of the root's breakpoints (pydevd hit it before the child's
+// replaced it) is named by the child's breakpoint at the same place. Ids
+// the session does not know (a breakpoint since replaced) are left out.
+func (h *Hub) globalBreakpointIDsLocked(es *ExecutorSession, ev Message, target *IDESession) {
 	b, _ := ev["body"].(map[string]any)
 	hits, ok := b["hitBreakpointIds"].([]any)
 	if !ok {
@@ -157,10 +169,27 @@ func (h *Hub) globalBreakpointIDsLocked(es *ExecutorSession, ev Message) {
 	}
 	out := make([]any, 0, len(hits))
 	for _, v := range hits {
-		if local, ok := toInt(v); ok {
-			if g, ok := es.bpIDs[local]; ok {
-				out = append(out, json.Number(itoa(g)))
+		local, ok := toInt(v)
+		if !ok {
+			continue
+		}
+		g, ok := es.bpIDs[local]
+		if !ok {
+			continue
+		}
+		ref, ok := h.bps.byID[g]
+		if !ok {
+			continue
+		}
+		if own := es.overrides[ref.entry.key]; own != nil && own != ref.entry && target != nil && target.executor == es {
+			i := own.samePlace(ref.entry, ref.index)
+			if i < 0 {
+				continue
 			}
+			g = own.ids[i]
+		}
+		if !slices.Contains(out, any(json.Number(itoa(g)))) {
+			out = append(out, json.Number(itoa(g)))
 		}
 	}
 	b["hitBreakpointIds"] = out

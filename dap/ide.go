@@ -349,7 +349,7 @@ func (h *Hub) replayStopsLocked(es *ExecutorSession, s *IDESession) {
 		if err := h.ids.globalize(es.id, out["body"]); err != nil {
 			continue
 		}
-		h.globalBreakpointIDsLocked(es, out)
+		h.globalBreakpointIDsLocked(es, out, s)
 		if s.isRoot() {
 			h.mergedViewLocked(es, out)
 		}
