@@ -238,3 +238,74 @@ func TestChildSessionGetsEachStopOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestChildSessionLabelsFollowTheTask: a reused worker runs one task after
+// another under one child session. The session is named after the worker
+// (VS Code shows the startDebugging configuration's name for the session's
+// life), and its threads after the task it runs now (issue 19 item 2).
+func TestChildSessionLabelsFollowTheTask(t *testing.T) {
+	p := startProxy(t, nil)
+	root, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	children := root.FollowChildren(p.ctx, nil)
+	if _, err := root.Initialize(p.ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := p.executor(42, nil)
+	task := func(stage, partition, attempt int) {
+		f.event("sparkdapTask", map[string]any{"executorId": "3", "host": "worker-1", "pid": 42,
+			"stageId": stage, "partitionId": partition, "attemptNumber": 0, "taskAttemptId": attempt,
+			"label": fmt.Sprintf("stage %d · partition %d · attempt 0", stage, partition)})
+	}
+	task(3, 1, 11)
+	var child dapclient.Child
+	select {
+	case child = <-children:
+	case <-p.ctx.Done():
+		t.Fatal("no child session was started")
+	}
+	if child.Err != nil {
+		t.Fatal(child.Err)
+	}
+	t.Cleanup(func() { child.Client.Close() })
+	var cfg map[string]any
+	if err := json.Unmarshal(child.Config.Configuration, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	name, _ := cfg["name"].(string)
+	if want := "Executor exec 3 · worker-1 · pid 42"; name != want {
+		t.Errorf("child session named %q, want %q: the worker, not the task it ran first", name, want)
+	}
+	threadNames := func() []string {
+		t.Helper()
+		tid := stoppedOn(p.ctx, t, child.Client)
+		threads, err := child.Client.Threads(p.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, th := range threads {
+			names = append(names, th.Name)
+		}
+		if err := child.Client.Continue(p.ctx, tid); err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	f.stop()
+	if got, want := threadNames(), []string{"[stage 3 · partition 1 · attempt 0] MainThread"}; !slices.Equal(got, want) {
+		t.Errorf("threads while running the first task: %q, want %q", got, want)
+	}
+	// The worker is reused for another task, and stops in it.
+	task(6, 0, 12)
+	f.stop()
+	if got, want := threadNames(), []string{"[stage 6 · partition 0 · attempt 0] MainThread"}; !slices.Equal(got, want) {
+		t.Errorf("threads while running the second task: %q, want %q", got, want)
+	}
+}

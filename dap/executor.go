@@ -108,13 +108,34 @@ func (es *ExecutorSession) ID() uint64 { return es.id }
 // labelLocked names the session for people (worker.Label): executor, host
 // (the connection's address until the wrapper says), pid and Spark task
 // where known. Callers hold hub.mu, which guards what it reads.
-func (es *ExecutorSession) labelLocked() string {
+func (es *ExecutorSession) labelLocked() string { return worker.Label(es.labelInfoLocked()) }
+
+// workerLabelLocked names the worker process alone (labelLocked without
+// the task): what a child session is named by, since a reused worker runs
+// one task after another under the same session.
+func (es *ExecutorSession) workerLabelLocked() string {
+	t := es.labelInfoLocked()
+	t.Label = ""
+	return worker.Label(t)
+}
+
+func (es *ExecutorSession) labelInfoLocked() TaskInfo {
 	t := es.task
 	if t.Host == "" {
 		t.Host, _, _ = net.SplitHostPort(es.remote)
 	}
 	t.PID = es.proc.PID
-	return worker.Label(t)
+	return t
+}
+
+// childThreadNameLocked is what a child session calls one of its worker's
+// threads: pydevd's name after the task the worker runs now, as merged
+// mode's labels do (the session's own name says which worker it is).
+func (es *ExecutorSession) childThreadNameLocked(name string) string {
+	if es.task.Label == "" {
+		return name
+	}
+	return "[" + es.task.Label + "] " + name
 }
 
 // request sends a request to pydevd; cb gets its response, or an error if

@@ -415,7 +415,10 @@ func (h *Hub) announceLocked(es *ExecutorSession) {
 			host = "127.0.0.1"
 		}
 	}
-	cfg["name"] = "Executor " + es.labelLocked()
+	// Named after the worker, not its task: the name stays for the
+	// session's life, and a reused worker runs many tasks. The threads
+	// carry the current task (childThreadNameLocked).
+	cfg["name"] = "Executor " + es.workerLabelLocked()
 	cfg["connect"] = map[string]any{"host": host, "port": port}
 	cfg["sparkdapExecutor"] = es.id
 	// Only the root is given this value, and only here: a child attach must

@@ -435,8 +435,8 @@ func TestChildSessionPerExecutor(t *testing.T) {
 	defer child.Client.Close()
 	var cfg map[string]any
 	_ = json.Unmarshal(child.Config.Configuration, &cfg)
-	if name, _ := cfg["name"].(string); !strings.Contains(name, "exec 3") || !strings.Contains(name, "partition 7") {
-		t.Errorf("child session name %q lacks the executor and task", cfg["name"])
+	if name, _ := cfg["name"].(string); !strings.Contains(name, "exec 3") || !strings.Contains(name, "pid 42") {
+		t.Errorf("child session name %q lacks the executor and the worker", cfg["name"])
 	}
 	if cfg["type"] != "debugpy" {
 		t.Errorf("child configuration lost the parent's type: %v", cfg)

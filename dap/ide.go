@@ -511,6 +511,16 @@ func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, 
 	}
 	h.mu.Lock()
 	h.mapPathsLocked(es, out["body"])
+	if req.Command() == "threads" && !s.isRoot() {
+		if ts, ok := out.Body()["threads"].([]any); ok {
+			for _, t := range ts {
+				if th, ok := t.(map[string]any); ok {
+					name, _ := th["name"].(string)
+					th["name"] = es.childThreadNameLocked(name)
+				}
+			}
+		}
+	}
 	h.mu.Unlock()
 	if m.Success() {
 		h.mu.Lock()
