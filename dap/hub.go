@@ -57,6 +57,11 @@ type Config struct {
 	// session the proxy asked for (startDebugging) before its executor is
 	// let go as unwatched.
 	ChildAttachTimeout time.Duration
+	// DisconnectGrace is how long an IDE connection stays open after its
+	// disconnect was answered, for the client to close it first (clients
+	// close it once they have the answer). Default
+	// DefaultDisconnectGrace.
+	DisconnectGrace time.Duration
 	// Paths translates between executor paths and local sources; nil
 	// passes paths through unchanged.
 	Paths *pathmap.Mapper
@@ -96,7 +101,15 @@ func (c *Config) setDefaults() {
 	if c.ChildAttachTimeout <= 0 {
 		c.ChildAttachTimeout = DefaultChildAttachTimeout
 	}
+	if c.DisconnectGrace <= 0 {
+		c.DisconnectGrace = DefaultDisconnectGrace
+	}
 }
+
+// DefaultDisconnectGrace is Config.DisconnectGrace's default: a client
+// closes within milliseconds of reading the answer; one that has not in
+// this time is not going to.
+const DefaultDisconnectGrace = 2 * time.Second
 
 // DefaultMaxUnadmitted is Config.MaxUnadmitted's default: enough for a
 // large job's workers all connecting at once (a handshake takes

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	godap "github.com/google/go-dap"
 	"github.com/rs/zerolog"
@@ -35,6 +36,10 @@ type IDESession struct {
 	unadmitted func()
 
 	goneOnce sync.Once
+	// leaving is set once disconnect (or terminate) has been answered:
+	// the client closes the connection, or grace does (see leave).
+	leaving atomic.Bool
+	grace   atomic.Pointer[time.Timer]
 }
 
 func newIDESession(h *Hub, id uint64, conn net.Conn) *IDESession {
@@ -67,7 +72,12 @@ func (s *IDESession) serve(ctx context.Context) {
 		<-done
 	}
 	s.w.close(reason)
+	if t := s.grace.Load(); t != nil {
+		t.Stop()
+	}
 	switch {
+	case s.leaving.Load():
+		s.logger().Debug().AnErr("reason", reason).Msg("IDE connection closed after disconnect")
 	case isBadInput(reason):
 		s.logger().Warn().Err(reason).Msg("closing IDE connection: it broke the protocol")
 	case reason != nil && !errors.Is(reason, errClosed):
@@ -78,6 +88,23 @@ func (s *IDESession) serve(ctx context.Context) {
 
 func (s *IDESession) gone(terminate bool) {
 	s.goneOnce.Do(func() { s.hub.ideGone(s, terminate) })
+}
+
+// leave ends the connection of a session whose disconnect has been
+// answered. The client closes it once it has read the answer (VS Code,
+// nvim-dap); a proxy that closed first would race that answer, and
+// nvim-dap, seeing the connection end before the response is handled,
+// drops the response ("No callback found … duplicate responses?") and
+// skips its disconnect listeners. So the proxy closes it only if the client
+// has not within Config.DisconnectGrace.
+func (s *IDESession) leave() {
+	if !s.leaving.CompareAndSwap(false, true) {
+		return
+	}
+	grace := s.hub.cfg.DisconnectGrace
+	s.grace.Store(time.AfterFunc(grace, func() {
+		s.w.closeAfterFlush(fmt.Errorf("%w: the client kept its connection %s after disconnect", errClosed, grace))
+	}))
 }
 
 // isRoot reports whether s shows every executor (as opposed to one).
@@ -177,7 +204,11 @@ func (s *IDESession) handle(m Message) {
 		// has it must find the root free.
 		s.gone(terminate && cmd == "disconnect")
 		s.reply(newResponse(m, nil))
-		s.w.closeAfterFlush(errClosed)
+		s.leave()
+		return
+	}
+	if s.leaving.Load() {
+		s.fail(m, "%s after disconnect: this debug session has ended", cmd)
 		return
 	}
 	h.mu.Lock()
