@@ -309,3 +309,34 @@ func TestChildSessionLabelsFollowTheTask(t *testing.T) {
 		t.Errorf("threads while running the second task: %q, want %q", got, want)
 	}
 }
+
+// TestMergedSessionGetsEachStopOnce: the same for a merged root session: a
+// worker that stops while the IDE is still configuring its session shows
+// that stop once, after configurationDone.
+func TestMergedSessionGetsEachStopOnce(t *testing.T) {
+	p := startProxy(t, nil)
+	f := p.executor(61, nil)
+	c := p.ide(false, func(ctx context.Context, c *dapclient.Client) error {
+		f.stop()
+		return awaitExecutorStopped(p.hub, 61)
+	})
+	tid := stoppedOn(p.ctx, t, c)
+	if err := c.Continue(p.ctx, tid); err != nil {
+		t.Fatal(err)
+	}
+	f.event("output", map[string]any{"category": "stdout", "output": "marker\n"})
+	if _, err := c.WaitEvent(p.ctx, "output", func(b json.RawMessage) bool {
+		return strings.Contains(string(b), "marker")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stops := 0
+	for _, ev := range c.Events() {
+		if ev.Event == "stopped" {
+			stops++
+		}
+	}
+	if stops != 1 {
+		t.Errorf("the root session got %d stopped events for the worker's one stop", stops)
+	}
+}
