@@ -105,6 +105,8 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		// stops still current (ideConfigured): sent now as well, a stop
 		// would reach the session twice, and a client that continues once
 		// per stopped event would resume the worker's next stop unseen.
+		es.logger().Debug().Str("event", m.Event()).Int64("thread", tid).
+			Msg("held until the IDE session's configurationDone")
 		return
 	}
 	out := deepCopy(m).(Message)
