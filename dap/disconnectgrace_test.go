@@ -88,13 +88,13 @@ func TestClientClosesAfterDisconnect(t *testing.T) {
 			if err != nil {
 				t.Fatalf("threads after disconnect: %v", err)
 			}
-			if after.Success || !strings.Contains(after.Message, "after disconnect") {
+			if after.Success || !strings.Contains(after.Message, "session has ended") {
 				t.Errorf("threads after disconnect answered %+v; want an error saying the session has ended", after)
 			}
 			if err := c.Close(); err != nil {
 				t.Errorf("client close: %v", err)
 			}
-			waitLog(t, logs, "IDE connection closed after disconnect")
+			waitLog(t, logs, "IDE connection closed after its session ended")
 		})
 	}
 }
@@ -123,4 +123,65 @@ func TestProxyClosesAfterDisconnectGrace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestChildDisconnectAnsweredAfterTerminated: when its executor goes away a
+// child session is sent terminated, which VS Code answers with disconnect
+// (the recorded transcripts show it). That disconnect is answered on a
+// connection still open; the client then closes it.
+func TestChildDisconnectAnsweredAfterTerminated(t *testing.T) {
+	logs := &syncbuf.Buffer{}
+	p := startProxy(t, func(c *Config) {
+		c.DisconnectGrace = 10 * time.Minute
+		c.Log = zerolog.New(logs).Level(zerolog.DebugLevel)
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("proxy log:\n%s", logs)
+		}
+	})
+	root, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	children := root.FollowChildren(p.ctx, nil)
+	if _, err := root.Initialize(p.ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := p.executor(52, nil)
+	var c *dapclient.Client
+	select {
+	case ch := <-children:
+		if ch.Err != nil {
+			t.Fatal(ch.Err)
+		}
+		c = ch.Client
+		t.Cleanup(func() { c.Close() })
+	case <-p.ctx.Done():
+		t.Fatal("no child session was started")
+	}
+	f.Close() // the worker exits
+	if _, err := c.WaitEvent(p.ctx, "terminated", nil); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Request(p.ctx, "disconnect", map[string]any{"restart": false})
+	if err != nil {
+		t.Fatalf("disconnect after terminated: %v", err)
+	}
+	if !resp.Success {
+		t.Fatalf("disconnect after terminated answered %+v", resp)
+	}
+	select {
+	case <-c.Done():
+		t.Fatal("the proxy closed the connection before the client could")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("client close: %v", err)
+	}
+	waitLog(t, logs, "IDE connection closed after its session ended")
 }

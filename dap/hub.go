@@ -521,8 +521,10 @@ func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 	h.mu.Unlock()
 	h.ids.Forget(es.id)
 	if child != nil {
+		// The client answers terminated with disconnect (VS Code does):
+		// answered, it closes the connection itself (IDESession.leave).
 		_ = child.w.send(newEvent("terminated", nil), nil)
-		child.w.closeAfterFlush(fmt.Errorf("executor %d went away", es.id))
+		child.leave()
 	}
 	if wasReady {
 		es.logger().Info().Err(reason).Msg("executor detached")

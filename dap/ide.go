@@ -36,8 +36,9 @@ type IDESession struct {
 	unadmitted func()
 
 	goneOnce sync.Once
-	// leaving is set once disconnect (or terminate) has been answered:
-	// the client closes the connection, or grace does (see leave).
+	// leaving is set once the session has ended (disconnect answered, or
+	// terminated sent): the client closes the connection, or grace does
+	// (see leave).
 	leaving atomic.Bool
 	grace   atomic.Pointer[time.Timer]
 }
@@ -77,7 +78,7 @@ func (s *IDESession) serve(ctx context.Context) {
 	}
 	switch {
 	case s.leaving.Load():
-		s.logger().Debug().AnErr("reason", reason).Msg("IDE connection closed after disconnect")
+		s.logger().Debug().AnErr("reason", reason).Msg("IDE connection closed after its session ended")
 	case isBadInput(reason):
 		s.logger().Warn().Err(reason).Msg("closing IDE connection: it broke the protocol")
 	case reason != nil && !errors.Is(reason, errClosed):
@@ -90,13 +91,16 @@ func (s *IDESession) gone(terminate bool) {
 	s.goneOnce.Do(func() { s.hub.ideGone(s, terminate) })
 }
 
-// leave ends the connection of a session whose disconnect has been
-// answered. The client closes it once it has read the answer (VS Code,
-// nvim-dap); a proxy that closed first would race that answer, and
-// nvim-dap, seeing the connection end before the response is handled,
-// drops the response ("No callback found … duplicate responses?") and
-// skips its disconnect listeners. So the proxy closes it only if the client
-// has not within Config.DisconnectGrace.
+// leave ends the connection of a session that has ended: its disconnect
+// has been answered, or it was sent terminated (its executor went away),
+// which clients answer with disconnect. The client closes the connection
+// once it has the answer (VS Code, nvim-dap); a proxy that closed first
+// would race that answer: VS Code reports "connection closed", and nvim-dap,
+// seeing the connection end before it handled the response, drops it ("No
+// callback found … duplicate responses?") and skips its disconnect
+// listeners. So the proxy closes it only if the client has not within
+// Config.DisconnectGrace. Until then requests other than disconnect are
+// refused.
 func (s *IDESession) leave() {
 	if !s.leaving.CompareAndSwap(false, true) {
 		return
@@ -208,7 +212,7 @@ func (s *IDESession) handle(m Message) {
 		return
 	}
 	if s.leaving.Load() {
-		s.fail(m, "%s after disconnect: this debug session has ended", cmd)
+		s.fail(m, "%s: this debug session has ended", cmd)
 		return
 	}
 	h.mu.Lock()
