@@ -58,9 +58,9 @@ type Config struct {
 	// let go as unwatched.
 	ChildAttachTimeout time.Duration
 	// DisconnectGrace is how long an IDE connection stays open after its
-	// disconnect was answered, for the client to close it first (clients
-	// close it once they have the answer). Default
-	// DefaultDisconnectGrace.
+	// session ended (its disconnect was answered, or it was sent
+	// terminated), for the client to close it first: clients close it
+	// once they have the answer. Default DefaultDisconnectGrace.
 	DisconnectGrace time.Duration
 	// Paths translates between executor paths and local sources; nil
 	// passes paths through unchanged.

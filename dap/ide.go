@@ -107,7 +107,7 @@ func (s *IDESession) leave() {
 	}
 	grace := s.hub.cfg.DisconnectGrace
 	s.grace.Store(time.AfterFunc(grace, func() {
-		s.w.closeAfterFlush(fmt.Errorf("%w: the client kept its connection %s after disconnect", errClosed, grace))
+		s.w.closeAfterFlush(fmt.Errorf("%w: the client kept its connection %s after its session ended", errClosed, grace))
 	}))
 }
 
