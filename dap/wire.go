@@ -56,6 +56,26 @@ func (w *wire) send(m Message, onSeq func(seq int64)) error {
 	})
 }
 
+// sendWithBody is send for a message whose body is already encoded (a
+// cached merged answer): head gets "body" without decoding it again.
+func (w *wire) sendWithBody(head Message, body []byte) error {
+	delete(head, "seq")
+	delete(head, "body")
+	enc, err := head.Encode()
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", describe(head), err)
+	}
+	full := make([]byte, 0, len(enc)+len(body)+8)
+	full = append(full, enc[:len(enc)-1]...)
+	full = append(full, `,"body":`...)
+	full = append(full, body...)
+	full = append(full, '}')
+	return w.q.SendWith(func() []byte {
+		w.seq++
+		return appendFrame(nil, withSeq(full, w.seq))
+	})
+}
+
 // withSeq puts "seq" first in an encoded object, without re-encoding it.
 func withSeq(body []byte, seq int64) []byte {
 	out := make([]byte, 0, len(body)+24)
