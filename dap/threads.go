@@ -135,7 +135,7 @@ func (h *Hub) threadsJSONLocked(es *ExecutorSession) []byte {
 func (h *Hub) mergedThreadsBodyLocked() []byte {
 	body := append(make([]byte, 0, 256), `{"threads":[`...)
 	first := true
-	for _, es := range h.readyLocked() {
+	for _, es := range h.readyViewLocked() {
 		j := h.threadsJSONLocked(es)
 		if len(j) == 0 {
 			continue
@@ -195,7 +195,7 @@ func (h *Hub) mergedThreads(s *IDESession, req Message) {
 		return
 	}
 	var unknown []*ExecutorSession
-	for _, es := range h.readyLocked() {
+	for _, es := range h.readyViewLocked() {
 		if !es.threadsKnown {
 			unknown = append(unknown, es)
 		}

@@ -65,14 +65,23 @@ func (w *wire) sendWithBody(head Message, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", describe(head), err)
 	}
-	full := make([]byte, 0, len(enc)+len(body)+8)
-	full = append(full, enc[:len(enc)-1]...)
-	full = append(full, `,"body":`...)
-	full = append(full, body...)
-	full = append(full, '}')
+	// One copy of body, straight into the frame: it may be a merged
+	// answer of every executor's threads, sent on every stop.
 	return w.q.SendWith(func() []byte {
 		w.seq++
-		return appendFrame(nil, withSeq(full, w.seq))
+		var seq [20]byte
+		s := strconv.AppendInt(seq[:0], w.seq, 10)
+		n := len(`{"seq":,`) + len(s) + len(enc) - 2 + len(`,"body":`) + len(body) + 1
+		out := make([]byte, 0, n+32)
+		out = append(out, "Content-Length: "...)
+		out = strconv.AppendInt(out, int64(n), 10)
+		out = append(out, "\r\n\r\n{\"seq\":"...)
+		out = append(out, s...)
+		out = append(out, ',')
+		out = append(out, enc[1:len(enc)-1]...)
+		out = append(out, `,"body":`...)
+		out = append(out, body...)
+		return append(out, '}')
 	})
 }
 
