@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -234,8 +237,9 @@ func (s *stormConn) respond(seq int, command string, ok bool) {
 	_ = s.write(map[string]any{"type": "response", "request_seq": seq, "command": command, "success": ok})
 }
 
-// attach runs initialize, attach with args, configurationDone.
-func (s *stormConn) attach(ctx context.Context, childSessions bool, args any) error {
+// attach runs initialize, attach with args, configure (if set),
+// configurationDone.
+func (s *stormConn) attach(ctx context.Context, childSessions bool, args any, configure func(context.Context) error) error {
 	if _, err := s.call(ctx, "initialize", map[string]any{"clientID": "bench-storm", "adapterID": "debugpy",
 		"linesStartAt1": true, "columnsStartAt1": true, "pathFormat": "path",
 		"supportsStartDebuggingRequest": childSessions}); err != nil {
@@ -248,6 +252,11 @@ func (s *stormConn) attach(ctx context.Context, childSessions bool, args any) er
 	case <-s.initDone:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if configure != nil {
+		if err := configure(ctx); err != nil {
+			return err
+		}
 	}
 	_, err := s.call(ctx, "configurationDone", nil)
 	return err
@@ -319,7 +328,7 @@ func (ide *stormIDE) onStop(s *stormConn, tid int) {
 	}
 }
 
-func newStormIDE(ctx context.Context, addr string, child bool) (*stormIDE, error) {
+func newStormIDE(ctx context.Context, addr string, child bool, configure func(context.Context, *stormConn) error) (*stormIDE, error) {
 	ide := &stormIDE{ctx: ctx, stops: map[*stormConn][]int{}}
 	root, err := dialStorm(ctx, addr, nil)
 	if err != nil {
@@ -337,7 +346,11 @@ func newStormIDE(ctx context.Context, addr string, child bool) (*stormIDE, error
 			}()
 		}
 	}
-	if err := root.attach(ctx, child, map[string]any{"justMyCode": true}); err != nil {
+	var conf func(context.Context) error
+	if configure != nil {
+		conf = func(ctx context.Context) error { return configure(ctx, root) }
+	}
+	if err := root.attach(ctx, child, map[string]any{"justMyCode": true}, conf); err != nil {
 		root.close()
 		return nil, err
 	}
@@ -358,7 +371,7 @@ func (ide *stormIDE) openChild(addr string, args json.RawMessage) error {
 		ide.note(err)
 		return err
 	}
-	if err := c.attach(ide.ctx, true, req.Configuration); err != nil {
+	if err := c.attach(ide.ctx, true, req.Configuration, nil); err != nil {
 		ide.note(err)
 		c.close()
 		return err
@@ -433,35 +446,198 @@ func (ide *stormIDE) resumeAll(ctx context.Context) error {
 func stormRounds(n, rounds int) int {
 	switch {
 	case n <= 1:
-		return rounds * 40
+		return rounds * 20
 	case n <= 10:
 		return rounds * 3
 	}
 	return rounds
 }
 
-// RunStorm runs rounds of n fake executors stopping at once in one mode,
-// against a fresh proxy child.
-func RunStorm(ctx context.Context, cfg StormConfig, mode string, n int) (StormRun, error) {
+// stormExecutors are the N executors of a storm: fakes or real workers.
+type stormExecutors interface {
+	// start connects n executors to the proxy and waits until they are
+	// ready.
+	start(ctx context.Context, px *Proxy, n int) error
+	// stop makes every executor stop at once.
+	stop() error
+	// ready waits until every executor resumed and can stop again.
+	ready(ctx context.Context, round int) error
+	// threadsRequests counts the threads requests executors got, or -1.
+	threadsRequests() int64
+	close()
+}
+
+type fakeStorm struct {
+	cfg   StormConfig
+	swarm fakeSwarm
+}
+
+func (f *fakeStorm) start(ctx context.Context, px *Proxy, n int) error {
+	if err := f.swarm.grow(ctx, px.ExecutorAddr, f.cfg.Token, "", n, 64); err != nil {
+		return err
+	}
+	return px.WaitExecutors(ctx, n)
+}
+
+func (f *fakeStorm) stop() error                                { return stopSwarm(&f.swarm) }
+func (f *fakeStorm) ready(ctx context.Context, round int) error { return nil }
+func (f *fakeStorm) close()                                     { f.swarm.close() }
+
+func (f *fakeStorm) threadsRequests() int64 {
+	var t int64
+	f.swarm.mu.Lock()
+	for _, p := range f.swarm.peers {
+		t += p.Count("threads")
+	}
+	f.swarm.mu.Unlock()
+	return t
+}
+
+// realStorm is N testdata/stormer.py workers with real debugpy.
+type realStorm struct {
+	cfg   StormConfig
+	procs []*stormerProc
+}
+
+type stormerProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string
+	waited chan error
+	stderr *lockedBuffer
+}
+
+func (r *realStorm) start(ctx context.Context, px *Proxy, n int) error {
+	script := filepath.Join(r.cfg.Testdata, "stormer.py")
+	for range n {
+		cmd := exec.Command(r.cfg.Python, script, px.ExecutorAddr)
+		cmd.Env = append(os.Environ(), "SPARKDAP_TOKEN="+r.cfg.Token, "PYDEVD_DISABLE_FILE_VALIDATION=1")
+		p := &stormerProc{cmd: cmd, lines: make(chan string, 64), waited: make(chan error, 1), stderr: &lockedBuffer{}}
+		cmd.Stderr = p.stderr
+		var err error
+		if p.stdin, err = cmd.StdinPipe(); err != nil {
+			return err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				select {
+				case p.lines <- sc.Text():
+				default:
+				}
+			}
+		}()
+		go func() { p.waited <- cmd.Wait() }()
+		r.procs = append(r.procs, p)
+	}
+	for _, p := range r.procs {
+		if err := p.waitLine(ctx, "READY"); err != nil {
+			return err
+		}
+	}
+	return px.WaitExecutors(ctx, n)
+}
+
+func (p *stormerProc) waitLine(ctx context.Context, want string) error {
+	for {
+		select {
+		case l := <-p.lines:
+			if l == want {
+				return nil
+			}
+		case err := <-p.waited:
+			return fmt.Errorf("stormer exited (%v) before %q: %s", err, want, p.stderr)
+		case <-ctx.Done():
+			return fmt.Errorf("stormer: no %q line: %w: %s", want, ctx.Err(), p.stderr)
+		}
+	}
+}
+
+func (r *realStorm) stop() error {
+	for _, p := range r.procs {
+		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *realStorm) ready(ctx context.Context, round int) error {
+	for _, p := range r.procs {
+		if err := p.waitLine(ctx, "DONE "+strconv.Itoa(round)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *realStorm) threadsRequests() int64 { return -1 }
+
+func (r *realStorm) close() {
+	for _, p := range r.procs {
+		p.stdin.Close()
+	}
+	for _, p := range r.procs {
+		select {
+		case <-p.waited:
+		case <-time.After(5 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.waited
+		}
+	}
+}
+
+// RunStorm runs rounds of n executors (real debugpy workers if real, else
+// fakes) stopping at once in one mode, against a fresh proxy child.
+func RunStorm(ctx context.Context, cfg StormConfig, mode string, n int, real bool) (StormRun, error) {
 	run := StormRun{Mode: mode, N: n}
-	px, err := StartProxy(ctx, ProxyConfig{Token: cfg.Token})
+	pcfg := ProxyConfig{Token: cfg.Token}
+	var ex stormExecutors = &fakeStorm{cfg: cfg}
+	var configure func(context.Context, *stormConn) error
+	if real {
+		pcfg.Root = cfg.Testdata
+		ex = &realStorm{cfg: cfg}
+		script := filepath.Join(cfg.Testdata, "stormer.py")
+		var lines []int
+		b, err := readLines(script)
+		if err != nil {
+			return run, err
+		}
+		for i, l := range b {
+			if containsMarker(l, "# STORM") {
+				lines = append(lines, i+1)
+			}
+		}
+		if len(lines) != 1 {
+			return run, fmt.Errorf("want one # STORM line in %s", script)
+		}
+		configure = func(ctx context.Context, c *stormConn) error {
+			_, err := c.call(ctx, "setBreakpoints", map[string]any{"source": map[string]any{"path": script},
+				"breakpoints": []any{map[string]any{"line": lines[0]}}})
+			return err
+		}
+	}
+	px, err := StartProxy(ctx, pcfg)
 	if err != nil {
 		return run, err
 	}
 	defer px.Close()
-	ide, err := newStormIDE(ctx, px.IDEAddr, mode == "child")
+	ide, err := newStormIDE(ctx, px.IDEAddr, mode == "child", configure)
 	if err != nil {
 		return run, err
 	}
 	defer ide.close()
-	swarm := &fakeSwarm{}
-	defer swarm.close()
+	defer ex.close()
 	gctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if err := swarm.grow(gctx, px.ExecutorAddr, cfg.Token, "", n, 64); err != nil {
-		return run, err
-	}
-	if err := px.WaitExecutors(gctx, n); err != nil {
+	if err := ex.start(gctx, px, n); err != nil {
 		return run, err
 	}
 	if mode == "child" {
@@ -474,15 +650,6 @@ func RunStorm(ctx context.Context, cfg StormConfig, mode string, n int) (StormRu
 		}
 	}
 	rounds := stormRounds(n, cfg.Rounds)
-	countThreads := func() int64 {
-		var t int64
-		swarm.mu.Lock()
-		for _, p := range swarm.peers {
-			t += p.Count("threads")
-		}
-		swarm.mu.Unlock()
-		return t
-	}
 	// One untimed round first: the executors' first thread lists, the
 	// proxy's and the client's warm-up.
 	var cpuStart time.Duration
@@ -491,9 +658,9 @@ func RunStorm(ctx context.Context, cfg StormConfig, mode string, n int) (StormRu
 			cpuStart = procCPU(px.PID())
 		}
 		ide.arm(n)
-		threads0 := countThreads()
+		threads0 := ex.threadsRequests()
 		t0 := time.Now()
-		if err := stopSwarm(swarm); err != nil {
+		if err := ex.stop(); err != nil {
 			return run, err
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -510,9 +677,16 @@ func RunStorm(ctx context.Context, cfg StormConfig, mode string, n int) (StormRu
 		}
 		if r >= 0 {
 			run.Rounds = append(run.Rounds, d)
-			run.Requests += countThreads() - threads0
+			if threads0 >= 0 {
+				run.Requests += ex.threadsRequests() - threads0
+			} else {
+				run.Requests = -1
+			}
 		}
 		err := ide.resumeAll(rctx)
+		if err == nil {
+			err = ex.ready(rctx, r+1)
+		}
 		cancel()
 		if err != nil {
 			return run, err
@@ -557,53 +731,71 @@ func stopSwarm(s *fakeSwarm) error {
 
 // Storm runs the stop storm for every N in both modes, interleaved per N
 // (merged and child alternate who goes first), and reports each against N
-// times the single-executor round.
+// times the single-executor round of the same kind: fakes, then real
+// debugpy workers.
 func Storm(ctx context.Context, cfg StormConfig, logf func(string, ...any)) (*Table, error) {
 	t := &Table{Title: "7. Stop storm: N executors stop at once, the IDE refreshes threads + stack on every stop",
-		Header: []string{"executors", "mode", "rounds", "round (median)", "per stop", "÷ N × single", "merged ÷ child",
+		Header: []string{"executors", "kind", "mode", "rounds", "round (median)", "per stop", "÷ N × single", "merged ÷ child",
 			"proxy CPU per stop", "threads requests to executors per round", "threads answer"}}
-	var single time.Duration
-	ns := cfg.Ns
-	if len(ns) == 0 || ns[0] != 1 {
-		ns = append([]int{1}, ns...)
-	}
-	worst := 0.0
-	mergedVsChild := 0.0
-	for i, n := range ns {
-		modes := []string{"merged", "child"}
-		if i%2 == 1 {
-			modes = []string{"child", "merged"}
+	type result struct{ worst, mvc float64 }
+	series := func(real bool, ns []int) (result, error) {
+		var res result
+		kind := "fake"
+		if real {
+			kind = "real debugpy"
 		}
-		runs := map[string]StormRun{}
-		for _, mode := range modes {
-			r, err := RunStorm(ctx, cfg, mode, n)
-			if err != nil {
-				return nil, fmt.Errorf("storm of %d, %s mode: %w", n, mode, err)
+		if len(ns) == 0 || ns[0] != 1 {
+			ns = append([]int{1}, ns...)
+		}
+		var single time.Duration
+		for i, n := range ns {
+			modes := []string{"merged", "child"}
+			if i%2 == 1 {
+				modes = []string{"child", "merged"}
 			}
-			logf("storm: %d executors, %s: round %s, proxy CPU per stop %s", n, mode, ms(r.Rounds.Median()), r.CPUPerStop())
-			runs[mode] = r
-		}
-		if n == 1 {
-			single = runs["merged"].Rounds.Median()
-		}
-		for _, mode := range []string{"merged", "child"} {
-			r := runs[mode]
-			lin := float64(r.Rounds.Median()) / (float64(n) * float64(single))
-			mvc := float64(runs["merged"].Rounds.Median()) / float64(runs["child"].Rounds.Median())
-			cell := ""
-			if mode == "merged" {
-				cell = fmt.Sprintf("%.2f", mvc)
-				worst = max(worst, lin)
-				mergedVsChild = max(mergedVsChild, mvc)
+			runs := map[string]StormRun{}
+			for _, mode := range modes {
+				r, err := RunStorm(ctx, cfg, mode, n, real)
+				if err != nil {
+					return res, fmt.Errorf("storm of %d %s executors, %s mode: %w", n, kind, mode, err)
+				}
+				logf("storm: %d %s executors, %s: round %s, proxy CPU per stop %s", n, kind, mode, ms(r.Rounds.Median()), r.CPUPerStop())
+				runs[mode] = r
 			}
-			t.Add(strconv.Itoa(n), mode, strconv.Itoa(len(r.Rounds)), ms(r.Rounds.Median()), us(r.PerStop()),
-				fmt.Sprintf("%.2f", lin), cell, us(r.CPUPerStop()),
-				fmt.Sprintf("%.1f", float64(r.Requests)/float64(len(r.Rounds))), fmt.Sprintf("%.1f KiB", float64(r.ThreadsBytes)/1024))
+			if n == 1 {
+				single = runs["merged"].Rounds.Median()
+			}
+			for _, mode := range []string{"merged", "child"} {
+				r := runs[mode]
+				lin := float64(r.Rounds.Median()) / (float64(n) * float64(single))
+				mvc := float64(runs["merged"].Rounds.Median()) / float64(runs["child"].Rounds.Median())
+				cell := ""
+				if mode == "merged" {
+					cell = fmt.Sprintf("%.2f", mvc)
+					res.worst = max(res.worst, lin)
+					res.mvc = max(res.mvc, mvc)
+				}
+				reqs := "—"
+				if r.Requests >= 0 {
+					reqs = fmt.Sprintf("%.1f", float64(r.Requests)/float64(len(r.Rounds)))
+				}
+				t.Add(strconv.Itoa(n), kind, mode, strconv.Itoa(len(r.Rounds)), ms(r.Rounds.Median()), us(r.PerStop()),
+					fmt.Sprintf("%.2f", lin), cell, us(r.CPUPerStop()), reqs, fmt.Sprintf("%.1f KiB", float64(r.ThreadsBytes)/1024))
+			}
+		}
+		t.Note("%s: single = the merged-mode round with 1 executor (%s); goal ≤ 1.5 × linear in merged mode: worst %.2f — %s; merged no slower than child: worst merged ÷ child %.2f — %s",
+			kind, ms(single), res.worst, goal(res.worst <= 1.5), res.mvc, goal(res.mvc <= 1.0))
+		return res, nil
+	}
+	if _, err := series(false, cfg.Ns); err != nil {
+		return nil, err
+	}
+	if len(cfg.RealNs) > 0 && cfg.Python != "" {
+		if _, err := series(true, cfg.RealNs); err != nil {
+			return nil, err
 		}
 	}
-	t.Note("single = the merged-mode round with 1 executor (%s); goal ≤ 1.5 × linear in merged mode: worst %.2f — %s; merged no slower than child: worst merged ÷ child %.2f — %s",
-		ms(single), worst, goal(worst <= 1.5), mergedVsChild, goal(mergedVsChild <= 1.0))
-	t.Note("a round: every fake executor sends a stopped event at once; on each stopped event the IDE (one client in merged mode, one child session per executor in child mode) sends threads and, on its answer, stackTrace of the stopped thread (20 levels); the round ends with the last stack; then each stop is continued (untimed); one untimed round first")
+	t.Note("a round: every executor stops at once (fakes send a stopped event; real workers, testdata/stormer.py, each run a line with a breakpoint when the bench writes to their stdin); on each stopped event the IDE (one client in merged mode, one child session per executor in child mode) sends threads and, on its answer, stackTrace of the stopped thread (20 levels); the round ends with the last stack; then each stop is continued (untimed); one untimed round first")
 	t.Note("fakes run in the bench process and share the 2 CPUs with the proxy and the client; the client decodes every threads answer (in merged mode each lists all N executors' threads, so the IDE's own work grows as N² whatever the proxy does); proxy CPU per stop is the proxy child's user+system time over the timed rounds and the continues after each (10 ms ticks) ÷ stops: a whole stop → refresh → stack → continue cycle")
 	return t, nil
 }

@@ -122,9 +122,10 @@ func main() {
 		return bench.Output(ctx, cfg, logf)
 	})
 	run("storm", func() (*bench.Table, error) {
-		cfg := bench.StormConfig{Ns: []int{10, 50, 200, 1000}, Rounds: 5, Token: token, Python: python, Testdata: td}
+		cfg := bench.StormConfig{Ns: []int{10, 50, 200, 1000}, RealNs: []int{10, 50}, Rounds: 5, Token: token, Python: python,
+			Testdata: td}
 		if *quick {
-			cfg.Ns, cfg.Rounds = []int{10, 50}, 2
+			cfg.Ns, cfg.RealNs, cfg.Rounds = []int{10, 50}, []int{10}, 2
 		}
 		if v := os.Getenv("SPARKDAP_BENCH_STORM_NS"); v != "" {
 			cfg.Ns = nil
@@ -134,6 +135,19 @@ func main() {
 					return nil, fmt.Errorf("SPARKDAP_BENCH_STORM_NS: %w", err)
 				}
 				cfg.Ns = append(cfg.Ns, n)
+			}
+		}
+		if v, ok := os.LookupEnv("SPARKDAP_BENCH_STORM_REAL_NS"); ok {
+			cfg.RealNs = nil
+			for _, f := range strings.Split(v, ",") {
+				if f = strings.TrimSpace(f); f == "" {
+					continue
+				}
+				n, err := strconv.Atoi(f)
+				if err != nil {
+					return nil, fmt.Errorf("SPARKDAP_BENCH_STORM_REAL_NS: %w", err)
+				}
+				cfg.RealNs = append(cfg.RealNs, n)
 			}
 		}
 		return bench.Storm(ctx, cfg, logf)
