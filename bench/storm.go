@@ -46,6 +46,9 @@ type StormRun struct {
 	// ProxyCPU is the proxy's CPU over the timed rounds and the resumes
 	// after each.
 	ProxyCPU time.Duration
+	// BenchCPU is this process's CPU over the same span: the IDE client
+	// (and the fakes, when they are fakes).
+	BenchCPU time.Duration
 	// ThreadsBytes is the size of one threads answer at the end (merged:
 	// every executor's threads).
 	ThreadsBytes int
@@ -652,10 +655,10 @@ func RunStorm(ctx context.Context, cfg StormConfig, mode string, n int, real boo
 	rounds := stormRounds(n, cfg.Rounds)
 	// One untimed round first: the executors' first thread lists, the
 	// proxy's and the client's warm-up.
-	var cpuStart time.Duration
+	var cpuStart, benchStart time.Duration
 	for r := -1; r < rounds; r++ {
 		if r == 0 {
-			cpuStart = procCPU(px.PID())
+			cpuStart, benchStart = procCPU(px.PID()), procCPU(os.Getpid())
 		}
 		ide.arm(n)
 		threads0 := ex.threadsRequests()
@@ -695,6 +698,7 @@ func RunStorm(ctx context.Context, cfg StormConfig, mode string, n int, real boo
 	// The whole cycle, resumes included: /proc counts in 10 ms ticks, too
 	// coarse for one short round.
 	run.ProxyCPU = procCPU(px.PID()) - cpuStart
+	run.BenchCPU = procCPU(os.Getpid()) - benchStart
 	run.ThreadsBytes = int(ide.lastSize.Load())
 	return run, nil
 }
@@ -736,7 +740,7 @@ func stopSwarm(s *fakeSwarm) error {
 func Storm(ctx context.Context, cfg StormConfig, logf func(string, ...any)) (*Table, error) {
 	t := &Table{Title: "7. Stop storm: N executors stop at once, the IDE refreshes threads + stack on every stop",
 		Header: []string{"executors", "kind", "mode", "rounds", "round (median)", "per stop", "÷ N × single", "merged ÷ child",
-			"proxy CPU per stop", "threads requests to executors per round", "threads answer"}}
+			"proxy CPU per stop", "IDE (+ fakes) CPU per stop", "threads requests to executors per round", "threads answer"}}
 	type result struct{ worst, mvc float64 }
 	series := func(real bool, ns []int) (result, error) {
 		var res result
@@ -780,7 +784,7 @@ func Storm(ctx context.Context, cfg StormConfig, logf func(string, ...any)) (*Ta
 					reqs = fmt.Sprintf("%.1f", float64(r.Requests)/float64(len(r.Rounds)))
 				}
 				t.Add(strconv.Itoa(n), kind, mode, strconv.Itoa(len(r.Rounds)), ms(r.Rounds.Median()), us(r.PerStop()),
-					fmt.Sprintf("%.2f", lin), cell, us(r.CPUPerStop()), reqs, fmt.Sprintf("%.1f KiB", float64(r.ThreadsBytes)/1024))
+					fmt.Sprintf("%.2f", lin), cell, us(r.CPUPerStop()), us(r.BenchCPU/time.Duration(r.N*len(r.Rounds))), reqs, fmt.Sprintf("%.1f KiB", float64(r.ThreadsBytes)/1024))
 			}
 		}
 		t.Note("%s: single = the merged-mode round with 1 executor (%s); goal ≤ 1.5 × linear in merged mode: worst %.2f — %s; merged no slower than child: worst merged ÷ child %.2f — %s",
@@ -796,7 +800,7 @@ func Storm(ctx context.Context, cfg StormConfig, logf func(string, ...any)) (*Ta
 		}
 	}
 	t.Note("a round: every executor stops at once (fakes send a stopped event; real workers, testdata/stormer.py, each run a line with a breakpoint when the bench writes to their stdin); on each stopped event the IDE (one client in merged mode, one child session per executor in child mode) sends threads and, on its answer, stackTrace of the stopped thread (20 levels); the round ends with the last stack; then each stop is continued (untimed); one untimed round first")
-	t.Note("fakes run in the bench process and share the 2 CPUs with the proxy and the client; the client decodes every threads answer (in merged mode each lists all N executors' threads, so the IDE's own work grows as N² whatever the proxy does); proxy CPU per stop is the proxy child's user+system time over the timed rounds and the continues after each (10 ms ticks) ÷ stops: a whole stop → refresh → stack → continue cycle")
+	t.Note("fakes run in the bench process and share the 2 CPUs with the proxy and the client; the client decodes every threads answer (in merged mode each lists all N executors' threads, so the IDE's own work grows as N² whatever the proxy does); proxy CPU per stop is the proxy child's user+system time over the timed rounds and the continues after each (10 ms ticks) ÷ stops: a whole stop → refresh → stack → continue cycle; IDE (+ fakes) CPU is the bench process's over the same span (the client, and the fakes when they are fakes; real workers' own CPU is not in it)")
 	return t, nil
 }
 
