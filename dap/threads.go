@@ -136,6 +136,12 @@ func (h *Hub) mergedThreadsBodyLocked() []byte {
 	body := append(make([]byte, 0, 256), `{"threads":[`...)
 	first := true
 	for _, es := range h.readyViewLocked() {
+		if es.w.closedErr() != nil {
+			// Its connection ended and its session is being cleaned up
+			// (failed requests are answered first): its threads' exits
+			// follow.
+			continue
+		}
 		j := h.threadsJSONLocked(es)
 		if len(j) == 0 {
 			continue

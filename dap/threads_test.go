@@ -337,3 +337,96 @@ func TestMergedPauseAll(t *testing.T) {
 		})
 	}
 }
+
+// TestMergedThreadsWhileFetching: what happens to an executor while its
+// threads request is in flight is not lost: a thread that starts before
+// the answer shows (and the list is asked for again next time), and an
+// executor that leaves drops out of the answer instead of holding it up.
+func TestMergedThreadsWhileFetching(t *testing.T) {
+	tests := []struct {
+		name   string
+		during func(a *fakePydevd)
+		want   []string // names in the first answer
+		then   []string // names in the next one
+	}{
+		{"a thread starts", func(a *fakePydevd) { _ = a.StartThread(7, "Worker-7") },
+			[]string{"pid 11] MainThread", "pid 11] thread 7", "pid 12] MainThread"},
+			[]string{"pid 11] MainThread", "pid 11] Worker-7", "pid 12] MainThread"}},
+		{"the executor leaves", func(a *fakePydevd) { a.Close() },
+			[]string{"pid 12] MainThread"}, []string{"pid 12] MainThread"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := startProxy(t, nil)
+			c := p.ide(false, nil)
+			a, b := p.executor(11, nil), p.executor(12, nil)
+			threadNames(t, p.ctx, c) // both lists known
+			if err := a.ExitThread(1); err != nil {
+				t.Fatal(err)
+			}
+			_ = a.StartThread(1, "MainThread") // known again only after a new answer
+			waitThreadEvent(t, p.ctx, c, "exited")
+			waitThreadEvent(t, p.ctx, c, "started")
+			release := make(chan struct{})
+			held := make(chan struct{}, 1)
+			a.SetTamper(func(req fakepydevd.Message, _ map[string]any) {
+				if req.Command == "threads" {
+					held <- struct{}{}
+					select {
+					case <-release:
+					case <-time.After(30 * time.Second):
+					}
+				}
+			})
+			pd, err := c.Send(p.ctx, "threads", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-held:
+			case <-p.ctx.Done():
+				t.Fatal("the proxy never asked executor a for its threads")
+			}
+			tt.during(a)
+			if tt.name == "the executor leaves" {
+				p.waitExecutors(1)
+			} else {
+				waitThreadEvent(t, p.ctx, c, "started")
+			}
+			close(release)
+			r, err := pd.Wait(p.ctx)
+			if err == nil {
+				err = r.Err()
+			}
+			var body godap.ThreadsResponseBody
+			if err == nil {
+				err = r.Decode(&body)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func(what string, threads []godap.Thread, want []string) {
+				t.Helper()
+				var got []string
+				for _, th := range threads {
+					got = append(got, th.Name[strings.Index(th.Name, "pid "):])
+				}
+				slices.Sort(got)
+				want = slices.Clone(want)
+				slices.Sort(want)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s: threads %q, want %q", what, got, want)
+				}
+			}
+			check("answer during the change", body.Threads, tt.want)
+			next, err := c.Threads(p.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("next answer", next, tt.then)
+			if n := b.Count("threads"); n != 1 {
+				t.Errorf("executor b, whose list never changed, got %d threads requests, want 1", n)
+			}
+		})
+	}
+}
