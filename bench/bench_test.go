@@ -51,6 +51,7 @@ func TestQuickSmoke(t *testing.T) {
 		func() (*Table, error) {
 			return Throughput(ctx, ThroughputConfig{Executors: []int{1, 3}, Bytes: 64 << 10, EventBytes: 1024, Rounds: 1, Token: "t"}, logf)
 		},
+		func() (*Table, error) { return Storm(ctx, StormConfig{Ns: []int{3}, Rounds: 1, Token: "t"}, logf) },
 	}
 	for _, f := range tables {
 		tab, err := f()

@@ -71,6 +71,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 			h.unwatchedStopLocked(es, tid)
 			return
 		}
+		es.learnThreadLocked(tid)
 		es.stopped[tid] = deepCopy(m).(Message)
 		h.focused = es
 		h.learnStopLocationLocked(es, tid)
@@ -87,10 +88,10 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		}
 	case "thread":
 		if body["reason"] == "exited" {
-			delete(es.threads, tid)
+			es.forgetThreadLocked(tid)
 			delete(es.stopped, tid)
 		} else {
-			es.threads[tid] = ""
+			es.learnThreadLocked(tid)
 		}
 	case "breakpoint":
 		h.breakpointEventLocked(es, m)
@@ -253,6 +254,7 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 		ti.Roots = es.task.Roots
 	}
 	es.task = ti
+	es.threadsChangedLocked() // its label names its threads
 	if ti.Roots != nil && es.paths.SetRoots(*ti.Roots) {
 		if !es.ready {
 			// executorReady sends them all, to the new roots.

@@ -73,7 +73,7 @@ type ExecutorSession struct {
 	refusals    map[string]*bpAnswers       // breakpoint key → what pydevd answered to its latest request
 	ready       bool                        // handshake done: gets fan-outs and routed requests
 	detached    bool                        // its child IDE session ended: no more breakpoints
-	threads     map[int64]string            // local thread id → name
+	threads     map[int64]string            // local thread id → name ("" until a threads answer names it)
 	stopped     map[int64]Message           // local thread id → its last stopped event, as pydevd sent it
 	bpIDs       map[int64]int64             // pydevd breakpoint id → global breakpoint id
 	overrides   map[string]*bpEntry         // breakpoints its child session set for it alone
@@ -85,6 +85,17 @@ type ExecutorSession struct {
 	announceGen uint64      // counts startDebugging requests sent for it (and their cancellations)
 	childWait   *time.Timer // lets it go if its child session does not attach in time
 	childKey    string      // the one-time value its awaited child session must attach with; "" for none
+
+	// Its threads as the merged view shows them (threads.go), also
+	// guarded by hub.mu.
+	threadOrder []int64 // the keys of threads, in pydevd's order (new ones last)
+	// threadsKnown: threads is the whole list pydevd would answer now,
+	// so a merged threads request needs no round trip to it.
+	threadsKnown   bool
+	threadsGen     uint64   // counts changes to threads, its names or its label
+	threadsJSON    []byte   // its entries of a merged threads answer, encoded; nil when to be rebuilt
+	threadsAsking  bool     // a threads request to it is in flight
+	threadsWaiters []func() // merged threads requests waiting for that answer
 }
 
 func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {

@@ -234,6 +234,19 @@ func (s *IDESession) handle(m Message) {
 		} else {
 			h.route(s, m)
 		}
+	case "continue", "pause", "next", "stepIn", "stepOut":
+		// These resume (or stop) the thread they name and, with pydevd,
+		// its whole process: in the merged view they must name a thread,
+		// or say "all" (runControl); the executor that stopped last is no
+		// safe guess when every executor is shown at once.
+		h.mu.Lock()
+		merged := s.isRoot() && !s.childMode
+		h.mu.Unlock()
+		if merged {
+			h.runControl(s, m)
+		} else {
+			h.route(s, m)
+		}
 	case "loadedSources":
 		s.reply(newResponse(m, map[string]any{"sources": []any{}}))
 	default:
@@ -389,71 +402,6 @@ func (h *Hub) replayStopsLocked(es *ExecutorSession, s *IDESession) {
 			h.mergedViewLocked(es, out)
 		}
 		_ = s.w.send(out, nil)
-	}
-}
-
-// mergedThreads answers threads for the root session: every executor's
-// threads, named with its label. In child-session mode the root has none.
-func (h *Hub) mergedThreads(s *IDESession, req Message) {
-	h.mu.Lock()
-	if s.childMode {
-		h.mu.Unlock()
-		s.reply(newResponse(req, map[string]any{"threads": []any{}}))
-		return
-	}
-	targets := h.readyLocked()
-	h.mu.Unlock()
-	type part struct {
-		es      *ExecutorSession
-		threads []any
-	}
-	parts := make([]part, len(targets))
-	var mu sync.Mutex
-	left := len(targets)
-	finish := func() {
-		all := []any{}
-		h.mu.Lock()
-		for _, p := range parts {
-			if p.es == nil {
-				continue
-			}
-			prefix := "[" + p.es.labelLocked() + "] "
-			for _, t := range p.threads {
-				if th, ok := t.(map[string]any); ok {
-					if tid, ok := toInt(th["id"]); ok {
-						p.es.threads[tid] = ""
-					}
-					out := deepCopy(th).(map[string]any)
-					name, _ := out["name"].(string)
-					out["name"] = prefix + name
-					if err := h.ids.globalize(p.es.id, map[string]any{"threads": []any{out}}); err != nil {
-						continue
-					}
-					all = append(all, out)
-				}
-			}
-		}
-		h.mu.Unlock()
-		s.reply(newResponse(req, map[string]any{"threads": all}))
-	}
-	if left == 0 {
-		finish()
-		return
-	}
-	for i, es := range targets {
-		es.request("threads", nil, h.cfg.FanoutTimeout, func(m Message, err error) {
-			mu.Lock()
-			if err == nil && m.Success() {
-				ts, _ := m.Body()["threads"].([]any)
-				parts[i] = part{es, ts}
-			}
-			left--
-			last := left == 0
-			mu.Unlock()
-			if last {
-				finish()
-			}
-		})
 	}
 }
 

@@ -56,6 +56,35 @@ func (w *wire) send(m Message, onSeq func(seq int64)) error {
 	})
 }
 
+// sendWithBody is send for a message whose body is already encoded (a
+// cached merged answer): head gets "body" without decoding it again.
+func (w *wire) sendWithBody(head Message, body []byte) error {
+	delete(head, "seq")
+	delete(head, "body")
+	enc, err := head.Encode()
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", describe(head), err)
+	}
+	// One copy of body, straight into the frame: it may be a merged
+	// answer of every executor's threads, sent on every stop.
+	return w.q.SendWith(func() []byte {
+		w.seq++
+		var seq [20]byte
+		s := strconv.AppendInt(seq[:0], w.seq, 10)
+		n := len(`{"seq":,`) + len(s) + len(enc) - 2 + len(`,"body":`) + len(body) + 1
+		out := make([]byte, 0, n+32)
+		out = append(out, "Content-Length: "...)
+		out = strconv.AppendInt(out, int64(n), 10)
+		out = append(out, "\r\n\r\n{\"seq\":"...)
+		out = append(out, s...)
+		out = append(out, ',')
+		out = append(out, enc[1:len(enc)-1]...)
+		out = append(out, `,"body":`...)
+		out = append(out, body...)
+		return append(out, '}')
+	})
+}
+
 // withSeq puts "seq" first in an encoded object, without re-encoding it.
 func withSeq(body []byte, seq int64) []byte {
 	out := make([]byte, 0, len(body)+24)

@@ -100,6 +100,7 @@ type Peer struct {
 	armed     map[string][]int64
 	filters   []any
 	suspended bool
+	threads   []Thread // what threads answers, in order
 
 	bpNext     atomic.Int64
 	requests   atomic.Int64
@@ -128,7 +129,8 @@ func New(conn net.Conn, cfg Config) *Peer {
 	if cfg.MaxFrameBytes <= 0 {
 		cfg.MaxFrameBytes = 1 << 20
 	}
-	p := &Peer{conn: conn, cfg: cfg, framePath: cfg.FramePath, configured: make(chan struct{}), done: make(chan struct{})}
+	p := &Peer{conn: conn, cfg: cfg, framePath: cfg.FramePath, configured: make(chan struct{}), done: make(chan struct{}),
+		threads: []Thread{{ID: 1, Name: "MainThread"}}}
 	if cfg.Record {
 		p.changed = make(chan struct{})
 	}
@@ -308,6 +310,8 @@ func (p *Peer) record(m *request, raw []byte) {
 		p.filters, _ = args["filters"].([]any)
 	case "continue":
 		p.suspended = false
+	case "pause":
+		p.suspended = true
 	case "disconnect":
 		p.armed, p.filters, p.suspended = nil, nil, false
 	}
@@ -326,9 +330,51 @@ func (p *Peer) Wait(ctx context.Context) error {
 }
 
 // Stop reports a breakpoint hit on thread 1, as pydevd does.
-func (p *Peer) Stop() error {
-	return p.Event("stopped", map[string]any{"reason": "breakpoint", "threadId": 1, "allThreadsStopped": true,
+func (p *Peer) Stop() error { return p.StopThread(1) }
+
+// StopThread reports a breakpoint hit on thread tid.
+func (p *Peer) StopThread(tid int64) error {
+	return p.Event("stopped", map[string]any{"reason": "breakpoint", "threadId": tid, "allThreadsStopped": true,
 		"hitBreakpointIds": []any{0}})
+}
+
+// Thread is one thread the peer lists in its threads answers.
+type Thread struct {
+	ID   int64
+	Name string
+}
+
+// Threads is what the peer's threads answer lists now.
+func (p *Peer) Threads() []Thread {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.threads)
+}
+
+// StartThread adds a thread to the peer's threads answers and reports it
+// with a thread "started" event, as pydevd does when it first traces a
+// thread.
+func (p *Peer) StartThread(id int64, name string) error {
+	p.mu.Lock()
+	p.threads = append(p.threads, Thread{ID: id, Name: name})
+	p.mu.Unlock()
+	return p.Event("thread", map[string]any{"reason": "started", "threadId": id})
+}
+
+// ExitThread removes a thread from the peer's threads answers and reports
+// it with a thread "exited" event.
+func (p *Peer) ExitThread(id int64) error {
+	p.mu.Lock()
+	p.threads = slices.DeleteFunc(p.threads, func(t Thread) bool { return t.ID == id })
+	p.mu.Unlock()
+	return p.Event("thread", map[string]any{"reason": "exited", "threadId": id})
+}
+
+// hasThread reports whether tid is one of the peer's threads.
+func (p *Peer) hasThread(tid int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.ContainsFunc(p.threads, func(t Thread) bool { return t.ID == tid })
 }
 
 // Event sends an event with body (may be nil).
@@ -453,6 +499,10 @@ func (p *Peer) serve() {
 			}
 		case "continue":
 			_ = p.Event("continued", map[string]any{"threadId": 1, "allThreadsContinued": true})
+		case "pause":
+			// pydevd suspends the threads and reports the stop once they
+			// reach Python code again.
+			_ = p.Event("stopped", map[string]any{"reason": "pause", "threadId": 1, "allThreadsStopped": true})
 		case "disconnect":
 			if term, _ := m.Arguments["terminateDebuggee"].(bool); term {
 				// pydevd kills its process: the connection ends.
@@ -543,9 +593,16 @@ func (p *Peer) answer(m *request) (map[string]any, bool) {
 		}
 		return map[string]any{"breakpoints": out}, true
 	case "threads":
-		return map[string]any{"threads": []any{map[string]any{"id": 1, "name": "MainThread"}}}, true
+		ts := p.Threads()
+		out := make([]any, len(ts))
+		for i, t := range ts {
+			out[i] = map[string]any{"id": t.ID, "name": t.Name}
+		}
+		return map[string]any{"threads": out}, true
+	case "pause":
+		return map[string]any{}, true
 	case "stackTrace":
-		if tid := toInt(args["threadId"]); tid != 1 {
+		if tid := toInt(args["threadId"]); !p.hasThread(tid) {
 			return map[string]any{"error": fmt.Sprintf("unknown thread %d", tid)}, false
 		}
 		p.mu.Lock()

@@ -22,7 +22,7 @@ import (
 func main() {
 	bench.RunChildIfRequested()
 	quick := flag.Bool("quick", false, "few samples, small sizes: a smoke run of a minute or two")
-	only := flag.String("only", "latency,fanout,scale,throughput,worker,output", "comma-separated sections to run")
+	only := flag.String("only", "latency,fanout,scale,throughput,worker,output,storm", "comma-separated sections to run")
 	sparkdapBin := flag.String("sparkdap", "", "sparkdap executable, uploaded as the tunnel's agent (tunnel rows need it)")
 	testdata := flag.String("testdata", "bench/testdata", "bench/testdata directory")
 	out := flag.String("out", "", "also write the report to this file")
@@ -120,6 +120,37 @@ func main() {
 			cfg.Lines = n
 		}
 		return bench.Output(ctx, cfg, logf)
+	})
+	run("storm", func() (*bench.Table, error) {
+		cfg := bench.StormConfig{Ns: []int{10, 50, 200, 1000}, RealNs: []int{10, 50}, Rounds: 5, Token: token, Python: python,
+			Testdata: td}
+		if *quick {
+			cfg.Ns, cfg.RealNs, cfg.Rounds = []int{10, 50}, []int{10}, 2
+		}
+		if v := os.Getenv("SPARKDAP_BENCH_STORM_NS"); v != "" {
+			cfg.Ns = nil
+			for _, f := range strings.Split(v, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					return nil, fmt.Errorf("SPARKDAP_BENCH_STORM_NS: %w", err)
+				}
+				cfg.Ns = append(cfg.Ns, n)
+			}
+		}
+		if v, ok := os.LookupEnv("SPARKDAP_BENCH_STORM_REAL_NS"); ok {
+			cfg.RealNs = nil
+			for _, f := range strings.Split(v, ",") {
+				if f = strings.TrimSpace(f); f == "" {
+					continue
+				}
+				n, err := strconv.Atoi(f)
+				if err != nil {
+					return nil, fmt.Errorf("SPARKDAP_BENCH_STORM_REAL_NS: %w", err)
+				}
+				cfg.RealNs = append(cfg.RealNs, n)
+			}
+		}
+		return bench.Storm(ctx, cfg, logf)
 	})
 	fmt.Fprintf(w, "Reproduce: `scripts/bench%s` (Go %s).\n", map[bool]string{true: " -quick", false: ""}[*quick], runtime.Version())
 	if *out != "" {
