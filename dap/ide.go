@@ -29,6 +29,10 @@ type IDESession struct {
 	configured bool             // configurationDone received
 	executor   *ExecutorSession // child only
 	attached   bool
+	// ended: the debugging of the job was stopped from another session;
+	// this one got terminated and is closing (it is no longer the root or
+	// a child), so what it still sends is refused.
+	ended bool
 	asked      map[int64]childAsk // root only: startDebugging seq → the executor it announced
 	// unadmitted gives back its place among connections not yet attached
 	// (Hub.holdUnadmitted); nil outside ServeIDE. Set before serving.
@@ -73,11 +77,49 @@ func (s *IDESession) serve(ctx context.Context) {
 	case reason != nil && !errors.Is(reason, errClosed):
 		s.logger().Info().Err(reason).Msg("IDE connection ended")
 	}
-	s.gone(false)
+	s.gone(leaveDropped)
 }
 
-func (s *IDESession) gone(terminate bool) {
-	s.goneOnce.Do(func() { s.hub.ideGone(s, terminate) })
+func (s *IDESession) gone(how leaveKind) {
+	s.goneOnce.Do(func() { s.hub.ideGone(s, how) })
+}
+
+// leaveKind is how an IDE session left, which decides what its leaving
+// ends (see Hub.ideGone).
+type leaveKind int
+
+const (
+	// leaveDropped: the connection ended without a disconnect.
+	leaveDropped leaveKind = iota
+	// leaveDetach: a child session's disconnect with an explicit
+	// "terminateDebuggee": false: that one executor is let go.
+	leaveDetach
+	// leaveStopAll: any other disconnect (or terminate): the debugging of
+	// the whole job stops.
+	leaveStopAll
+	// leaveStopAllTerminate: a child session's disconnect with
+	// "terminateDebuggee": true: the same, and its worker is terminated.
+	leaveStopAllTerminate
+)
+
+// leaveKindOf reads what a disconnect or terminate request asks for.
+// VS Code's toolbar Disconnect and Stop both send a plain disconnect
+// ({"restart": false}) since the proxy does not advertise
+// supportTerminateDebuggee; only a client that says "terminateDebuggee":
+// false on purpose detaches one executor.
+func (s *IDESession) leaveKindOf(m Message) leaveKind {
+	if m.Command() != "disconnect" || s.isRoot() {
+		return leaveStopAll
+	}
+	v, present := m.Arguments()["terminateDebuggee"]
+	term, isBool := v.(bool)
+	switch {
+	case present && isBool && !term:
+		return leaveDetach
+	case term:
+		return leaveStopAllTerminate
+	}
+	return leaveStopAll
 }
 
 // isRoot reports whether s shows every executor (as opposed to one).
@@ -169,20 +211,23 @@ func (s *IDESession) handle(m Message) {
 		s.reply(newResponse(m, map[string]any{"executors": h.PathReports()}))
 		return
 	case "disconnect", "terminate":
-		terminate := false
-		if args := m.Arguments(); args != nil {
-			terminate, _ = args["terminateDebuggee"].(bool)
-		}
+		h.mu.Lock()
+		how := s.leaveKindOf(m)
+		h.mu.Unlock()
 		// Gone before the answer: a client that reconnects as soon as it
 		// has it must find the root free.
-		s.gone(terminate && cmd == "disconnect")
+		s.gone(how)
 		s.reply(newResponse(m, nil))
 		s.w.closeAfterFlush(errClosed)
 		return
 	}
 	h.mu.Lock()
-	attached := s.attached
+	attached, ended := s.attached, s.ended
 	h.mu.Unlock()
+	if ended {
+		s.fail(m, "%s: the debugging of this job was stopped (terminated); attach again to debug", cmd)
+		return
+	}
 	if !attached {
 		s.fail(m, "%s before attach: the client must send initialize and attach first", cmd)
 		return
@@ -254,7 +299,10 @@ func (s *IDESession) initialize(m Message) {
 	}
 	body := toMap(caps)
 	body["supportsDebuggerProperties"] = true // not in go-dap's struct; debugpy's clients use it
-	body["supportsTerminateDebuggee"] = true
+	// supportTerminateDebuggee is left out on purpose: with it VS Code's
+	// toolbar Disconnect would send "terminateDebuggee": false, which
+	// detaches one executor (Hub.ideGone), where its users expect the
+	// whole debugging of the job to stop.
 	s.reply(newResponse(m, body))
 }
 
