@@ -33,7 +33,7 @@ type IDESession struct {
 	// this one got terminated and is closing (it is no longer the root or
 	// a child), so what it still sends is refused.
 	ended bool
-	asked      map[int64]childAsk // root only: startDebugging seq → the executor it announced
+	asked map[int64]childAsk // root only: startDebugging seq → the executor it announced
 	// unadmitted gives back its place among connections not yet attached
 	// (Hub.holdUnadmitted); nil outside ServeIDE. Set before serving.
 	unadmitted func()
