@@ -2,15 +2,13 @@ package dap
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/testfwd"
 	"github.com/sparkdap/sparkdap/internal/vscodeclient"
 )
 
@@ -173,7 +171,7 @@ func TestVSCodeStoppingOneSessionStopsTheJob(t *testing.T) {
 // address, which the IDE's machine may not reach.
 func TestVSCodeChildConnectsWhereTheRootDid(t *testing.T) {
 	p := leaveProxy(t)
-	fwd := forwarder(t, p.srv.IDEAddr().String())
+	fwd := testfwd.Start(t, p.srv.IDEAddr().String())
 	ide, _ := vscodeAttach(t, p, fwd)
 	p.mappedExecutor(510)
 	child := nextChild(t, ide)
@@ -210,57 +208,4 @@ func TestChildConnectAddress(t *testing.T) {
 			}
 		})
 	}
-}
-
-// forwarder relays TCP connections from a port of its own to target, as
-// ssh -L does, until the test ends.
-func forwarder(t *testing.T, target string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				if !errors.Is(err, net.ErrClosed) {
-					t.Logf("forwarder: %v", err)
-				}
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, in, out)
-			mu.Unlock()
-			wg.Add(2)
-			pipe := func(dst, src net.Conn) {
-				defer wg.Done()
-				_, _ = io.Copy(dst, src)
-				dst.Close()
-				src.Close()
-			}
-			go pipe(out, in)
-			go pipe(in, out)
-		}
-	}()
-	return ln.Addr().String()
 }
