@@ -11,6 +11,8 @@ import (
 
 	godap "github.com/google/go-dap"
 	"github.com/rs/zerolog"
+
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // IDESession is one connection from a DAP client: the root session, which
@@ -557,6 +559,9 @@ func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, 
 		s.fail(req, "executor %d: %s: %v", es.id, req.Command(), err)
 		return
 	}
+	if req.Command() == "stackTrace" {
+		markPlumbingFrames(out["body"]) // before mapping: it reads executor paths
+	}
 	h.mu.Lock()
 	h.mapPathsLocked(es, out["body"])
 	h.mu.Unlock()
@@ -596,6 +601,25 @@ func (h *Hub) resumedLocked(s *IDESession, es *ExecutorSession, out Message) {
 	for _, tid := range others {
 		if g, err := h.ids.Global(kindThread, es.id, tid); err == nil {
 			_ = s.w.send(newEvent("continued", map[string]any{"threadId": g, "allThreadsContinued": false}), nil)
+		}
+	}
+}
+
+// markPlumbingFrames shows the frames of the files that run every worker
+// before the user's code (the wrapper, PySpark's daemon.py: see
+// worker.IsPlumbingFile) as library frames: the frame subtle, its source
+// deemphasized, so VS Code greys them out and folds them away instead of
+// showing remote_debug.py's main and worker as if they were the user's.
+// It reads executor paths, so it runs before they are mapped.
+func markPlumbingFrames(body any) {
+	b, _ := body.(map[string]any)
+	frames, _ := b["stackFrames"].([]any)
+	for _, f := range frames {
+		fr, _ := f.(map[string]any)
+		src, _ := fr["source"].(map[string]any)
+		if p, _ := src["path"].(string); fr != nil && worker.IsPlumbingFile(p) {
+			fr["presentationHint"] = "subtle"
+			src["presentationHint"] = "deemphasize"
 		}
 	}
 }

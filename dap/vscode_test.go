@@ -209,3 +209,30 @@ func TestChildConnectAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestPlumbingFramesAreSubtle: the frames of the wrapper and of PySpark's
+// daemon, under every stop, reach the IDE as library frames; the user's
+// and PySpark's worker frames keep what pydevd said.
+func TestPlumbingFramesAreSubtle(t *testing.T) {
+	frame := func(path string) map[string]any {
+		return map[string]any{"id": 1, "name": "f", "line": 1, "source": map[string]any{"path": path, "sourceReference": 3}}
+	}
+	body := map[string]any{"stackFrames": []any{
+		frame("/spark/work/app-1/jobs/udf.py"),
+		frame("/opt/spark/python/lib/pyspark.zip/pyspark/worker.py"),
+		frame("/tmp/sparkdap-submit-1/remote_debug.py"),
+		frame("/opt/spark/python/lib/pyspark.zip/pyspark/daemon.py"),
+		map[string]any{"id": 5, "name": "no source", "line": 0},
+	}}
+	markPlumbingFrames(body)
+	frames := body["stackFrames"].([]any)
+	for i, want := range []bool{false, false, true, true, false} {
+		f := frames[i].(map[string]any)
+		src, _ := f["source"].(map[string]any)
+		subtle := f["presentationHint"] == "subtle" && src["presentationHint"] == "deemphasize"
+		if subtle != want || (!want && (f["presentationHint"] != nil || src["presentationHint"] != nil)) {
+			t.Errorf("frame %d (%v): presentationHint %v, source's %v; want subtle/deemphasize: %v",
+				i, src["path"], f["presentationHint"], src["presentationHint"], want)
+		}
+	}
+}

@@ -79,6 +79,7 @@ func TestSparkVSCodeDisconnectStopsTheJob(t *testing.T) {
 	if _, ok := st.Locals["x"]; !ok {
 		t.Errorf("the stop's locals %v lack x", st.Locals)
 	}
+	checkPlumbingFramesSubtle(t, st)
 	for _, s := range ide.Sessions()[1:] {
 		if s.Addr != fwd {
 			t.Errorf("child session %q connected to %s, not to %s where VS Code attached", s.Name, s.Addr, fwd)
@@ -113,7 +114,58 @@ func TestSparkVSCodeDisconnectStopsTheJob(t *testing.T) {
 			t.Errorf("VS Code opened session %q after the user pressed Disconnect", s.Name)
 		}
 	}
+	if strings.Contains(strings.ToLower(job.out.String()), "breakpoint to file that does not exist") {
+		t.Errorf("pydevd complained into the job's output about breakpoints sent to paths the executor does not have:\n%s",
+			grepLines(job.out.String(), "does not exist"))
+	}
 	if n := strings.Count(p.Log(), "executor stopped with no IDE session"); n != 0 {
 		t.Errorf("a worker stopped %d time(s) after the user pressed Disconnect (the safety net resumed it)", n)
 	}
+}
+
+// checkPlumbingFramesSubtle: the wrapper's frames (remote_debug.py) and
+// PySpark's daemon.py, at the bottom of every executor stack, are shown
+// as library frames, not as the user's code.
+func checkPlumbingFramesSubtle(t *testing.T, st *vscodeclient.Stop) {
+	t.Helper()
+	wrapper := 0
+	for _, f := range st.Frames {
+		if f.Source == nil {
+			continue
+		}
+		file := f.Source.Path
+		if file == "" {
+			file = f.Source.Origin
+		}
+		if file == "" {
+			file = f.Source.Name
+		}
+		isWrapper := filepath.Base(file) == "remote_debug.py"
+		if isWrapper {
+			wrapper++
+		}
+		if (isWrapper || strings.HasSuffix(file, "pyspark/daemon.py")) && f.PresentationHint != "subtle" {
+			t.Errorf("frame %s in %s is shown as the user's code (presentationHint %q)", f.Name, file, f.PresentationHint)
+		}
+	}
+	if wrapper == 0 {
+		var names []string
+		for _, f := range st.Frames {
+			if f.Source != nil {
+				names = append(names, f.Name+"@"+f.Source.Path+f.Source.Origin+"("+f.Source.Name+")")
+			}
+		}
+		t.Errorf("no remote_debug.py frame among the %d frames VS Code read: %v", len(st.Frames), names)
+	}
+}
+
+// grepLines is the lines of text that contain sub.
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
