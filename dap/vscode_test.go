@@ -10,6 +10,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/testfwd"
 	"github.com/sparkdap/sparkdap/internal/vscodeclient"
+	"github.com/sparkdap/sparkdap/pathmap"
 )
 
 // These tests drive the proxy with internal/vscodeclient, which behaves as
@@ -234,5 +235,42 @@ func TestPlumbingFramesAreSubtle(t *testing.T) {
 			t.Errorf("frame %d (%v): presentationHint %v, source's %v; want subtle/deemphasize: %v",
 				i, src["path"], f["presentationHint"], src["presentationHint"], want)
 		}
+	}
+}
+
+// TestWindowsIDEPathsBind: an IDE on Windows names a file in its own
+// spelling (PyCharm-style lower case and /, VS Code's lower-case drive and
+// \); the breakpoint still binds on a Linux executor, whose path has the
+// file's real case.
+func TestWindowsIDEPathsBind(t *testing.T) {
+	const remote = "/opt/run/Jobs/LoanCalc.py"
+	files := []string{`C:\Users\Me\Proj\Jobs\LoanCalc.py`, `C:\Users\Me\Proj\app.py`}
+	for i, local := range []string{
+		`C:\Users\Me\Proj\Jobs\LoanCalc.py`, // the file system's spelling
+		`c:\Users\Me\Proj\Jobs\LoanCalc.py`, // VS Code on Windows
+		`c:/users/me/proj/jobs/loancalc.py`, // PyCharm on Windows, in a DAP client
+	} {
+		t.Run(local, func(t *testing.T) {
+			p := startProxy(t, func(c *Config) { c.Paths = pathmap.NewForFiles(`C:\Users\Me\Proj`, true, files, nil) })
+			pid := 600 + i
+			if got := sayHello(t, p.srv.ExecutorAddr().String(), map[string]any{"token": testToken, "pid": pid,
+				"label": "win", "roots": map[string]any{"cwd": "/opt/run"}}); got != "OK" {
+				t.Fatalf("hello: %q", got)
+			}
+			p.executor(pid, func(path string, _ int) (bool, string) {
+				if path == remote {
+					return true, ""
+				}
+				return false, "Breakpoint in file that does not exist."
+			})
+			c := p.ide(false, nil)
+			bps, err := c.SetBreakpoints(p.ctx, local, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(bps) != 1 || !bps[0].Verified {
+				t.Errorf("breakpoint at %s: %+v; want it bound at the executor's %s", local, bps, remote)
+			}
+		})
 	}
 }
