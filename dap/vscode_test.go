@@ -274,3 +274,43 @@ func TestWindowsIDEPathsBind(t *testing.T) {
 		})
 	}
 }
+
+// TestVSCodeRestart: VS Code's Restart in the root session ends it
+// (disconnect {restart: true}) and attaches again: the old child sessions
+// get terminated, the executor is announced to the new root in a new
+// child session, and it stops there at the breakpoint.
+func TestVSCodeRestart(t *testing.T) {
+	p := leaveProxy(t)
+	ide, root := vscodeAttach(t, p, p.srv.IDEAddr().String())
+	f := p.mappedExecutor(520)
+	old := nextChild(t, ide)
+	again, err := root.Restart(p.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := root.Disconnects(); len(d) != 1 || d[0]["restart"] != true {
+		t.Errorf("restart disconnected with %v, want restart: true", d)
+	}
+	select {
+	case <-old.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old child session is still open after the restart")
+	}
+	if !old.Terminated() {
+		t.Error("the old child session ended without terminated")
+	}
+	child := nextChild(t, ide)
+	if child.Parent != again {
+		t.Fatalf("child session %q does not belong to the restarted root", child.Name)
+	}
+	waitFor(t, "executor armed again", func() (bool, string) {
+		_, armed := f.state()
+		return strings.Contains(armed, leaveRemote), armed
+	})
+	if !f.hit(leaveRemote, leaveLine) {
+		t.Fatal("the executor did not stop at its breakpoint after the restart")
+	}
+	if st := nextVSCodeStop(t, ide); st.Session != child {
+		t.Errorf("the stop was shown in %q, not in the new child session", st.Session.Name)
+	}
+}

@@ -169,7 +169,7 @@ func (ide *IDE) Attach(ctx context.Context, config map[string]any) (*Session, er
 	if _, ok := cfg["request"]; !ok {
 		cfg["request"] = "attach"
 	}
-	s, err := ide.start(ctx, nil, addr, cfg)
+	s, err := ide.start(ctx, nil, addr, cfg, "")
 	if err != nil {
 		return nil, err
 	}
@@ -284,6 +284,38 @@ func (s *Session) Stop() map[string]any {
 	return s.shutdown(false, &t, nil)
 }
 
+// Restart is the toolbar's Restart in a session of an adapter without
+// supportsRestartRequest: VS Code terminates the session as for a restart
+// (disconnect {restart: true}, terminateDebuggee only where advertised),
+// waits 300 ms and starts it again from the same configuration on a new
+// connection. VS Code keeps the session object; here the new connection is
+// a new Session, with the same ID, returned once configured. Only a root
+// session can be restarted: a child's configuration names a one-time
+// child key.
+func (s *Session) Restart(ctx context.Context) (*Session, error) {
+	if s.Parent != nil {
+		return nil, errors.New("vscodeclient: restart a root session, not a child")
+	}
+	t := true
+	s.shutdown(true, &t, nil)
+	select {
+	case <-time.After(300 * time.Millisecond):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	cfg := deepCopy(s.Config)
+	n, err := s.ide.start(ctx, nil, s.Addr, cfg, s.ID)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case err := <-n.configured:
+		return n, err
+	case <-ctx.Done():
+		return n, fmt.Errorf("vscodeclient: configuring the restarted session: %w", ctx.Err())
+	}
+}
+
 // shutdown is VS Code's RawDebugSession.disconnect: terminateDebuggee and
 // suspendDebuggee only where the adapter advertised them, a bounded wait
 // for the answer, then the connection is closed.
@@ -323,10 +355,13 @@ func (s *Session) Continue(ctx context.Context, threadID int) error {
 
 // start opens a session: connection, initialize, attach; configuring
 // follows the initialized event on a goroutine of its own.
-func (ide *IDE) start(ctx context.Context, parent *Session, addr string, cfg map[string]any) (*Session, error) {
+func (ide *IDE) start(ctx context.Context, parent *Session, addr string, cfg map[string]any, id string) (*Session, error) {
 	name, _ := cfg["name"].(string)
 	typ, _ := cfg["type"].(string)
-	s := &Session{ide: ide, ID: newSessionID(), Name: name, Type: typ, Parent: parent, Addr: addr,
+	if id == "" {
+		id = newSessionID()
+	}
+	s := &Session{ide: ide, ID: id, Name: name, Type: typ, Parent: parent, Addr: addr,
 		configured: make(chan error, 1), ended: make(chan struct{})}
 	cfg["__sessionId"] = s.ID
 	s.Config = cfg
@@ -475,7 +510,7 @@ func (ide *IDE) startChild(parent *Session, raw json.RawMessage) (bool, any) {
 	}
 	ctx, cancel := context.WithTimeout(ide.life, requestTimeout)
 	defer cancel()
-	s, err := ide.start(ctx, parent, addr, cfg)
+	s, err := ide.start(ctx, parent, addr, cfg, "")
 	if err != nil {
 		if ide.opts.Trace != nil {
 			ide.opts.Trace("vscodeclient: child session: %v", err)
