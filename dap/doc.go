@@ -17,7 +17,11 @@
 // breakpoints) are mapped into one global space by an id table so they never
 // collide, and released when what they name goes away. Breakpoints live in a
 // registry that fans them out to every executor present and replays them to
-// those that connect later; the IDE gets one merged answer.
+// those that connect later; the IDE gets one merged answer. Stopping any
+// IDE session (root or child) stops the debugging of the whole job: every
+// other session is sent terminated and closed, and every executor is let
+// go; only a child that says "terminateDebuggee": false detaches its
+// executor alone (Hub.ideGone).
 //
 // Messages travel as generic JSON objects rather than go-dap structs, so a
 // command or field the proxy does not know is forwarded intact; go-dap types

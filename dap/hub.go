@@ -429,18 +429,11 @@ func (h *Hub) announceLocked(es *ExecutorSession) {
 	for _, k := range []string{"processId", "listen", "preLaunchTask", "postDebugTask", "request", "restart", "__sessionId"} {
 		delete(cfg, k)
 	}
-	host, port := "127.0.0.1", 0
-	if ta, ok := h.ideAddr.(*net.TCPAddr); ok {
-		host, port = ta.IP.String(), ta.Port
-		if ta.IP.IsUnspecified() {
-			host = "127.0.0.1"
-		}
-	}
 	// Named after the worker, not its task: the name stays for the
 	// session's life, and a reused worker runs many tasks. The threads
 	// carry the current task (childThreadNameLocked).
 	cfg["name"] = "Executor " + es.workerLabelLocked()
-	cfg["connect"] = map[string]any{"host": host, "port": port}
+	cfg["connect"] = h.childConnectLocked()
 	cfg["sparkdapExecutor"] = es.id
 	// Only the root is given this value, and only here: a child attach must
 	// bring it back, once, so another local client cannot take the
@@ -458,6 +451,52 @@ func (h *Hub) announceLocked(es *ExecutorSession) {
 		defer h.mu.Unlock()
 		h.childMissingLocked(es, gen, fmt.Sprintf("its child session did not attach within %s", h.cfg.ChildAttachTimeout))
 	})
+}
+
+// childConnectLocked is where a child session must connect: where the
+// root did, as its attach configuration says (connect.host/port, or the
+// older top-level host/port), since the IDE may reach the proxy through a
+// forwarded port (ssh -L, a container's port mapping) that the proxy's
+// own listen address is not; the listen address only when the
+// configuration names none.
+func (h *Hub) childConnectLocked() map[string]any {
+	if c, ok := h.attachArgs["connect"].(map[string]any); ok {
+		if addr := connectAddr(c["host"], c["port"]); addr != nil {
+			return addr
+		}
+	}
+	if addr := connectAddr(h.attachArgs["host"], h.attachArgs["port"]); addr != nil {
+		return addr
+	}
+	host, port := "127.0.0.1", 0
+	if ta, ok := h.ideAddr.(*net.TCPAddr); ok {
+		host, port = ta.IP.String(), ta.Port
+		if ta.IP.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+	}
+	return map[string]any{"host": host, "port": port}
+}
+
+// connectAddr is {host, port} from an attach configuration's values, or
+// nil unless port is a valid port (a number or a numeric string, as
+// launch.json variables give). A missing host is debugpy's default.
+func connectAddr(hostV, portV any) map[string]any {
+	port, ok := toInt(portV)
+	if !ok {
+		if s, isStr := portV.(string); isStr {
+			n, err := strconv.ParseInt(s, 10, 32)
+			port, ok = n, err == nil
+		}
+	}
+	if !ok || port <= 0 || port > 65535 {
+		return nil
+	}
+	host, _ := hostV.(string)
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return map[string]any{"host": host, "port": port}
 }
 
 // childAsk is a startDebugging request the root IDE has not answered yet.
@@ -567,46 +606,107 @@ func (h *Hub) readyViewLocked() []*ExecutorSession {
 }
 
 // ideGone handles the end of an IDE session (disconnect or dropped
-// connection). Executors are never killed for it (unless a child session
-// asked for terminateDebuggee): every executor no session shows any more
-// has each breakpoint ever sent to it cleared at the executor paths it was
-// sent to, and is resumed, so jobs run on while nobody watches.
-func (h *Hub) ideGone(ide *IDESession, terminateDebuggee bool) {
+// connection). Stopping any session stops the debugging of the whole job,
+// as debugpy's own subprocess debugging does: every other session the
+// proxy owns gets terminated and is closed, the breakpoints are forgotten
+// and every executor is let go. Two departures end less: a child session
+// that says "terminateDebuggee": false detaches its executor only, and a
+// child session whose connection drops without a disconnect loses only its
+// executor (a crashed window must not end the others). Executors are never
+// killed for it (unless a child session asked for terminateDebuggee):
+// every executor no session shows any more has each breakpoint ever sent
+// to it cleared at the executor paths it was sent to, and is resumed, so
+// jobs run on while nobody watches.
+func (h *Hub) ideGone(ide *IDESession, how leaveKind) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	isChild := ide.executor != nil && h.children[ide.executor.id] == ide
 	switch {
-	case ide == h.root:
-		h.root = nil
-		h.attachArgs = nil
-		global := map[string]bool{}
-		for _, e := range h.bps.global() {
-			global[e.key] = true
+	case ide != h.root && !isChild:
+		return // already let go: the job's debugging was stopped from elsewhere
+	case isChild && (how == leaveDropped || how == leaveDetach):
+		h.childGoneLocked(ide, false)
+		return
+	}
+	h.stopDebuggingLocked(ide, how == leaveStopAllTerminate)
+}
+
+// stopDebuggingLocked ends every IDE session of the job because from (the
+// root or a child) stopped: child sessions first (each releases its
+// executor), then the root (which releases the rest and forgets the
+// breakpoints, so no executor stops again and none is announced). Every
+// session but from is told terminated, as an adapter tells a client whose
+// debuggee ended; VS Code answers it with its own disconnect, which is
+// answered before the connection closes (IDESession.leave).
+func (h *Hub) stopDebuggingLocked(from *IDESession, terminateFrom bool) {
+	ids := make([]uint64, 0, len(h.children))
+	for id := range h.children {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var others []*IDESession
+	for _, id := range ids {
+		c := h.children[id]
+		h.childGoneLocked(c, terminateFrom && c == from)
+		if c != from {
+			others = append(others, c)
 		}
-		h.bps.clear()
-		released := 0
-		for _, es := range h.readyLocked() {
-			es.announced = false
-			es.stopChildWaitLocked()
-			if h.children[es.id] != nil {
-				// Its child session still shows it: only the root's
-				// breakpoints go, those the child set stay.
-				h.clearSentLocked(es, func(key string) bool { return !global[key] || es.overrides[key] != nil })
-				continue
-			}
-			h.releaseLocked(es)
-			released++
+	}
+	if root := h.root; root != nil {
+		h.rootGoneLocked()
+		if root != from {
+			others = append(others, root)
 		}
-		h.summary("IDE detached; %d executor(s) resumed and keep running", released)
-	case ide.executor != nil && h.children[ide.executor.id] == ide:
-		es := ide.executor
-		delete(h.children, es.id)
-		es.detached = true
+	}
+	for _, s := range others {
+		s.ended = true
+		_ = s.w.send(newEvent("terminated", nil), nil)
+		// The client answers terminated with disconnect: answered, it
+		// closes the connection itself (IDESession.leave).
+		s.leave()
+	}
+	if len(others) > 0 {
+		h.summary("debugging stopped from the IDE: %d other session(s) terminated", len(others))
+	}
+}
+
+// rootGoneLocked lets the root session go: its breakpoints are forgotten
+// and every executor no child session shows is released.
+func (h *Hub) rootGoneLocked() {
+	h.root = nil
+	h.attachArgs = nil
+	global := map[string]bool{}
+	for _, e := range h.bps.global() {
+		global[e.key] = true
+	}
+	h.bps.clear()
+	released := 0
+	for _, es := range h.readyLocked() {
+		es.announced = false
+		es.stopChildWaitLocked()
+		if h.children[es.id] != nil {
+			// Its child session still shows it: only the root's
+			// breakpoints go, those the child set stay.
+			h.clearSentLocked(es, func(key string) bool { return !global[key] || es.overrides[key] != nil })
+			continue
+		}
 		h.releaseLocked(es)
-		if terminateDebuggee {
-			// Released first all the same: if the worker outlives the
-			// request, it must not wait at a breakpoint for nobody.
-			es.request("disconnect", map[string]any{"terminateDebuggee": true}, h.cfg.RequestTimeout, ignoreAnswer(es))
-		}
+		released++
+	}
+	h.summary("IDE detached; %d executor(s) resumed and keep running", released)
+}
+
+// childGoneLocked lets a child session go: its executor runs on undebugged
+// (terminated first if terminate) and is not announced again to this root.
+func (h *Hub) childGoneLocked(ide *IDESession, terminate bool) {
+	es := ide.executor
+	delete(h.children, es.id)
+	es.detached = true
+	h.releaseLocked(es)
+	if terminate {
+		// Released first all the same: if the worker outlives the
+		// request, it must not wait at a breakpoint for nobody.
+		es.request("disconnect", map[string]any{"terminateDebuggee": true}, h.cfg.RequestTimeout, ignoreAnswer(es))
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 
 	godap "github.com/google/go-dap"
 	"github.com/rs/zerolog"
+
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // IDESession is one connection from a DAP client: the root session, which
@@ -30,7 +32,11 @@ type IDESession struct {
 	configured bool             // configurationDone received
 	executor   *ExecutorSession // child only
 	attached   bool
-	asked      map[int64]childAsk // root only: startDebugging seq → the executor it announced
+	// ended: the debugging of the job was stopped from another session;
+	// this one got terminated and is closing (it is no longer the root or
+	// a child), so what it still sends is refused.
+	ended bool
+	asked map[int64]childAsk // root only: startDebugging seq → the executor it announced
 	// unadmitted gives back its place among connections not yet attached
 	// (Hub.holdUnadmitted); nil outside ServeIDE. Set before serving.
 	unadmitted func()
@@ -84,11 +90,49 @@ func (s *IDESession) serve(ctx context.Context) {
 	case reason != nil && !errors.Is(reason, errClosed):
 		s.logger().Info().Err(reason).Msg("IDE connection ended")
 	}
-	s.gone(false)
+	s.gone(leaveDropped)
 }
 
-func (s *IDESession) gone(terminate bool) {
-	s.goneOnce.Do(func() { s.hub.ideGone(s, terminate) })
+func (s *IDESession) gone(how leaveKind) {
+	s.goneOnce.Do(func() { s.hub.ideGone(s, how) })
+}
+
+// leaveKind is how an IDE session left, which decides what its leaving
+// ends (see Hub.ideGone).
+type leaveKind int
+
+const (
+	// leaveDropped: the connection ended without a disconnect.
+	leaveDropped leaveKind = iota
+	// leaveDetach: a child session's disconnect with an explicit
+	// "terminateDebuggee": false: that one executor is let go.
+	leaveDetach
+	// leaveStopAll: any other disconnect (or terminate): the debugging of
+	// the whole job stops.
+	leaveStopAll
+	// leaveStopAllTerminate: a child session's disconnect with
+	// "terminateDebuggee": true: the same, and its worker is terminated.
+	leaveStopAllTerminate
+)
+
+// leaveKindOf reads what a disconnect or terminate request asks for.
+// VS Code's toolbar Disconnect and Stop both send a plain disconnect
+// ({"restart": false}) since the proxy does not advertise
+// supportTerminateDebuggee; only a client that says "terminateDebuggee":
+// false on purpose detaches one executor.
+func (s *IDESession) leaveKindOf(m Message) leaveKind {
+	if m.Command() != "disconnect" || s.isRoot() {
+		return leaveStopAll
+	}
+	v, present := m.Arguments()["terminateDebuggee"]
+	term, isBool := v.(bool)
+	switch {
+	case present && isBool && !term:
+		return leaveDetach
+	case term:
+		return leaveStopAllTerminate
+	}
+	return leaveStopAll
 }
 
 // leave ends the connection of a session that has ended: its disconnect
@@ -200,13 +244,12 @@ func (s *IDESession) handle(m Message) {
 		s.reply(newResponse(m, map[string]any{"executors": h.PathReports()}))
 		return
 	case "disconnect", "terminate":
-		terminate := false
-		if args := m.Arguments(); args != nil {
-			terminate, _ = args["terminateDebuggee"].(bool)
-		}
+		h.mu.Lock()
+		how := s.leaveKindOf(m)
+		h.mu.Unlock()
 		// Gone before the answer: a client that reconnects as soon as it
 		// has it must find the root free.
-		s.gone(terminate && cmd == "disconnect")
+		s.gone(how)
 		s.reply(newResponse(m, nil))
 		s.leave()
 		return
@@ -216,8 +259,12 @@ func (s *IDESession) handle(m Message) {
 		return
 	}
 	h.mu.Lock()
-	attached := s.attached
+	attached, ended := s.attached, s.ended
 	h.mu.Unlock()
+	if ended {
+		s.fail(m, "%s: the debugging of this job was stopped (terminated); attach again to debug", cmd)
+		return
+	}
 	if !attached {
 		s.fail(m, "%s before attach: the client must send initialize and attach first", cmd)
 		return
@@ -302,7 +349,10 @@ func (s *IDESession) initialize(m Message) {
 	}
 	body := toMap(caps)
 	body["supportsDebuggerProperties"] = true // not in go-dap's struct; debugpy's clients use it
-	body["supportsTerminateDebuggee"] = true
+	// supportTerminateDebuggee is left out on purpose: with it VS Code's
+	// toolbar Disconnect would send "terminateDebuggee": false, which
+	// detaches one executor (Hub.ideGone), where its users expect the
+	// whole debugging of the job to stop.
 	s.reply(newResponse(m, body))
 }
 
@@ -492,6 +542,9 @@ func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, 
 		s.fail(req, "executor %d: %s: %v", es.id, req.Command(), err)
 		return
 	}
+	if req.Command() == "stackTrace" {
+		markPlumbingFrames(out["body"]) // before mapping: it reads executor paths
+	}
 	h.mu.Lock()
 	h.mapPathsLocked(es, out["body"])
 	if req.Command() == "threads" && !s.isRoot() {
@@ -541,6 +594,25 @@ func (h *Hub) resumedLocked(s *IDESession, es *ExecutorSession, out Message) {
 	for _, tid := range others {
 		if g, err := h.ids.Global(kindThread, es.id, tid); err == nil {
 			_ = s.w.send(newEvent("continued", map[string]any{"threadId": g, "allThreadsContinued": false}), nil)
+		}
+	}
+}
+
+// markPlumbingFrames shows the frames of the files that run every worker
+// before the user's code (the wrapper, PySpark's daemon.py: see
+// worker.IsPlumbingFile) as library frames: the frame subtle, its source
+// deemphasized, so VS Code greys them out and folds them away instead of
+// showing remote_debug.py's main and worker as if they were the user's.
+// It reads executor paths, so it runs before they are mapped.
+func markPlumbingFrames(body any) {
+	b, _ := body.(map[string]any)
+	frames, _ := b["stackFrames"].([]any)
+	for _, f := range frames {
+		fr, _ := f.(map[string]any)
+		src, _ := fr["source"].(map[string]any)
+		if p, _ := src["path"].(string); fr != nil && worker.IsPlumbingFile(p) {
+			fr["presentationHint"] = "subtle"
+			src["presentationHint"] = "deemphasize"
 		}
 	}
 }

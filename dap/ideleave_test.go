@@ -3,6 +3,7 @@ package dap
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -221,8 +222,8 @@ func (w *leaveWalk) hit() {
 	}
 }
 
-// leave ends c: disconnect, disconnect with terminateDebuggee, or a
-// dropped connection.
+// leave ends c: disconnect, disconnect with terminateDebuggee, a dropped
+// connection, or disconnect with an explicit terminateDebuggee: false.
 func (w *leaveWalk) leave(c *dapclient.Client, how int) {
 	ctx := w.p.ctx
 	switch how {
@@ -234,12 +235,17 @@ func (w *leaveWalk) leave(c *dapclient.Client, how int) {
 		if err := c.Disconnect(ctx, true); err != nil {
 			w.fatalf("disconnect (terminateDebuggee): %v", err)
 		}
+	case 3:
+		if _, err := c.Request(ctx, "disconnect", map[string]any{"terminateDebuggee": false}); err != nil && !errors.Is(err, dapclient.ErrClosed) {
+			w.fatalf("disconnect (terminateDebuggee false): %v", err)
+		}
 	default:
 		c.Close()
 	}
 }
 
-var leaveHow = []string{"disconnects", "disconnects with terminateDebuggee", "drops its connection"}
+var leaveHow = []string{"disconnects", "disconnects with terminateDebuggee", "drops its connection",
+	"disconnects with terminateDebuggee false"}
 
 func (w *leaveWalk) countStoppedShownBy(pids []int) {
 	for _, pid := range pids {
@@ -251,34 +257,52 @@ func (w *leaveWalk) countStoppedShownBy(pids []int) {
 	}
 }
 
-func (w *leaveWalk) rootLeaves(how int) {
-	w.step("root %s", leaveHow[how])
+// stopAll is what a session stopping the job's debugging does to the
+// model: the root and every child session are gone.
+func (w *leaveWalk) stopAll() {
 	var shown []int
 	for pid := range w.execs {
-		if w.children[pid] == nil {
+		if w.watched(pid) {
 			shown = append(shown, pid)
 		}
 	}
 	w.countStoppedShownBy(shown)
-	w.leave(w.root, how)
 	w.root = nil
-	waitFor(w.t, "proxy notices the root leaving", func() (bool, string) {
-		return !w.p.hub.Stats().IDEAttached, "root still attached"
+	clear(w.children)
+	waitFor(w.t, "proxy lets every IDE session go", func() (bool, string) {
+		w.p.hub.mu.Lock()
+		defer w.p.hub.mu.Unlock()
+		return w.p.hub.root == nil && len(w.p.hub.children) == 0,
+			fmt.Sprintf("root attached: %v, %d child session(s)", w.p.hub.root != nil, len(w.p.hub.children))
 	})
 }
 
+// rootLeaves: however the root leaves, the job's debugging stops.
+func (w *leaveWalk) rootLeaves(how int) {
+	w.step("root %s", leaveHow[how])
+	w.leave(w.root, how)
+	w.stopAll()
+}
+
+// childLeaves: a child that disconnects stops the job's debugging; one
+// that drops its connection, or detaches on purpose (terminateDebuggee
+// false), lets only its executor go.
 func (w *leaveWalk) childLeaves(pid, how int) {
 	w.step("child of executor %d %s", pid, leaveHow[how])
-	w.countStoppedShownBy([]int{pid})
-	w.leave(w.children[pid], how)
-	delete(w.children, pid)
-	w.detached[pid] = true
 	id := w.executorID(pid)
-	waitFor(w.t, "proxy notices the child leaving", func() (bool, string) {
-		w.p.hub.mu.Lock()
-		defer w.p.hub.mu.Unlock()
-		return w.p.hub.children[id] == nil, "child still there"
-	})
+	w.leave(w.children[pid], how)
+	if how == 0 || how == 1 {
+		w.stopAll()
+	} else {
+		w.countStoppedShownBy([]int{pid})
+		delete(w.children, pid)
+		w.detached[pid] = true
+		waitFor(w.t, "proxy notices the child leaving", func() (bool, string) {
+			w.p.hub.mu.Lock()
+			defer w.p.hub.mu.Unlock()
+			return w.p.hub.children[id] == nil, "child still there"
+		})
+	}
 	if how == 1 {
 		// pydevd kills its worker.
 		w.execs[pid].waitClosed()
@@ -346,7 +370,7 @@ func TestNoWorkerLeftStoppedWithNoOneAttached(t *testing.T) {
 					w.hit()
 				case r < 7 && w.root != nil:
 					w.hit()
-					w.rootLeaves(w.rng.IntN(3))
+					w.rootLeaves(w.rng.IntN(len(leaveHow)))
 				case len(w.children) > 0:
 					w.hit()
 					var pids []int
@@ -354,7 +378,7 @@ func TestNoWorkerLeftStoppedWithNoOneAttached(t *testing.T) {
 						pids = append(pids, pid)
 					}
 					sort.Ints(pids)
-					w.childLeaves(pids[w.rng.IntN(len(pids))], w.rng.IntN(3))
+					w.childLeaves(pids[w.rng.IntN(len(pids))], w.rng.IntN(len(leaveHow)))
 				default:
 					w.hit()
 				}

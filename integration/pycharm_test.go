@@ -164,6 +164,12 @@ func (j *pycharmJob) finish(t *testing.T, ctx context.Context) {
 	if res.Sum != 1560 || res.Count != 40 {
 		t.Errorf("job result %+v, want sum 1560 count 40", res)
 	}
+	// The proxy sends each breakpoint to every path the file may have on
+	// the executor; the paths it does not have must not make pydevd
+	// complain into the job's output.
+	if lines := grepLines(j.submitOut.String(), "does not exist"); lines != "" {
+		t.Errorf("the job's output has pydevd's complaints about breakpoint paths:\n%s", lines)
+	}
 	j.checkPyCharmView(t)
 }
 

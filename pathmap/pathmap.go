@@ -353,6 +353,8 @@ func (pm *Mapper) ToRemote(local string, roots Roots) []string {
 	}
 	if !pm.windows {
 		add(local)
+	} else {
+		local = pm.realCase(local)
 	}
 	for _, r := range pm.rules {
 		if r.literal == "" {
@@ -377,6 +379,38 @@ func (pm *Mapper) ToRemote(local string, roots Roots) []string {
 		}
 	}
 	return out
+}
+
+// realCase is a Windows local path with the case its file really has.
+// Windows IDEs do not send paths the way the file system spells them:
+// PyCharm lower-cases the whole path (and uses /), VS Code lower-cases the
+// drive letter. Windows does not care, but the executor paths built from
+// the path do: a Linux executor has /opt/run/Jobs/LoanCalc.py, never
+// /opt/run/jobs/loancalc.py. The indexed local file (read from the file
+// system) that is the same path but for case and separators gives the
+// real spelling; a path with no such file is kept as it came.
+func (pm *Mapper) realCase(local string) string {
+	want := pm.split(local)
+	if len(want) == 0 {
+		return local
+	}
+	for _, c := range pm.lookup(want[len(want)-1]) {
+		got := pm.split(c)
+		if len(got) != len(want) {
+			continue
+		}
+		same := true
+		for i := range got {
+			if !strings.EqualFold(got[i], want[i]) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return c
+		}
+	}
+	return local
 }
 
 // resolveRemote makes a worker-relative path (./deps.zip/pkg/mod.py, as real

@@ -225,3 +225,59 @@ func FuzzPathMapper(f *testing.F) {
 		}
 	})
 }
+
+// TestToRemoteWindowsIDEPaths: IDEs on Windows send a file's path in
+// their own spelling, PyCharm lower-cased with /, VS Code with a
+// lower-case drive letter and \. The executor paths are built from the
+// file's real spelling, which is what a Linux executor has.
+func TestToRemoteWindowsIDEPaths(t *testing.T) {
+	files := []string{`C:\Users\Me\Proj\Jobs\LoanCalc.py`, `C:\Users\Me\Proj\Lib\Loans\Calc.py`, `C:\Users\Me\Proj\app.py`}
+	roots := Roots{Cwd: "/opt/run", SysPath: []string{"/opt/run/deps.zip"}}
+	tests := []struct {
+		name    string
+		rules   []string
+		local   string
+		want    []string
+		notWant []string
+	}{
+		{name: "PyCharm: lower-cased, forward slashes", local: "c:/users/me/proj/jobs/loancalc.py",
+			want:    []string{"/opt/run/Jobs/LoanCalc.py", "/opt/run/deps.zip/Jobs/LoanCalc.py", "/opt/run/LoanCalc.py"},
+			notWant: []string{"/opt/run/jobs/loancalc.py", "/opt/run/loancalc.py"}},
+		{name: "VS Code: lower-case drive, backslashes", local: `c:\Users\Me\Proj\Jobs\LoanCalc.py`,
+			want: []string{"/opt/run/Jobs/LoanCalc.py"}},
+		{name: "VS Code: the file system's spelling", local: `C:\Users\Me\Proj\Lib\Loans\Calc.py`,
+			want: []string{"/opt/run/Lib/Loans/Calc.py", "/opt/run/deps.zip/Lib/Loans/Calc.py"}},
+		{name: "PyCharm with a --map rule", rules: []string{"/srv/job=C:/Users/Me/Proj"}, local: "c:/users/me/proj/lib/loans/calc.py",
+			want: []string{"/srv/job/Lib/Loans/Calc.py", "/opt/run/Lib/Loans/Calc.py"}, notWant: []string{"/srv/job/lib/loans/calc.py"}},
+		{name: "PyCharm: mixed separators", local: `c:\users/me\proj/JOBS/loancalc.PY`,
+			want: []string{"/opt/run/Jobs/LoanCalc.py"}},
+		{name: "a file the index does not have keeps its spelling", local: "c:/users/me/proj/jobs/new_job.py",
+			want: []string{"/opt/run/jobs/new_job.py"}},
+		{name: "same name, other directory: not that file's spelling", local: "c:/users/me/other/jobs/loancalc.py",
+			want: []string{"/opt/run/loancalc.py"}, notWant: []string{"/opt/run/LoanCalc.py"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var rules []Rule
+			for _, r := range tt.rules {
+				rules = append(rules, mustRule(t, r))
+			}
+			pm := NewForFiles(`C:\Users\Me\Proj`, true, files, rules)
+			got := pm.ToRemote(tt.local, roots)
+			set := map[string]bool{}
+			for _, g := range got {
+				set[g] = true
+			}
+			for _, w := range tt.want {
+				if !set[w] {
+					t.Errorf("candidates for %s lack %s: %v", tt.local, w, got)
+				}
+			}
+			for _, w := range tt.notWant {
+				if set[w] {
+					t.Errorf("candidates for %s include %s: %v", tt.local, w, got)
+				}
+			}
+		})
+	}
+}

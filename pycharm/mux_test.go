@@ -499,3 +499,68 @@ func TestWrapperThreadsHidden(t *testing.T) {
 		t.Errorf("PyCharm would log %q", a)
 	}
 }
+
+// TestWindowsIDEPaths: PyCharm on Windows sends a breakpoint's file
+// lower-cased with / (and other clients in other spellings); the worker,
+// on Linux, gets it at the path with the file's real case, and a suspend
+// there comes back as the local file.
+func TestWindowsIDEPaths(t *testing.T) {
+	const remote = "/opt/run/Jobs/LoanCalc.py"
+	const real = `C:\Users\Me\Proj\Jobs\LoanCalc.py`
+	for i, local := range []string{
+		"c:/users/me/proj/jobs/loancalc.py", // PyCharm on Windows
+		`c:\Users\Me\Proj\Jobs\LoanCalc.py`, // VS Code's spelling
+		real,                                // the file system's
+	} {
+		t.Run(local, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			paths := pathmap.NewForFiles(`C:\Users\Me\Proj`, true, []string{real, `C:\Users\Me\Proj\app.py`}, nil)
+			ide, err := pycharmtest.Listen()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ide.Close()
+			px, err := pycharm.Listen(pycharm.Config{Token: "tok", PyCharm: ide.Addr(), Paths: paths,
+				Log: zerolog.Nop(), VersionTimeout: 5 * time.Second}, "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go px.Serve(ctx)
+			defer px.Close()
+			pid := int64(700 + i)
+			w := startWorker(t, ctx, px.Addr().String(), pid, 0, pathmap.Roots{Cwd: "/opt/run"})
+			if err := ide.Accept(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ide.Start(ctx, pycharmtest.Breakpoint{File: local, Line: 3}); err != nil {
+				t.Fatal(err)
+			}
+			var sent []string
+			for {
+				m := w.waitFor(t, pycharm.CmdSetBreak)
+				_, f, _ := pycharm.BreakpointKey(m)
+				sent = append(sent, f)
+				if f == remote {
+					break
+				}
+				if strings.EqualFold(f, remote) {
+					t.Fatalf("the breakpoint went to %s, not to the executor's %s (sent so far: %v)", f, remote, sent)
+				}
+			}
+			tid := fmt.Sprintf("pid_%d_id_1", pid)
+			q := func(s string) string { return pycharm.PyQuote(s, `/<>_=" `) }
+			w.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 2, Payload: q(`<xml><thread name="MainThread" id="` + tid + `" /></xml>`)})
+			w.send(pycharm.Message{ID: pycharm.CmdThreadSuspend, Seq: 4, Payload: q(`<xml><thread id="` + tid +
+				`" stop_reason="111"><frame id="7" name="f" file="` + remote + `" line="3"></frame></thread></xml>`)})
+			susp, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadSuspend })
+			if err != nil {
+				t.Fatal(err)
+			}
+			ths, _, _ := pycharmtest.ParseXML(susp.Payload)
+			if len(ths) != 1 || len(ths[0].Frames) != 1 || !strings.EqualFold(strings.ReplaceAll(ths[0].Frames[0].File, "/", `\`), real) {
+				t.Errorf("suspend frames %+v, want the local file %s", ths, real)
+			}
+		})
+	}
+}

@@ -566,6 +566,60 @@ def _trust_code_paths():
         pass
 
 
+# What pydevd-pycharm writes to the worker's stderr (the job's output) for
+# a breakpoint in a file this executor does not have.
+_MISSING_FILE_WARNING = "pydev debugger: warning: trying to add breakpoint to file that does not exist"
+
+
+class _StderrWithoutMissingFileWarnings(object):
+    """sys.stderr as pydevd's command processor sees it: the same stream,
+    minus its warnings about breakpoints in files that do not exist."""
+
+    def write(self, s):
+        if isinstance(s, str) and s.startswith(_MISSING_FILE_WARNING):
+            return len(s)
+        return sys.stderr.write(s)
+
+    def __getattr__(self, name):
+        return getattr(sys.stderr, name)
+
+
+class _SysWithoutMissingFileWarnings(object):
+    """The sys module, for one module of pydevd: everything is the real
+    sys's, except that stderr drops the missing-file warnings."""
+
+    def __init__(self, real):
+        object.__setattr__(self, "_real", real)
+        object.__setattr__(self, "_stderr", _StderrWithoutMissingFileWarnings())
+
+    def __getattr__(self, name):
+        if name == "stderr":
+            return self._stderr
+        return getattr(self._real, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._real, name, value)
+
+
+def _quiet_missing_file_warnings():
+    """The proxy sends each breakpoint to every path its file may have on
+    this executor (which one Spark used is only known once the code runs),
+    and pydevd-pycharm writes a warning to this worker's stderr, the job's
+    output, for each of those paths that does not exist here: noise that
+    says nothing to the user. Only the module that writes them sees a
+    stderr that drops them; nothing else of the process changes."""
+    try:
+        mod = sys.modules.get("_pydevd_bundle.pydevd_process_net_command")
+        if mod is None:
+            import importlib
+
+            mod = importlib.import_module("_pydevd_bundle.pydevd_process_net_command")
+        if getattr(mod, "sys", None) is sys:
+            mod.sys = _SysWithoutMissingFileWarnings(sys)
+    except Exception:
+        pass
+
+
 def _read_archive_sources():
     """pydevd serves code the IDE has no copy of (PySpark's own frames, a
     --py-files zip) from linecache, which cannot read a file inside a zip
@@ -663,6 +717,8 @@ def _connect(cfg, task):
         with quiet:
             debugger = _import_debugger()
             _trust_code_paths()
+            if pycharm:
+                _quiet_missing_file_warnings()
             _read_archive_sources()
     except BaseException as exc:
         quiet.restore()

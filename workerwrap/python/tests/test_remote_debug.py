@@ -567,3 +567,36 @@ def test_zip_on_relative_sys_path_binds(tmp_path, wrap):
         # Without the wrapper: the reproduction of the bug the hook fixes.
         assert not os.path.isabs(co_filename)
         assert frame != bp
+
+
+# --- pydevd's missing-file warnings --------------------------------------------
+
+
+def test_missing_file_warnings_are_dropped(rd, monkeypatch, capsys):
+    """pydevd-pycharm's command processor writes a warning to stderr for
+    each breakpoint path the executor does not have; only those lines go,
+    and only that module sees the filtered stderr."""
+    name = "_pydevd_bundle.pydevd_process_net_command"
+    mod = types.ModuleType(name)
+    mod.sys = sys
+
+    def set_break(path):
+        if not os.path.exists(path):
+            mod.sys.stderr.write(
+                "pydev debugger: warning: trying to add breakpoint to file that does not exist: %s (will have no effect)\n" % path
+            )
+            mod.sys.stderr.flush()
+        mod.sys.stderr.write("pydev debugger: something else\n")
+        return mod.sys.maxsize
+
+    mod.set_break = set_break
+    monkeypatch.setitem(sys.modules, name, mod)
+    rd._quiet_missing_file_warnings()
+    rd._quiet_missing_file_warnings()  # twice is once
+    assert mod.set_break("/nonexistent/sparkdap/pcmath.py") == sys.maxsize
+    err = capsys.readouterr().err
+    assert "does not exist" not in err
+    assert err.count("pydev debugger: something else\n") == 1
+    sys.stderr.write("trying to add breakpoint to file that does not exist: elsewhere\n")
+    assert "elsewhere" in capsys.readouterr().err
+    assert sys.modules[name].sys.modules is sys.modules
