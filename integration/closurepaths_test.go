@@ -111,7 +111,7 @@ func TestSparkDriverClosuresBindWithoutDriverDir(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	args := wrapConfArgs(t, ctx, p, "--partitions", "1")
+	args := wrapConfArgs(t, ctx, p, "--partitions", "1", "--driver-dir", "")
 	out := filepath.Join(t.TempDir(), "out.json")
 	args = append(append([]string{"--master", "local[2]"}, args...), ship, out)
 	// An empty SPARKDAP_DRIVER_DIR counts as unset: make sure none leaks in
@@ -244,7 +244,7 @@ func TestSparkClosuresFromANewDirectoryInAReusedWorker(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	args := wrapConfArgs(t, ctx, p, "--partitions", "1")
+	args := wrapConfArgs(t, ctx, p, "--partitions", "1", "--driver-dir", "")
 	out := filepath.Join(t.TempDir(), "out.json")
 	args = append(append([]string{"--master", "local[1]"}, args...), driver, out, other)
 	job := startSpark(t, ctx, runDir, []string{"SPARKDAP_DRIVER_DIR="}, sparkSubmit, args...)
