@@ -177,3 +177,31 @@ func TestAHitBreakpointIsVerified(t *testing.T) {
 		t.Errorf("stopped hitBreakpointIds = %v, want [%d]", st.HitBreakpointIds, set[0].Id)
 	}
 }
+
+func TestLoadsFrom(t *testing.T) {
+	roots := pathmap.Roots{Cwd: "/yarn/container_1", SparkFiles: "/tmp/spark-1/userFiles-2",
+		CodeDirs: []string{"/deploy"}, SysPath: []string{"./loanlib.zip", "/usr/lib/python3.11"}}
+	tests := []struct {
+		name  string
+		roots pathmap.Roots
+		path  string
+		want  bool
+	}{
+		{"shipped file", roots, "/tmp/spark-1/userFiles-2/jobs/utils.py", true},
+		{"in the working directory", roots, "/yarn/container_1/loans.py", true},
+		{"in a zip named relative to it", roots, "/yarn/container_1/loanlib.zip/loanlib.py", true},
+		{"where a task's functions came from", roots, "/deploy/job.py", true},
+		{"library", roots, "/usr/lib/python3.11/json/__init__.py", true},
+		{"the developer's checkout on the same machine", roots, "/home/me/proj/job.py", false},
+		{"a prefix that is not a directory", roots, "/deployment/job.py", false},
+		{"the root directory itself is no file", roots, "/deploy", false},
+		{"unknown roots: pydevd's word stands", pathmap.Roots{}, "/home/me/proj/job.py", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := loadsFrom(tt.roots, tt.path); got != tt.want {
+				t.Errorf("loadsFrom(%s) = %v, want %v", tt.path, got, tt.want)
+			}
+		})
+	}
+}
