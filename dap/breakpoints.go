@@ -2,6 +2,7 @@ package dap
 
 import (
 	"encoding/json"
+	"path"
 	"strconv"
 )
 
@@ -18,6 +19,9 @@ type bpEntry struct {
 	answered bool
 	ids      []int64
 	merged   []map[string]any // position → breakpoint as the IDE sees it
+	// told is the message of each unverified position as the IDE last got
+	// it (in the response or an event), so a new reason is sent once.
+	told []string
 	// why is pydevd's own reason behind merged's message, per position,
 	// so a more telling reason can replace a less telling one.
 	why []string
@@ -92,11 +96,28 @@ func (e *bpEntry) grow(r *breakpointRegistry, n int) {
 		id := r.nextID
 		e.ids = append(e.ids, id)
 		e.why = append(e.why, "")
+		e.told = append(e.told, "")
 		e.merged = append(e.merged, map[string]any{
 			"id": json.Number(strconv.FormatInt(id, 10)), "verified": false,
-			"reason": "pending", "message": "waiting for an executor to load this code"})
+			"reason": "pending", "message": pendingMessage(e)})
 		r.byID[id] = bpRef{e, len(e.ids) - 1}
 	}
+}
+
+// pendingMessage is what a breakpoint says until an executor that loads its
+// code has bound it: pydevd's "verified" only means the file exists where it
+// was sent, so nothing is claimed before then.
+func pendingMessage(e *bpEntry) string {
+	what := "this code"
+	if src, ok := e.args["source"].(map[string]any); ok {
+		if p, _ := src["path"].(string); p != "" {
+			what = path.Base(p)
+		} else if n, _ := src["name"].(string); n != "" {
+			what = n
+		}
+	}
+	return "pending: no executor has loaded " + what + " yet; the breakpoint turns verified when one does " +
+		"(if it stays pending while tasks run, `sparkdap paths` shows where the executors load code from)"
 }
 
 // drop forgets an entry's ids.
@@ -174,11 +195,33 @@ func (e *bpEntry) absorb(i int, bp map[string]any) bool {
 	return true
 }
 
-// body is the merged response body the IDE gets.
+// hit marks position i verified because an executor stopped on it: whatever
+// was known of its paths, it is bound. It reports whether that is news.
+func (e *bpEntry) hit(i int) bool {
+	cur := e.merged[i]
+	if cur["verified"] == true {
+		return false
+	}
+	next := map[string]any{"id": cur["id"], "verified": true}
+	for _, k := range []string{"line", "column", "endLine", "endColumn"} {
+		if v, ok := cur[k]; ok {
+			next[k] = v
+		}
+	}
+	if src, ok := e.args["source"]; ok {
+		next["source"] = deepCopy(src)
+	}
+	e.merged[i] = next
+	return true
+}
+
+// body is the merged response body the IDE gets; it records what the IDE
+// is told.
 func (e *bpEntry) body() map[string]any {
 	bps := make([]any, len(e.merged))
 	for i, b := range e.merged {
 		bps[i] = deepCopy(b)
+		e.told[i], _ = b["message"].(string)
 	}
 	return map[string]any{"breakpoints": bps}
 }

@@ -75,6 +75,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		es.stopped[tid] = deepCopy(m).(Message)
 		h.focused = es
 		h.learnStopLocationLocked(es, tid)
+		h.hitBreakpointsLocked(es, m)
 	case "output":
 		if text, ok := body["output"].(string); ok {
 			es.outputBytes += int64(len(text))
@@ -310,6 +311,28 @@ func (h *Hub) breakpointChangedLocked(e *bpEntry, i int) {
 	if target == nil || !e.answered {
 		return
 	}
+	e.told[i], _ = e.merged[i]["message"].(string)
 	_ = target.w.send(newEvent("breakpoint", map[string]any{
 		"reason": "changed", "breakpoint": deepCopy(e.merged[i])}), nil)
+}
+
+// hitBreakpointsLocked marks verified the breakpoints a stop names as hit
+// (pydevd's ids, before globalization): a breakpoint that stopped a task is
+// bound, whatever its paths said. The IDE hears it before the stop.
+func (h *Hub) hitBreakpointsLocked(es *ExecutorSession, m Message) {
+	hits, _ := m.Body()["hitBreakpointIds"].([]any)
+	for _, v := range hits {
+		local, ok := toInt(v)
+		if !ok {
+			continue
+		}
+		ref, ok := h.bps.byID[es.bpIDs[local]]
+		if !ok || !h.bps.current(ref.entry) {
+			continue
+		}
+		es.verifiedLocked(ref.entry, ref.index)
+		if ref.entry.hit(ref.index) {
+			h.breakpointChangedLocked(ref.entry, ref.index)
+		}
+	}
 }

@@ -108,12 +108,14 @@ func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, sentTo string, 
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	es.answeredLocked(e, sentTo, bps)
-	if len(bps) == 0 {
-		return
+	if e.command == "setBreakpoints" {
+		bps = boundOnlyWhereLoaded(es.paths.Roots(), executorPath(e, sentTo), bps)
 	}
+	complete := es.answeredLocked(e, sentTo, bps)
 	live := h.bps.current(e)
-	e.grow(h.bps, len(bps))
+	if len(bps) > 0 {
+		e.grow(h.bps, len(bps))
+	}
 	for i, item := range bps {
 		bp, ok := item.(map[string]any)
 		if !ok {
@@ -126,6 +128,27 @@ func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, sentTo string, 
 			h.breakpointChangedLocked(e, i)
 		}
 	}
+	if complete && live {
+		// Every candidate path of this executor has answered: a new
+		// reason why nothing bound (it was pending when the IDE got its
+		// response) is news, sent once.
+		for i := range e.merged {
+			if msg, _ := e.merged[i]["message"].(string); e.merged[i]["verified"] != true && msg != e.told[i] {
+				h.breakpointChangedLocked(e, i)
+			}
+		}
+	}
+}
+
+// executorPath is the path a source breakpoint request went to on the
+// executor: sentTo, or the IDE's own path when paths pass unchanged.
+func executorPath(e *bpEntry, sentTo string) string {
+	if sentTo != "" {
+		return sentTo
+	}
+	src, _ := e.args["source"].(map[string]any)
+	p, _ := src["path"].(string)
+	return p
 }
 
 // withPostMortem adds the userUnhandled filter to exception breakpoint

@@ -1,8 +1,11 @@
 package dap
 
 import (
+	"path"
 	"sort"
 	"strings"
+
+	"github.com/sparkdap/sparkdap/pathmap"
 )
 
 // This file keeps, per executor, what pydevd answered to the source
@@ -40,11 +43,12 @@ func (es *ExecutorSession) expectAnswersLocked(e *bpEntry, n int) {
 }
 
 // answeredLocked folds one answer (bps nil: failed or timed out) into es's
-// record for e, if it is still the latest.
-func (es *ExecutorSession) answeredLocked(e *bpEntry, sentTo string, bps []any) {
+// record for e, if it is still the latest, and reports whether it was the
+// last answer awaited.
+func (es *ExecutorSession) answeredLocked(e *bpEntry, sentTo string, bps []any) bool {
 	a := es.refusals[e.key]
 	if a == nil || a.entry != e {
-		return
+		return false
 	}
 	a.pending--
 	if sentTo != "" {
@@ -70,6 +74,61 @@ func (es *ExecutorSession) answeredLocked(e *bpEntry, sentTo string, bps []any) 
 			p.message = msg
 		}
 	}
+	return a.pending == 0
+}
+
+// notLoaded starts the reason given for a breakpoint pydevd set at a path
+// the executor loads no code from.
+const notLoaded = "Breakpoint in a file this executor loads no code from:"
+
+// boundOnlyWhereLoaded returns pydevd's answer for breakpoints sent to
+// executor path p, with every "verified" taken back when p is under none of
+// the directories the executor loads code from. pydevd verifies a line in
+// any file that exists: the developer's own checkout on a shared machine, a
+// driver script whose functions run from another path. Such a breakpoint
+// is set but would never stop, so the IDE must not show it bound. An
+// executor that named no roots (not started by sparkdap's wrapper) leaves
+// pydevd's word as it is.
+func boundOnlyWhereLoaded(r pathmap.Roots, p string, bps []any) []any {
+	if p == "" || loadsFrom(r, p) {
+		return bps
+	}
+	out := make([]any, len(bps))
+	for i, item := range bps {
+		out[i] = item
+		bp, ok := item.(map[string]any)
+		if !ok || bp["verified"] != true {
+			continue
+		}
+		bp = deepCopy(bp).(map[string]any)
+		bp["verified"] = false
+		bp["message"] = notLoaded + " " + truncate(p, 512) + "."
+		out[i] = bp
+	}
+	return out
+}
+
+// loadsFrom reports whether executor path p is under one of roots' code
+// directories (library ones included: code there is importable), or
+// whether roots are unknown.
+func loadsFrom(r pathmap.Roots, p string) bool {
+	dirs := append(append([]string{r.DriverDir, r.SparkFiles, r.Cwd}, r.CodeDirs...), r.SysPath...)
+	known := false
+	p = path.Clean(p)
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		known = true
+		if !path.IsAbs(d) && r.Cwd != "" {
+			d = path.Join(r.Cwd, d)
+		}
+		d = path.Clean(d)
+		if d == "/" || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return !known
 }
 
 // verifiedLocked records a breakpoint pydevd bound later (a breakpoint
@@ -89,16 +148,27 @@ func refusalRank(msg string) int {
 		return 0
 	case strings.Contains(msg, "does not exist"):
 		return 1
+	case strings.HasPrefix(msg, notLoaded):
+		return 2
 	}
-	return 2
+	return 3
 }
+
+// driverAdvice is what to do about a breakpoint in the driver's script:
+// its functions reach executors pickled, under the driver's path.
+const driverAdvice = "If it is the driver's script, its breakpoints bind when a task runs a function defined in it; " +
+	"to bind them before, start the job with `sparkdap submit`, or pass the SPARKDAP_DRIVER_DIR setting `sparkdap conf` prints."
 
 // explainRefusal adds to pydevd's reason what the developer can do about it.
 func explainRefusal(msg string) string {
 	first, _, _ := strings.Cut(strings.TrimSpace(msg), "\n")
 	switch {
 	case strings.Contains(msg, "does not exist"):
-		return first + " The executor has this file at none of the paths sparkdap tried: run `sparkdap paths` to see where its code lives, and add --map REMOTE=LOCAL to `sparkdap serve` if the mapping is wrong."
+		return first + " The executor has this file at none of the paths sparkdap tried. " + driverAdvice +
+			" Otherwise run `sparkdap paths` to see where the executors load code from, and fix `sparkdap serve --root DIR` or add --map REMOTE=LOCAL."
+	case strings.HasPrefix(msg, notLoaded):
+		return first + " pydevd can set it there, but the executor runs no code from that path. " + driverAdvice +
+			" Otherwise ship the file (--py-files) or fix the mapping: `sparkdap paths` shows where the executors load code from; see `sparkdap serve --root DIR` and --map REMOTE=LOCAL."
 	case strings.Contains(msg, "excluded by filters"):
 		return first + " The executor counts this file as library code: set \"justMyCode\": false in your attach configuration."
 	case strings.Contains(msg, "invalid line"):

@@ -2,14 +2,18 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
@@ -71,20 +75,43 @@ func TestSparkDriverClosuresBindWithoutDriverDir(t *testing.T) {
 		"driver-udf":    testenv.MarkedLine(t, src, "driver-udf"),
 	}
 
+	// A file of the developer's that no executor loads: it exists at its
+	// own path on this shared machine, so pydevd verifies it there.
+	unused := filepath.Join(filepath.Dir(src), "unused.py")
+	if err := os.WriteFile(unused, []byte("x = 1\ny = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	p := startProxy(t, ctx, "--root", filepath.Dir(src))
 	ide := dialIDE(t, ctx, p.IDE)
 	if _, err := ide.Initialize(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	armed := []int{want["driver-lambda"], want["driver-udf"]}
+	var srcIDs []int
+	unusedID := 0
 	if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
-		_, err := ide.SetBreakpoints(ctx, src, armed...)
-		return err
+		bps, err := ide.SetBreakpoints(ctx, src, armed...)
+		if err != nil {
+			return err
+		}
+		ubps, err := ide.SetBreakpoints(ctx, unused, 2)
+		if err != nil {
+			return err
+		}
+		for _, bp := range append(bps, ubps...) {
+			if bp.Verified || !strings.Contains(bp.Message, "pending") {
+				return fmt.Errorf("breakpoint %+v before any executor ran: want unverified and pending", bp)
+			}
+			srcIDs = append(srcIDs, bp.Id)
+		}
+		unusedID, srcIDs = ubps[0].Id, srcIDs[:len(bps)]
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 
-	args := wrapConfArgs(t, ctx, p, "--partitions", "1")
+	args := wrapConfArgs(t, ctx, p, "--partitions", "1", "--driver-dir", "")
 	out := filepath.Join(t.TempDir(), "out.json")
 	args = append(append([]string{"--master", "local[2]"}, args...), ship, out)
 	// An empty SPARKDAP_DRIVER_DIR counts as unset: make sure none leaks in
@@ -137,6 +164,50 @@ func TestSparkDriverClosuresBindWithoutDriverDir(t *testing.T) {
 	if _, err := os.Stat(ship); !os.IsNotExist(err) {
 		t.Errorf("the driver script %s still exists (stat: %v): the test did not hide it from the executors", ship, err)
 	}
+
+	// What the IDE was told: the driver script's breakpoints turned
+	// verified once a task unpickled its functions; the file no executor
+	// loads never did, and says why and what to do.
+	events := breakpointEvents(t, ctx, ide)
+	for _, id := range srcIDs {
+		if !slices.ContainsFunc(events[id], func(b shownBreakpoint) bool { return b.Verified }) {
+			t.Errorf("driver script breakpoint %d never shown verified: %+v", id, events[id])
+		}
+	}
+	told := events[unusedID]
+	if slices.ContainsFunc(told, func(b shownBreakpoint) bool { return b.Verified }) || len(told) == 0 ||
+		!strings.Contains(told[len(told)-1].Message, "loads no code from: "+unused) ||
+		!strings.Contains(told[len(told)-1].Message, "sparkdap submit") {
+		t.Errorf("breakpoint in a file no executor loads: events %+v, want it unverified, saying where it is set and what to do", told)
+	}
+}
+
+// shownBreakpoint is a breakpoint as a breakpoint event shows it.
+type shownBreakpoint struct {
+	ID       int    `json:"id"`
+	Verified bool   `json:"verified"`
+	Message  string `json:"message"`
+}
+
+// breakpointEvents returns, by breakpoint id, every breakpoint event the
+// IDE has received so far, in order.
+func breakpointEvents(t *testing.T, ctx context.Context, ide *dapclient.Client) map[int][]shownBreakpoint {
+	t.Helper()
+	out := map[int][]shownBreakpoint{}
+	for range 1000 {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ev, err := ide.WaitEvent(wctx, "breakpoint", nil)
+		cancel()
+		if err != nil {
+			return out // none left
+		}
+		var body struct{ Breakpoint shownBreakpoint }
+		if err := json.Unmarshal(ev.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		out[body.Breakpoint.ID] = append(out[body.Breakpoint.ID], body.Breakpoint)
+	}
+	return out
 }
 
 // TestSparkClosuresFromANewDirectoryInAReusedWorker: a worker that attached
@@ -173,7 +244,7 @@ func TestSparkClosuresFromANewDirectoryInAReusedWorker(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	args := wrapConfArgs(t, ctx, p, "--partitions", "1")
+	args := wrapConfArgs(t, ctx, p, "--partitions", "1", "--driver-dir", "")
 	out := filepath.Join(t.TempDir(), "out.json")
 	args = append(append([]string{"--master", "local[1]"}, args...), driver, out, other)
 	job := startSpark(t, ctx, runDir, []string{"SPARKDAP_DRIVER_DIR="}, sparkSubmit, args...)

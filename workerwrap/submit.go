@@ -16,6 +16,39 @@ const (
 	confExecutorEnv  = "spark.executorEnv."
 )
 
+// EnvDriverDir names the executor environment variable that tells the
+// wrapper and the proxy where the driver's script lives.
+const EnvDriverDir = "SPARKDAP_DRIVER_DIR"
+
+// Setting is one Spark conf entry.
+type Setting struct{ Key, Value string }
+
+// JobSettings lists the Spark settings that run a job's Python workers under
+// the wrapper at wrapperPath, for a driver script in driverDir ("": none
+// known). It is the one list `sparkdap submit` injects (Apply) and
+// `sparkdap conf` prints, so the two cannot drift apart:
+//
+//   - spark.python.daemon.module=remote_debug, so workers fork from it;
+//   - the wrapper in spark.submit.pyFiles (--py-files), which puts it in
+//     the working directory of cluster executors, where `python -m` finds it;
+//   - its directory on spark.executorEnv.PYTHONPATH, because in local mode
+//     the shipped copy lands in a userFiles-* directory that is not on
+//     sys.path when the daemon starts;
+//   - spark.executorEnv.SPARKDAP_DRIVER_DIR: closures pickled from the
+//     driver's script name it as their file; the wrapper and the proxy
+//     need its directory to bind breakpoints there before a task runs one.
+func JobSettings(wrapperPath, driverDir string) []Setting {
+	out := []Setting{
+		{ConfDaemonModule, ModuleName},
+		{confPyFiles, wrapperPath},
+		{confExecutorEnv + "PYTHONPATH", filepath.Dir(wrapperPath)},
+	}
+	if driverDir != "" {
+		out = append(out, Setting{confExecutorEnv + EnvDriverDir, driverDir})
+	}
+	return out
+}
+
 // Injection rewrites a spark-submit command line so that its Python workers
 // run under the wrapper at WrapperPath.
 type Injection struct {
@@ -59,17 +92,10 @@ func confKV(v string) (key, value string, ok bool) {
 }
 
 // Apply returns a copy of args (spark-submit's arguments, without the
-// program name) with the wrapper configured and shipped:
-//
-//   - --conf spark.python.daemon.module=remote_debug, so workers fork from it;
-//   - the wrapper appended to --py-files (or spark.submit.pyFiles), which puts
-//     it in the working directory of cluster executors, where `python -m`
-//     finds it;
-//   - its directory prepended to spark.executorEnv.PYTHONPATH, because in
-//     local mode the shipped copy lands in a userFiles-* directory that is
-//     not on sys.path when the daemon starts.
-//
-// Options the user gave are merged, never duplicated; a conflicting daemon
+// program name) with JobSettings applied, the driver's directory being the
+// application's. Options the user gave are merged, never duplicated (the
+// wrapper is appended to --py-files, its directory prepended to
+// PYTHONPATH, a driver directory of the user's kept); a conflicting daemon
 // module or a disabled daemon is an error.
 func (in Injection) Apply(args []string) ([]string, error) {
 	if in.WrapperPath == "" || filepath.Base(in.WrapperPath) != FileName {
@@ -108,10 +134,11 @@ func (in Injection) Apply(args []string) ([]string, error) {
 	}
 
 	var (
-		master                         string
-		pyFiles, confPyFilesOpt        *submitOpt
-		pythonPath                     *submitOpt
-		haveDaemonModule, haveTokenEnv bool
+		master                  string
+		pyFiles, confPyFilesOpt *submitOpt
+		pythonPath              *submitOpt
+		haveTokenEnv            bool
+		given                   = map[string]bool{} // conf keys the user set
 	)
 	for i := range opts {
 		o := &opts[i]
@@ -125,12 +152,12 @@ func (in Injection) Apply(args []string) ([]string, error) {
 			if !ok {
 				return nil, fmt.Errorf("%s %q: want key=value", o.name, o.value)
 			}
+			given[key] = true
 			switch {
 			case key == ConfDaemonModule:
 				if strings.TrimSpace(value) != ModuleName {
 					return nil, fmt.Errorf("%s=%s is already set; sparkdap needs it to be %s (a custom daemon cannot be combined with sparkdap)", key, value, ModuleName)
 				}
-				haveDaemonModule = true
 			case key == confUseDaemon && strings.EqualFold(strings.TrimSpace(value), "false"):
 				return nil, fmt.Errorf("%s=false: sparkdap hooks the Python daemon, which this turns off", key)
 			case key == confPyFiles:
@@ -145,48 +172,44 @@ func (in Injection) Apply(args []string) ([]string, error) {
 		}
 	}
 
-	var add []string
-	if !haveDaemonModule {
-		add = append(add, "--conf", ConfDaemonModule+"="+ModuleName)
-	}
-
-	switch {
-	case pyFiles != nil:
-		merged, err := appendPyFile(pyFiles.value, in.WrapperPath)
-		if err != nil {
-			return nil, fmt.Errorf("--py-files: %w", err)
-		}
-		pyFiles.set(out, merged)
-	case confPyFilesOpt != nil:
-		// spark-submit's --py-files would replace this conf, not add to it.
-		_, value, _ := confKV(confPyFilesOpt.value)
-		merged, err := appendPyFile(value, in.WrapperPath)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", confPyFiles, err)
-		}
-		confPyFilesOpt.set(out, confPyFiles+"="+merged)
-	default:
-		add = append(add, "--py-files", in.WrapperPath)
-	}
-
-	dir := filepath.Dir(in.WrapperPath)
-	if pythonPath != nil {
-		_, value, _ := confKV(pythonPath.value)
-		if value != "" {
-			value = dir + string(filepath.ListSeparator) + value
-		} else {
-			value = dir
-		}
-		pythonPath.set(out, confExecutorEnv+"PYTHONPATH="+value)
-	} else {
-		add = append(add, "--conf", confExecutorEnv+"PYTHONPATH="+dir)
-	}
-
-	// Closures pickled from the driver's script name it as their file; the
-	// wrapper and the proxy need its directory to bind breakpoints there.
+	driverDir := ""
+	// Closures pickled from the driver's script name it as their file.
 	if app := out[primary]; strings.HasSuffix(app, ".py") {
 		if abs, err := filepath.Abs(app); err == nil {
-			add = append(add, "--conf", confExecutorEnv+"SPARKDAP_DRIVER_DIR="+filepath.Dir(abs))
+			driverDir = filepath.Dir(abs)
+		}
+	}
+	var add []string
+	for _, st := range JobSettings(in.WrapperPath, driverDir) {
+		switch {
+		case st.Key == confPyFiles && pyFiles != nil:
+			merged, err := appendPyFile(pyFiles.value, st.Value)
+			if err != nil {
+				return nil, fmt.Errorf("--py-files: %w", err)
+			}
+			pyFiles.set(out, merged)
+		case st.Key == confPyFiles && confPyFilesOpt != nil:
+			// spark-submit's --py-files would replace this conf, not add to it.
+			_, value, _ := confKV(confPyFilesOpt.value)
+			merged, err := appendPyFile(value, st.Value)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", confPyFiles, err)
+			}
+			confPyFilesOpt.set(out, confPyFiles+"="+merged)
+		case st.Key == confPyFiles:
+			add = append(add, "--py-files", st.Value)
+		case st.Key == confExecutorEnv+"PYTHONPATH" && pythonPath != nil:
+			_, value, _ := confKV(pythonPath.value)
+			if value != "" {
+				value = st.Value + string(filepath.ListSeparator) + value
+			} else {
+				value = st.Value
+			}
+			pythonPath.set(out, confExecutorEnv+"PYTHONPATH="+value)
+		case given[st.Key]:
+			// The user's own value stands (a daemon module was checked above).
+		default:
+			add = append(add, "--conf", st.Key+"="+st.Value)
 		}
 	}
 

@@ -16,15 +16,17 @@ func init() {
 }
 
 type confOptions struct {
-	wrapper string
-	connect bool
-	wrap    *wrapFlags
+	wrapper   string
+	driverDir string
+	connect   bool
+	wrap      *wrapFlags
 }
 
 func newConfCmd(stderr io.Writer) *cmdSpec {
 	o := &confOptions{}
 	c := &cmdSpec{fs: newFlagSet("conf", stderr)}
 	c.fs.StringVar(&o.wrapper, "wrapper", workerwrap.FileName, "`path` of the wrapper written by `sparkdap wrap`")
+	c.fs.StringVar(&o.driverDir, "driver-dir", ".", "`directory` of the driver's script: breakpoints in it bind before a task runs its functions (what `sparkdap submit` takes from the application's path; '' for none)")
 	c.fs.BoolVar(&o.connect, "connect", false, "print a script that starts a Spark Connect server whose Python workers run the wrapper (Connect clients' settings never reach them)")
 	o.wrap = addWrapFlags(c, stderr)
 	c.usage(stderr, `usage: sparkdap conf [--wrapper PATH] [--connect] [flags]
@@ -70,14 +72,23 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 		_, err := io.WriteString(stdout, connectScript(path, wf))
 		return err
 	}
-	dir := filepath.Dir(path)
+	driverDir := ""
+	if o.driverDir != "" { // '' leaves it out: functions bind once a task runs them
+		if driverDir, err = filepath.Abs(o.driverDir); err != nil {
+			return fmt.Errorf("--driver-dir %s: %w", o.driverDir, err)
+		}
+	}
 
-	// Flags given here become executor environment overrides, so one
-	// generated file can be retargeted per job.
+	// What `sparkdap submit` sets, from the same list (the wrapper goes in
+	// --py-files); then the flags given here as executor environment
+	// overrides, so one generated file can be retargeted per job; then the
+	// token, which submit bakes into the wrapper it generates instead.
 	type kv struct{ key, value, shell string }
-	confs := []kv{
-		{key: workerwrap.ConfDaemonModule, value: workerwrap.ModuleName},
-		{key: "spark.executorEnv.PYTHONPATH", value: dir},
+	var confs []kv
+	for _, st := range workerwrap.JobSettings(path, driverDir) {
+		if st.Key != "spark.submit.pyFiles" {
+			confs = append(confs, kv{key: st.Key, value: st.Value})
+		}
 	}
 	for _, e := range wf.envOverrides() {
 		confs = append(confs, kv{key: "spark.executorEnv." + e[0], value: e[1]})
@@ -96,6 +107,7 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintln(&b, "# spark.executorEnv.PYTHONPATH matters in local mode: shipped files are not on sys.path when the daemon starts.")
+	fmt.Fprintf(&b, "# %s: where the driver's script is (--driver-dir), so its breakpoints bind before a task runs its functions.\n", workerwrap.EnvDriverDir)
 	fmt.Fprintf(&b, "# With an existing --py-files, append %s to it (comma separated).\n", path)
 	fmt.Fprintf(&b, "# The Python workers need debugpy: set PYSPARK_PYTHON to an interpreter that has it.\n\n")
 

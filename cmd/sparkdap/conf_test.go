@@ -233,3 +233,107 @@ func TestConfConnectScript(t *testing.T) {
 		t.Errorf("the script did not say it starts without the wrapper: %q", msg)
 	}
 }
+
+// TestConfPrintsWhatSubmitSets: `sparkdap conf` prints every Spark setting
+// `sparkdap submit` puts on the command line for the same driver script,
+// with the same values (the wrapper's directory aside: submit writes its
+// own), in both its spark-submit options and its SparkSession snippet. The
+// one intended difference is the token: submit bakes it into the wrapper it
+// generates, conf passes it from the environment.
+func TestConfPrintsWhatSubmitSets(t *testing.T) {
+	t.Setenv("SPARKDAP_TOKEN", "tok-conf")
+	app := filepath.Join(t.TempDir(), "proj", "loans.py")
+	wrapDir := filepath.Join(t.TempDir(), "wrap")
+	if err := os.MkdirAll(wrapDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"wrap", "-o", wrapDir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("wrap: exit %d: %s", code, stderr.String())
+	}
+	flags := []string{"--partitions", "2", "--proxy", "10.0.0.5:5678"}
+
+	// submit, as it would run spark-submit: a cluster master, where every
+	// setting must travel in the conf.
+	stdout.Reset()
+	args := append(append([]string{"submit", "-n", "--spark-submit", "/bin/spark-submit"}, flags...),
+		"--", "--master", "yarn", app)
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("submit -n: exit %d: %s", code, stderr.String())
+	}
+	fields := strings.Fields(stdout.String())
+	submitted := map[string]string{}
+	wrapperDir := ""
+	for i := 1; i+1 < len(fields); i++ {
+		switch fields[i] {
+		case "--conf":
+			k, v, _ := strings.Cut(fields[i+1], "=")
+			submitted[k] = v
+		case "--py-files":
+			submitted["spark.submit.pyFiles"] = fields[i+1]
+			wrapperDir = filepath.Dir(fields[i+1])
+		}
+	}
+	if wrapperDir == "" {
+		t.Fatalf("submit -n printed no --py-files: %s", stdout.String())
+	}
+	for k, v := range submitted {
+		submitted[k] = strings.ReplaceAll(v, wrapperDir, "WRAPPER_DIR")
+	}
+	// Options given to submit are baked into its wrapper; conf passes them
+	// as executor environment overrides. Both reach the worker as such.
+	submitted["spark.executorEnv.SPARKDAP_PARTITIONS"] = "2"
+	submitted["spark.executorEnv.SPARKDAP_PROXY"] = "10.0.0.5:5678"
+
+	stdout.Reset()
+	args = append([]string{"conf", "--wrapper", filepath.Join(wrapDir, "remote_debug.py"),
+		"--driver-dir", filepath.Dir(app)}, flags...)
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("conf: exit %d: %s", code, stderr.String())
+	}
+	options, snippet := map[string]string{}, map[string]string{}
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		line = strings.ReplaceAll(line, wrapDir, "WRAPPER_DIR")
+		if v, ok := strings.CutPrefix(line, "--conf "); ok {
+			k, v, _ := strings.Cut(v, "=")
+			options[k] = v
+		} else if v, ok := strings.CutPrefix(line, "--py-files "); ok {
+			options["spark.submit.pyFiles"] = v
+		} else if v, ok := strings.CutPrefix(strings.TrimSpace(line), ".config("); ok {
+			var k, val string
+			dec := json.NewDecoder(strings.NewReader(v))
+			if err := dec.Decode(&k); err != nil {
+				t.Fatalf("snippet line %q: %v", line, err)
+			}
+			if err := json.Unmarshal([]byte("["+strings.TrimSuffix(v, ")")+"]"), &[]any{&k, &val}); err == nil {
+				snippet[k] = val
+			} else {
+				snippet[k] = "(from the environment)" // the token's os.environ.get(...)
+			}
+		}
+	}
+	const tokenKey = "spark.executorEnv.SPARKDAP_TOKEN"
+	if _, ok := options[tokenKey]; !ok {
+		t.Errorf("conf does not pass the token:\n%s", stdout.String())
+	}
+	if _, ok := submitted[tokenKey]; ok {
+		t.Errorf("submit put the token on the command line: %s", fields)
+	}
+	delete(options, tokenKey)
+	delete(snippet, tokenKey)
+	for name, got := range map[string]map[string]string{"spark-submit options": options, "SparkSession snippet": snippet} {
+		for k, want := range submitted {
+			if got[k] != want {
+				t.Errorf("conf's %s: %s=%q, submit sets %q", name, k, got[k], want)
+			}
+		}
+		for k := range got {
+			if _, ok := submitted[k]; !ok {
+				t.Errorf("conf's %s set %s, which submit does not", name, k)
+			}
+		}
+	}
+	if submitted["spark.executorEnv.SPARKDAP_DRIVER_DIR"] != filepath.Dir(app) {
+		t.Errorf("submit sets SPARKDAP_DRIVER_DIR=%q, want the script's directory %s", submitted["spark.executorEnv.SPARKDAP_DRIVER_DIR"], filepath.Dir(app))
+	}
+}

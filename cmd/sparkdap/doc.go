@@ -20,6 +20,12 @@
 //	--path-mapping R=L      a debugpy pathMappings entry in launch.json (vscode)
 //	--ssh, --ssh-identity, --ssh-known-hosts, --ssh-timeout
 //	                        the SSH gateway, same defaults (serve, doctor)
+//	--conf KEY=VALUE, --archives LIST
+//	                        the job's own spark-submit settings, spark-submit's
+//	                        meaning (doctor: they choose the executors' Python)
+//	--python PY             the executors' Python, overriding the job's (doctor)
+//	--driver-dir DIR        the driver script's directory (conf; submit takes it
+//	                        from the script's path)
 //	--log-level, --log-format  (serve, agent)
 //	-n                      dry run: print instead of writing or running (submit, vscode)
 //

@@ -16,13 +16,18 @@ import (
 	"time"
 )
 
-// pythonFor resolves the interpreter Spark's workers run.
+// pythonFor resolves the interpreter Spark's workers run, as Spark does:
+// spark.pyspark.python, else $PYSPARK_PYTHON, else python3; --python
+// names it outright.
 func (d *doctor) pythonFor() (name, why string) {
-	switch {
-	case d.f.python != "":
+	if d.f.python != "" {
 		return d.f.python, "--python"
-	case os.Getenv("PYSPARK_PYTHON") != "":
-		return os.Getenv("PYSPARK_PYTHON"), "$PYSPARK_PYTHON"
+	}
+	if v, ok := d.f.jobConf(confPySparkPython); ok && strings.TrimSpace(v) != "" {
+		return strings.TrimSpace(v), confPySparkPython
+	}
+	if v := os.Getenv("PYSPARK_PYTHON"); v != "" {
+		return v, "$PYSPARK_PYTHON"
 	}
 	return "python3", "PYSPARK_PYTHON is unset, so Spark runs python3 from PATH"
 }
@@ -54,19 +59,45 @@ func lastLine(s string) string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
+// pythonCheckCode is what a Python runs to show it can host the debugger.
+const pythonCheckCode = "import sys, debugpy; print(debugpy.__version__, sys.version.split()[0], sys.executable)"
+
 func (d *doctor) checkPython(ctx context.Context) (string, bool) {
 	py, why := d.pythonFor()
+	if v, ok := d.f.jobConf("spark.executorEnv.PYSPARK_PYTHON"); ok && why != confPySparkPython && why != "--python" {
+		d.report(checkResult{name: "spark.executorEnv.PYSPARK_PYTHON", v: vWarn,
+			detail: fmt.Sprintf("%s does not choose the workers' Python: Spark runs %s (%s)", v, py, why),
+			fix:    fmt.Sprintf("set --conf %s=%s instead", confPySparkPython, v)})
+	}
+	if archive, inside, ok := d.f.archiveFor(py); ok {
+		return d.checkArchivePython(ctx, py, why, archive, inside)
+	}
 	name := "Python " + py + " (" + why + ")"
+	if why == confPySparkPython {
+		name = "executors' Python " + py + " (" + why + ")"
+	}
+	if !filepath.IsAbs(py) && strings.Contains(py, "/") {
+		d.report(checkResult{name: name, v: vWarn,
+			detail: "not checked: a relative path resolves in each executor's working directory, and none of the --archives given to doctor unpacks there",
+			fix:    "pass the job's --archives to doctor too (e.g. --archives pyenv.tar.gz#pyenv for ./pyenv/bin/python)"})
+		return py, false
+	}
 	path, err := exec.LookPath(py)
 	if err != nil {
 		d.report(checkResult{name: name, v: vFail, detail: "not found: " + err.Error(),
 			fix: "install Python 3, or set PYSPARK_PYTHON (and --python here) to an interpreter's path"})
 		return py, false
 	}
-	out, err := d.runPython(ctx, path, "import sys, debugpy; print(debugpy.__version__, sys.version.split()[0], sys.executable)")
+	return d.checkPythonAt(ctx, name, py, path)
+}
+
+// checkPythonAt checks that the interpreter at path (shown as py) imports
+// debugpy, reporting under name.
+func (d *doctor) checkPythonAt(ctx context.Context, name, py, path string) (string, bool) {
+	out, err := d.runPython(ctx, path, pythonCheckCode)
 	if err != nil {
 		d.report(checkResult{name: name, v: vFail, detail: "cannot import debugpy: " + err.Error(),
-			fix: fmt.Sprintf("%s -m pip install debugpy   (on every executor too), or point PYSPARK_PYTHON at an interpreter that has it", shellQuote(path))})
+			fix: fmt.Sprintf("%s -m pip install debugpy   (on every executor too), or point %s at an interpreter that has it", shellQuote(py), pythonSetting(name))})
 		return path, false
 	}
 	f := strings.Fields(out)
@@ -76,6 +107,14 @@ func (d *doctor) checkPython(ctx context.Context) (string, bool) {
 	}
 	d.report(checkResult{name: name, v: vOK, detail: fmt.Sprintf("debugpy %s, Python %s (%s)", f[0], f[1], strings.Join(f[2:], " "))})
 	return path, true
+}
+
+// pythonSetting names what chose the Python a check is named after.
+func pythonSetting(name string) string {
+	if strings.Contains(name, confPySparkPython) {
+		return confPySparkPython
+	}
+	return "PYSPARK_PYTHON"
 }
 
 var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)`)

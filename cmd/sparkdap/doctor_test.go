@@ -338,7 +338,7 @@ func startSSHServer(t *testing.T, clientKey ssh.PublicKey, execOK ...bool) sshSe
 			go func() {
 				defer wg.Done()
 				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				_ = c.SetDeadline(time.Now().Add(90 * time.Second)) // a doctor run on a loaded machine outlasts 20 s
 				sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
 				if err != nil {
 					return
@@ -565,6 +565,22 @@ func TestDoctorThroughGateway(t *testing.T) {
 	}
 	wantCheck(t, out, "test connection through the gateway", vFail, "no debugpy in", "pip install debugpy")
 
+	// The executors' Python is run on the gateway, as the job names it.
+	t.Setenv("PYSPARK_PYTHON", py)
+	viaGateway := []string{"--ide", ide, "--executors", exe, "--token", "gw-tok", "--remote-python", py,
+		"--ssh", "me@" + srv.addr, "--ssh-identity", key, "--ssh-known-hosts", known, "--remote-listen", exe}
+	code, out = runDoctorCmd(t, append(viaGateway, "--conf", "spark.pyspark.python="+shim)...)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	wantCheck(t, out, "executors' Python "+shim+" (spark.pyspark.python) on the gateway me@"+srv.addr, vFail,
+		"cannot import debugpy: ModuleNotFoundError: No module named 'debugpy'", "fix: on the cluster's nodes")
+	code, out = runDoctorCmd(t, viaGateway...)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	wantCheck(t, out, "executors' Python "+py+" ($PYSPARK_PYTHON) on the gateway", vOK, "debugpy 1.")
+
 	code, out = runDoctorCmd(t, append(common, "--remote-python", filepath.Join(dir, "no-python"))...)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
@@ -578,4 +594,91 @@ func TestDoctorThroughGateway(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	wantCheck(t, out, "test connection through the gateway", vSkip, "no sparkdap serve is running", "fix: start 'sparkdap serve --ssh me@")
+}
+
+// venv makes a real virtual environment of py in dir (with py's own
+// site-packages, debugpy and pyspark among them, if shared).
+func venv(t *testing.T, py, dir string, shared bool) string {
+	t.Helper()
+	args := []string{"-m", "venv", "--without-pip"}
+	if shared {
+		args = append(args, "--system-site-packages")
+	}
+	if out, err := exec.Command(py, append(args, dir)...).CombinedOutput(); err != nil {
+		t.Fatalf("python -m venv %s: %v\n%s", dir, err, out)
+	}
+	return filepath.Join(dir, "bin", "python")
+}
+
+// TestDoctorChecksTheExecutorsPython: the Python checked is the one the job
+// makes its executors run (spark.pyspark.python, possibly inside one of its
+// --archives), not the local one, and a missing debugpy there fails the
+// check even when this machine's Python has it.
+func TestDoctorChecksTheExecutorsPython(t *testing.T) {
+	py := debugpyPython(t)
+	t.Setenv("PYSPARK_PYTHON", py) // this machine's Python is fine
+	dir := t.TempDir()
+	bare := venv(t, py, filepath.Join(dir, "bare"), false)
+	full := venv(t, py, filepath.Join(dir, "full"), true)
+	pack := func(env, name string) string {
+		t.Helper()
+		tgz := filepath.Join(dir, name)
+		if out, err := exec.Command("tar", "-C", env, "-czf", tgz, ".").CombinedOutput(); err != nil {
+			t.Fatalf("tar: %v\n%s", err, out)
+		}
+		return tgz
+	}
+	bareTgz, fullTgz := pack(filepath.Join(dir, "bare"), "bare.tar.gz"), pack(filepath.Join(dir, "full"), "full.tar.gz")
+	ports := func() []string { return []string{"--ide", freeAddr(t), "--executors", freeAddr(t)} }
+	inArchive := "--conf=spark.pyspark.python=./pyenv/bin/python"
+
+	// A plain interpreter path in the job's conf.
+	code, out := runDoctorCmd(t, append(ports(), "--conf", "spark.pyspark.python="+bare)...)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	wantCheck(t, out, "executors' Python "+bare+" (spark.pyspark.python)", vFail,
+		"cannot import debugpy: ModuleNotFoundError: No module named 'debugpy'", "or point spark.pyspark.python at an interpreter")
+	code, out = runDoctorCmd(t, append(ports(), "--conf", "spark.pyspark.python="+full)...)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	wantCheck(t, out, "executors' Python "+full+" (spark.pyspark.python)", vOK, "debugpy 1.")
+
+	// A packed environment: unpacked to a temp dir and run there.
+	code, out = runDoctorCmd(t, append(ports(), "--archives", bareTgz+"#pyenv", inArchive)...)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	wantCheck(t, out, "executors' Python ./pyenv/bin/python (spark.pyspark.python, inside --archives "+bareTgz+"), unpacked here", vFail,
+		"cannot import debugpy: ModuleNotFoundError: No module named 'debugpy'")
+	code, out = runDoctorCmd(t, append(ports(), "--archives", "deps.zip,"+fullTgz+"#pyenv", inArchive)...)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	wantCheck(t, out, "executors' Python ./pyenv/bin/python (spark.pyspark.python, inside --archives "+fullTgz+")", vOK, "debugpy 1.")
+	wantCheck(t, out, "test connection", vOK) // with the unpacked interpreter
+
+	// What doctor cannot check, it says.
+	code, out = runDoctorCmd(t, append(ports(), "--archives", "hdfs:///envs/pyenv.tar.gz#pyenv", inArchive)...)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0 (a warning)", code)
+	}
+	wantCheck(t, out, "executors' Python ./pyenv/bin/python", vWarn, "not checked", "not a file on this machine")
+	code, out = runDoctorCmd(t, append(ports(), inArchive)...)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0 (a warning)", code)
+	}
+	wantCheck(t, out, "executors' Python ./pyenv/bin/python (spark.pyspark.python)", vWarn, "not checked", "--archives")
+	if !strings.Contains(out, "1 with a warning") {
+		t.Errorf("the summary does not say a check only warned:\n%s", out)
+	}
+
+	// The setting that looks right but is not.
+	code, out = runDoctorCmd(t, append(ports(), "--conf", "spark.executorEnv.PYSPARK_PYTHON="+bare)...)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	wantCheck(t, out, "spark.executorEnv.PYSPARK_PYTHON", vWarn, "does not choose the workers' Python", "spark.pyspark.python="+bare)
+	wantCheck(t, out, "Python "+py+" ($PYSPARK_PYTHON)", vOK)
 }

@@ -1,0 +1,245 @@
+package main
+
+// The executors' Python as the job chooses it: spark.pyspark.python (given
+// to doctor as the job's own --conf), possibly inside one of the job's
+// --archives, which doctor unpacks to check.
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// confPySparkPython is the setting that chooses the Python of the driver and
+// the executors' workers (spark.executorEnv.PYSPARK_PYTHON does not).
+const confPySparkPython = "spark.pyspark.python"
+
+// jobConf returns the value of one of the job's --conf settings given to
+// doctor, the last one winning as in spark-submit.
+func (f *doctorFlags) jobConf(key string) (string, bool) {
+	value, found := "", false
+	for _, kv := range f.confs {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.TrimSpace(k) == key {
+			value, found = v, true
+		}
+	}
+	return value, found
+}
+
+// archiveFor finds, among the job's --archives, the one a relative
+// interpreter path such as ./pyenv/bin/python lives in: the archive unpacked
+// as the path's first directory (FILE#ALIAS, else FILE's own name). It
+// returns the archive and the path inside it.
+func (f *doctorFlags) archiveFor(py string) (archive, inside string, ok bool) {
+	rel := strings.TrimPrefix(path.Clean(py), "./")
+	first, rest, cut := strings.Cut(rel, "/")
+	if !cut || path.IsAbs(py) {
+		return "", "", false
+	}
+	for _, list := range f.archives {
+		for _, a := range strings.Split(list, ",") {
+			a = strings.TrimSpace(a)
+			file, alias, hasAlias := strings.Cut(a, "#")
+			if !hasAlias {
+				alias = path.Base(file)
+			}
+			if a != "" && alias == first {
+				return file, rest, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// checkArchivePython checks an interpreter shipped in an archive: unpacked
+// into a directory doctor removes when it ends, as executors unpack it into
+// their working directory. It returns the unpacked interpreter's path.
+func (d *doctor) checkArchivePython(ctx context.Context, py, why, archive, inside string) (string, bool) {
+	name := fmt.Sprintf("executors' Python %s (%s, inside --archives %s)", py, why, archive)
+	local := strings.TrimPrefix(archive, "file://")
+	if strings.Contains(local, "://") {
+		d.report(checkResult{name: name, v: vWarn,
+			detail: "not checked: the archive is not a file on this machine, and doctor does not fetch it",
+			fix:    "copy the archive here and pass its local path to doctor's --archives, or run doctor on a machine that has it"})
+		return py, false
+	}
+	dir, err := os.MkdirTemp("", "sparkdap-doctor-")
+	if err != nil {
+		d.report(checkResult{name: name, v: vFail, detail: "no temp dir to unpack it in: " + err.Error()})
+		return py, false
+	}
+	d.cleanup = append(d.cleanup, func() { os.RemoveAll(dir) })
+	if err := unpackArchive(local, dir); err != nil {
+		d.report(checkResult{name: name, v: vFail, detail: "cannot unpack it: " + err.Error(),
+			fix: "pass the job's archive as spark-submit gets it (a .tar.gz, .tgz, .tar or .zip file made by venv-pack or conda-pack)"})
+		return py, false
+	}
+	unpacked := filepath.Join(dir, filepath.FromSlash(inside))
+	if _, err := os.Stat(unpacked); err != nil {
+		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("the archive has no %s: %v", inside, err),
+			fix: fmt.Sprintf("list it (tar tzf %s) and set %s to ./ALIAS/ and the interpreter's path inside it", shellQuote(local), confPySparkPython)})
+		return py, false
+	}
+	return d.checkPythonAt(ctx, name+", unpacked here to check", unpacked, unpacked)
+}
+
+// unpackArchive unpacks a .tar.gz, .tgz, .tar or .zip into dir, refusing
+// entries that would land outside it.
+func unpackArchive(archive, dir string) error {
+	within := func(name string) (string, error) {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if p != dir && !strings.HasPrefix(p, dir+string(filepath.Separator)) {
+			return "", fmt.Errorf("entry %q is outside the archive", name)
+		}
+		return p, nil
+	}
+	lower := strings.ToLower(archive)
+	if strings.HasSuffix(lower, ".zip") || strings.HasSuffix(lower, ".jar") {
+		zr, err := zip.OpenReader(archive)
+		if err != nil {
+			return err
+		}
+		defer zr.Close()
+		for _, f := range zr.File {
+			p, err := within(f.Name)
+			if err != nil {
+				return err
+			}
+			if f.FileInfo().IsDir() {
+				if err := os.MkdirAll(p, 0o755); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			rc, err := f.Open()
+			if err != nil {
+				return err
+			}
+			err = writeFileFrom(p, rc, f.Mode().Perm())
+			rc.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	file, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	var r io.Reader = file
+	if !strings.HasSuffix(lower, ".tar") {
+		gz, err := gzip.NewReader(file)
+		if err != nil {
+			return err
+		}
+		defer gz.Close()
+		r = gz
+	}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		p, err := within(h.Name)
+		if err != nil {
+			return err
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeReg:
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				err = writeFileFrom(p, tr, os.FileMode(h.Mode).Perm())
+			}
+		case tar.TypeSymlink:
+			// A venv's bin/python links to its base interpreter, as on
+			// the executors.
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				err = os.Symlink(h.Linkname, p)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func writeFileFrom(p string, r io.Reader, perm os.FileMode) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm|0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// checkGatewayPython runs the executors' Python on the gateway: with --ssh
+// the cluster's nodes are beyond it, and the gateway has their software,
+// not this machine.
+func (d *doctor) checkGatewayPython(ctx context.Context, client *ssh.Client) {
+	py, why := d.pythonFor()
+	name := fmt.Sprintf("executors' Python %s (%s) on the gateway %s", py, why, d.f.ssh)
+	if _, _, ok := d.f.archiveFor(py); ok {
+		d.report(checkResult{name: name, v: vSkip, detail: "it comes in the job's --archives, checked above"})
+		return
+	}
+	sess, err := client.NewSession()
+	if err != nil {
+		d.report(checkResult{name: name, v: vFail, detail: "cannot open an SSH session: " + err.Error()})
+		return
+	}
+	defer sess.Close()
+	var stdout, stderr bytes.Buffer
+	sess.Stdout, sess.Stderr = &stdout, &stderr
+	ctx, cancel := context.WithTimeout(ctx, d.f.timeout)
+	defer cancel()
+	done := make(chan error, 1) // the session's Close (deferred) ends Run if it is late
+	go func() { done <- sess.Run(shellQuote(py) + " -c " + shellQuote(pythonCheckCode)) }()
+	var runErr error
+	select {
+	case runErr = <-done:
+	case <-ctx.Done():
+		runErr = fmt.Errorf("no answer within %s", d.f.timeout)
+	}
+	if runErr != nil {
+		detail := runErr.Error()
+		if last := lastLine(stderr.String()); last != "" {
+			detail = last
+		}
+		fix := fmt.Sprintf("on the cluster's nodes: %s -m pip install debugpy, or set %s to an interpreter that has it", shellQuote(py), confPySparkPython)
+		if strings.Contains(detail, "No module named 'debugpy'") {
+			detail = "cannot import debugpy: " + detail
+		}
+		d.report(checkResult{name: name, v: vFail, detail: detail, fix: fix})
+		return
+	}
+	f := strings.Fields(stdout.String())
+	if len(f) < 3 {
+		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("unexpected answer %q", stdout.String())})
+		return
+	}
+	d.report(checkResult{name: name, v: vOK, detail: fmt.Sprintf("debugpy %s, Python %s (%s)", f[0], f[1], strings.Join(f[2:], " "))})
+}
