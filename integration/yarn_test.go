@@ -369,7 +369,8 @@ func yarnStops(t *testing.T, ctx context.Context, ide *dapclient.Client, job *sp
 			t.Fatalf("stopped at %s twice", name)
 		}
 		seen[name] = s
-		t.Logf("%s: %s at %s:%d locals %v", name, s.thread, s.path, s.line, s.locals)
+		t.Logf("%s, %s into the job: %s at %s:%d locals %v", name, time.Since(job.started).Round(time.Second),
+			s.thread, s.path, s.line, s.locals)
 		if each != nil {
 			each(name, s)
 		}
