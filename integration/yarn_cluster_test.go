@@ -18,8 +18,9 @@ import (
 // yarnCluster is a one-node YARN (a ResourceManager and a NodeManager, each
 // its own JVM) on loopback, from the Maven Central jars scripts/setup puts
 // in .cache/yarn/jars. Every address is 127.0.0.1 on a free port, every
-// directory under the test's temp dir, and fs.defaultFS is the local file
-// system, so no HDFS runs.
+// directory under the package's temp dir, and fs.defaultFS is the local
+// file system, so no HDFS runs. One runs per package run (sharedYARN);
+// after start-up its fields are only read.
 type yarnCluster struct {
 	ConfDir string // HADOOP_CONF_DIR for spark-submit
 	Dir     string // everything the cluster writes
