@@ -104,7 +104,12 @@ func TestYARNRecipe(t *testing.T) {
 		// On the edge node, once: the packed environment (built once per
 		// package run by the README's commands) beside the job's directory,
 		// where the recipe's --archives ../pyenv.tar.gz#pyenv finds it.
-		l := yarnLoans(t)
+		if _, err := exec.LookPath("zip"); err != nil {
+			testenv.Missing(t, "the recipe zips loanlib.py with Info-ZIP's zip (apt-get install zip): %v", err)
+		}
+		// The job as the laptop copied it: loans.py and loanlib.py, which
+		// the README's block zips.
+		l := newLoansLayout(t)
 		if err := os.Symlink(packedEnv(t, py), filepath.Join(filepath.Dir(l.ship), "pyenv.tar.gz")); err != nil {
 			t.Fatal(err)
 		}
@@ -121,8 +126,8 @@ func TestYARNRecipe(t *testing.T) {
 			t.Fatalf("sparkdap wrap: %v\n%s", err, out)
 		}
 		copyFile(t, filepath.Join(wrapped, "remote_debug.py"), filepath.Join(l.ship, "remote_debug.py"))
-		// On the edge node: the README's spark-submit, as printed, from the
-		// job's directory with the laptop's token exported.
+		// On the edge node: the README's zip and spark-submit, as printed,
+		// from the job's directory with the laptop's token exported.
 		script := readmeBlock(t, "spark-submit --master yarn", "cd loans", "export SPARKDAP_TOKEN=")
 		job := startSpark(t, ctx, l.ship, append(append([]string{}, site...), "SPARKDAP_TOKEN="+p.Token, "PATH="+yarnPath(py, sparkSubmit)),
 			"bash", "-euc", script)
@@ -371,6 +376,15 @@ func yarnStops(t *testing.T, ctx context.Context, ide *dapclient.Client, job *sp
 		seen[name] = s
 		t.Logf("%s, %s into the job: %s at %s:%d locals %v", name, time.Since(job.started).Round(time.Second),
 			s.thread, s.path, s.line, s.locals)
+		if name == "loanlib-payment" {
+			// The executor runs loanlib from the zip, not from a copy of
+			// loanlib.py it could have found elsewhere.
+			if r, err := ide.Evaluate(ctx, s.frameID, "__file__"); err != nil {
+				t.Errorf("%s: evaluate __file__: %v", name, err)
+			} else if !strings.Contains(r.Result, "loanlib.zip/loanlib.py") {
+				t.Errorf("%s: the module's __file__ is %s, not loanlib.py inside loanlib.zip", name, r.Result)
+			}
+		}
 		if each != nil {
 			each(name, s)
 		}
