@@ -279,7 +279,7 @@ func packedEnv(t *testing.T, py string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := readmeBlock(t, "venv-pack -p")
+	script := readmeBlock(t, "pyenv/bin/venv-pack")
 	packedEnvState.once.Do(func() {
 		start := time.Now()
 		dir, err := os.MkdirTemp(binDir, "edge-")
