@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -291,9 +292,11 @@ func packedEnv(t *testing.T, py string) string {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "bash", "-euc", script)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(py)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		// As in a fresh shell on the edge node: no virtualenv active.
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "VIRTUAL_ENV=") })
+		cmd.Env = append(cmd.Env, "PATH="+filepath.Dir(py)+string(os.PathListSeparator)+os.Getenv("PATH"),
 			"PIP_NO_INDEX=1", "PIP_FIND_LINKS="+wheels, "PIP_CONSTRAINT="+constraints,
-			"PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_PROGRESS_BAR=off", "VIRTUAL_ENV=")
+			"PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_PROGRESS_BAR=off")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			packedEnvState.err = fmt.Errorf("the README's edge-node commands:\n%s\nfailed: %w\n%s", script, err, tail(string(out), 4<<10))
 			return
