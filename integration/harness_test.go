@@ -43,8 +43,26 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	code := m.Run()
+	packageEnd.mu.Lock()
+	for i := len(packageEnd.fns) - 1; i >= 0; i-- {
+		packageEnd.fns[i]()
+	}
+	packageEnd.mu.Unlock()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// packageEnd holds what outlives one test (the package's YARN), undone
+// in reverse order by TestMain after the last test.
+var packageEnd struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+func atPackageEnd(fn func()) {
+	packageEnd.mu.Lock()
+	defer packageEnd.mu.Unlock()
+	packageEnd.fns = append(packageEnd.fns, fn)
 }
 
 func sparkdapBinary(t *testing.T) string {

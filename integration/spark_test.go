@@ -37,6 +37,7 @@ func requireSpark(t *testing.T) string {
 // sparkRun is one spark-submit (plain or through sparkdap submit).
 type sparkRun struct {
 	pid     int // of the process group's leader
+	started time.Time
 	out     *syncbuf.Buffer
 	done    chan struct{}
 	err     error
@@ -59,7 +60,7 @@ func startSpark(t *testing.T, ctx context.Context, dir string, env []string, nam
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	r.pid = cmd.Process.Pid
+	r.pid, r.started = cmd.Process.Pid, start
 	go func() {
 		r.err = cmd.Wait()
 		r.elapsed = time.Since(start)

@@ -228,17 +228,20 @@ func standaloneFreePort(t *testing.T) int {
 }
 
 // standaloneProc is a process of the test in its own process group, so
-// that cleanup also ends what it started (the worker's executor JVM, the
-// job's Python workers).
+// that stopping it also ends what it started (the worker's executor JVM,
+// the job's Python workers, YARN's containers).
 type standaloneProc struct {
 	name string
+	pgid int
 	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error
 }
 
-func standaloneStart(t *testing.T, dir string, env []string, name, bin string, args ...string) *standaloneProc {
-	t.Helper()
+// spawnProc starts bin in its own process group; the caller stops it.
+// Tests use standaloneStart; spawnProc serves what outlives one test (the
+// package's YARN).
+func spawnProc(dir string, env []string, name, bin string, args ...string) (*standaloneProc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
@@ -246,25 +249,42 @@ func standaloneStart(t *testing.T, dir string, env []string, name, bin string, a
 	p := &standaloneProc{name: name, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s (%s): %v", name, bin, err)
+		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}
-	pgid := cmd.Process.Pid
+	p.pgid = cmd.Process.Pid
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
+	return p, nil
+}
+
+// stop ends the process group: TERM first (a Spark worker then stops its
+// executors itself), then KILL for whatever is left.
+func (p *standaloneProc) stop() error {
+	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+	}
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%s (pid %d) survived SIGKILL for 10s", p.name, p.pgid)
+	}
+}
+
+func standaloneStart(t *testing.T, dir string, env []string, name, bin string, args ...string) *standaloneProc {
+	t.Helper()
+	p, err := spawnProc(dir, env, name, bin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		// TERM first: a Spark worker then stops its executors itself.
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-		}
-		_ = syscall.Kill(-pgid, syscall.SIGKILL) // and whatever is left in the group
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("%s (pid %d) survived SIGKILL for 10s", name, pgid)
+		if err := p.stop(); err != nil {
+			t.Error(err)
 		}
 		if t.Failed() {
 			t.Logf("%s output (last 6 KiB):\n%s", name, tail(p.out.String(), 6<<10))
@@ -276,20 +296,27 @@ func standaloneStart(t *testing.T, dir string, env []string, name, bin string, a
 // waitFor waits until the process has printed want.
 func (p *standaloneProc) waitFor(t *testing.T, ctx context.Context, want string, limit time.Duration) {
 	t.Helper()
+	if err := p.waitOutput(ctx, want, limit); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *standaloneProc) waitOutput(ctx context.Context, want string, limit time.Duration) error {
 	deadline := time.After(limit)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for !strings.Contains(p.out.String(), want) {
 		select {
 		case <-p.done:
-			t.Fatalf("%s exited (%v) before printing %q", p.name, p.err, want)
+			return fmt.Errorf("%s exited (%v) before printing %q", p.name, p.err, want)
 		case <-deadline:
-			t.Fatalf("%s did not print %q within %s", p.name, want, limit)
+			return fmt.Errorf("%s did not print %q within %s", p.name, want, limit)
 		case <-ctx.Done():
-			t.Fatalf("%s: %v", p.name, ctx.Err())
+			return fmt.Errorf("%s: %w", p.name, ctx.Err())
 		case <-tick.C:
 		}
 	}
+	return nil
 }
 
 // wait waits for a successful exit.

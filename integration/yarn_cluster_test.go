@@ -3,10 +3,12 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,8 +18,9 @@ import (
 // yarnCluster is a one-node YARN (a ResourceManager and a NodeManager, each
 // its own JVM) on loopback, from the Maven Central jars scripts/setup puts
 // in .cache/yarn/jars. Every address is 127.0.0.1 on a free port, every
-// directory under the test's temp dir, and fs.defaultFS is the local file
-// system, so no HDFS runs.
+// directory under the package's temp dir, and fs.defaultFS is the local
+// file system, so no HDFS runs. One runs per package run (sharedYARN);
+// after start-up its fields are only read.
 type yarnCluster struct {
 	ConfDir string // HADOOP_CONF_DIR for spark-submit
 	Dir     string // everything the cluster writes
@@ -61,10 +64,18 @@ var yarnJavaOpts = []string{
 	"--add-opens=java.base/sun.security.action=ALL-UNNAMED",
 }
 
-// startYARN starts the cluster and waits until the NodeManager has
-// registered; t's cleanup stops both daemons (and the containers, which
-// are in the NodeManager's process group).
-func startYARN(t *testing.T, ctx context.Context) *yarnCluster {
+// yarnShared is the package's one YARN: the first test that needs it
+// starts it (a minute or more of JVM start-up), every YARN test after that
+// reuses it, and TestMain stops it after the last test.
+var yarnShared struct {
+	once sync.Once
+	c    *yarnCluster
+	err  error
+}
+
+// sharedYARN returns the package's YARN, starting it on first use. On the
+// test's failure the daemons' output is logged.
+func sharedYARN(t *testing.T) *yarnCluster {
 	t.Helper()
 	jars := yarnJars(t)
 	java, err := exec.LookPath("java")
@@ -72,15 +83,53 @@ func startYARN(t *testing.T, ctx context.Context) *yarnCluster {
 		testenv.Missing(t, "needs Java 17 for YARN: %v", err)
 		return nil
 	}
+	yarnShared.once.Do(func() {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		defer cancel()
+		yarnShared.c, yarnShared.err = startYARN(ctx, jars, java)
+		t.Logf("YARN up in %s", time.Since(start).Round(time.Second))
+	})
+	if yarnShared.err != nil {
+		t.Fatalf("starting the package's YARN: %v", yarnShared.err)
+	}
+	c := yarnShared.c
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range []*standaloneProc{c.rm, c.nm} {
+				t.Logf("%s output (last 6 KiB):\n%s", p.name, tail(p.out.String(), 6<<10))
+			}
+		}
+	})
+	return c
+}
+
+// startYARN starts the cluster in a directory of the package's temp dir
+// and waits until the NodeManager has registered; atPackageEnd stops both
+// daemons (and the containers, which are in the NodeManager's process
+// group).
+func startYARN(ctx context.Context, jars, java string) (*yarnCluster, error) {
 	javaHome := os.Getenv("JAVA_HOME")
 	if javaHome == "" {
 		if real, err := filepath.EvalSymlinks(java); err == nil {
 			javaHome = filepath.Dir(filepath.Dir(real))
 		}
 	}
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp(binDir, "yarn-")
+	if err != nil {
+		return nil, err
+	}
 	c := &yarnCluster{Dir: dir, ConfDir: filepath.Join(dir, "conf")}
-	port := func() string { return fmt.Sprintf("127.0.0.1:%d", standaloneFreePort(t)) }
+	var portErr error
+	port := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			portErr = err
+			return ""
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
 	site := map[string]map[string]string{
 		"core-site.xml": {
 			"fs.defaultFS":   "file:///",
@@ -124,8 +173,11 @@ func startYARN(t *testing.T, ctx context.Context) *yarnCluster {
 			"yarn.scheduler.capacity.maximum-am-resource-percent":   "1.0",
 		},
 	}
+	if portErr != nil {
+		return nil, portErr
+	}
 	if err := os.MkdirAll(c.ConfDir, 0o755); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for name, props := range site {
 		var b strings.Builder
@@ -135,25 +187,41 @@ func startYARN(t *testing.T, ctx context.Context) *yarnCluster {
 		}
 		b.WriteString("</configuration>\n")
 		if err := os.WriteFile(filepath.Join(c.ConfDir, name), []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	log4j := "log4j.rootLogger=INFO,console\nlog4j.appender.console=org.apache.log4j.ConsoleAppender\n" +
 		"log4j.appender.console.target=System.err\nlog4j.appender.console.layout=org.apache.log4j.PatternLayout\n" +
 		"log4j.appender.console.layout.ConversionPattern=%d{HH:mm:ss} %p %c{1}: %m%n\n"
 	if err := os.WriteFile(filepath.Join(c.ConfDir, "log4j.properties"), []byte(log4j), 0o644); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	env := []string{"HADOOP_CONF_DIR=" + c.ConfDir, "JAVA_HOME=" + javaHome, "HADOOP_HOME=" + dir}
 	cp := c.ConfDir + string(os.PathListSeparator) + filepath.Join(jars, "*")
-	daemon := func(name, class string) *standaloneProc {
+	daemon := func(name, class, ready string) (*standaloneProc, error) {
 		args := append(append([]string{}, yarnJavaOpts...), "-Dhadoop.log.dir="+filepath.Join(dir, "logs"),
 			"-Dyarn.log.dir="+filepath.Join(dir, "logs"), "-cp", cp, class)
-		return standaloneStart(t, dir, env, name, java, args...)
+		p, err := spawnProc(dir, env, name, java, args...)
+		if err != nil {
+			return nil, err
+		}
+		atPackageEnd(func() {
+			if err := p.stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "integration:", err)
+			}
+		})
+		if err := p.waitOutput(ctx, ready, 3*time.Minute); err != nil {
+			return nil, fmt.Errorf("%w\n%s", err, tail(p.out.String(), 6<<10))
+		}
+		return p, nil
 	}
-	c.rm = daemon("ResourceManager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager")
-	c.rm.waitFor(t, ctx, "Transitioned to active state", 3*time.Minute)
-	c.nm = daemon("NodeManager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager")
-	c.nm.waitFor(t, ctx, "Registered with ResourceManager", 3*time.Minute)
-	return c
+	if c.rm, err = daemon("ResourceManager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager",
+		"Transitioned to active state"); err != nil {
+		return nil, err
+	}
+	if c.nm, err = daemon("NodeManager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager",
+		"Registered with ResourceManager"); err != nil {
+		return nil, err
+	}
+	return c, nil
 }

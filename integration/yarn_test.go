@@ -2,12 +2,17 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,12 +21,17 @@ import (
 )
 
 // TestYARNRecipe runs examples/README.md's YARN recipe on a real one-node
-// YARN (yarn_cluster_test.go): the loans job in client mode with
-// loanlib.py shipped as a --py-files zip, under `sparkdap submit`. One
-// cluster serves every form. Each must stop in the zipped module, a UDF
-// and a driver lambda with the developer's path and line, the YARN
-// container id as the task label and the task's real values, and end with
-// the result of a plain YARN run.
+// YARN (yarn_cluster_test.go, shared by the package's YARN tests): the
+// loans job in client mode with loanlib.py shipped as a --py-files zip, in
+// both of the recipe's forms. "submit": `sparkdap submit` with the proxy
+// beside the job. "wrap-ssh": the recipe end to end as printed — `sparkdap
+// serve --ssh` through a real sshd, whose agent is the executors' address,
+// the wrapper from `sparkdap wrap`, the edge node's packed environment
+// built by the README's own commands, and the README's spark-submit command
+// run as printed. Each must stop in the zipped module, a UDF and a driver
+// lambda with the developer's path and line, the YARN container id as the
+// task label and the task's real values, and end with the result of a
+// plain YARN run.
 func TestYARNRecipe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping YARN in -short mode")
@@ -30,14 +40,13 @@ func TestYARNRecipe(t *testing.T) {
 	sparkHome, sparkSubmit := requireStandalone(t, py)
 	ctx := testContext(t, 15*time.Minute)
 	start := time.Now()
-	y := startYARN(t, ctx)
-	t.Logf("YARN up in %s", time.Since(start).Round(time.Second))
+	y := sharedYARN(t)
 
 	// The site's Spark configuration, as a YARN cluster's spark-defaults
 	// would hold it, so that the recipe's command lines stay as printed:
 	// Spark's jars from the local disk (nothing large is uploaded), the
 	// staging directory under the cluster's, one small executor.
-	confDir := filepath.Join(y.Dir, "spark-conf")
+	confDir := filepath.Join(t.TempDir(), "spark-conf")
 	defaults := strings.Join([]string{
 		"spark.yarn.jars local:" + filepath.Join(sparkHome, "jars", "*"),
 		"spark.yarn.stagingDir file://" + filepath.Join(y.Dir, "staging"),
@@ -56,25 +65,26 @@ func TestYARNRecipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The pip-installed pyspark has no python/lib/pyspark.zip for Spark to
-	// ship; the containers run on this machine, where pyspark is installed.
-	env := []string{"HADOOP_CONF_DIR=" + y.ConfDir, "YARN_CONF_DIR=" + y.ConfDir, "SPARK_CONF_DIR=" + confDir,
-		"SPARK_HOME=" + sparkHome, "SPARK_LOCAL_IP=127.0.0.1", "PYSPARK_PYTHON=" + py, "PYSPARK_DRIVER_PYTHON=" + py,
-		"PYSPARK_ARCHIVES_PATH=local:" + filepath.Dir(sparkHome)}
+	// ship; the containers run on this machine, so they get pyspark and py4j
+	// from a directory holding only those two (links to the installed
+	// ones): whatever else the job imports (pandas, pyarrow, debugpy) must
+	// come from the executors' Python, as on a real cluster.
+	site := []string{"HADOOP_CONF_DIR=" + y.ConfDir, "YARN_CONF_DIR=" + y.ConfDir, "SPARK_CONF_DIR=" + confDir,
+		"SPARK_HOME=" + sparkHome, "SPARK_LOCAL_IP=127.0.0.1", "PYSPARK_ARCHIVES_PATH=local:" + yarnPySparkOnly(t, py)}
+	// The submit form's executors run this machine's Python, which has
+	// debugpy, pandas and pyarrow.
+	env := append(append([]string{}, site...), "PYSPARK_PYTHON="+py, "PYSPARK_DRIVER_PYTHON="+py)
 
-	l := newLoansLayout(t)
-	zipFiles(t, filepath.Join(l.ship, "loanlib.zip"), l.shipLib)
-	if err := os.Remove(l.shipLib); err != nil { // the job gets loanlib only from the zip
-		t.Fatal(err)
-	}
-
+	lp := yarnLoans(t)
 	plainOut := filepath.Join(t.TempDir(), "plain.json")
-	plain := startSpark(t, ctx, l.ship, env, sparkSubmit, "--master", "yarn", "--deploy-mode", "client",
+	plain := startSpark(t, ctx, lp.ship, env, sparkSubmit, "--master", "yarn", "--deploy-mode", "client",
 		"--py-files", "loanlib.zip", "loans.py", "--output", plainOut)
 	plain.wait(t, ctx)
 	t.Logf("plain YARN run: %s", plain.elapsed.Round(time.Second))
 	want := readJSON(t, plainOut)
 
 	t.Run("submit", func(t *testing.T) {
+		l := yarnLoans(t)
 		p := startProxy(t, ctx, "--root", l.src)
 		ide := yarnAttach(t, ctx, p, l)
 		out := filepath.Join(t.TempDir(), "debugged.json")
@@ -82,14 +92,222 @@ func TestYARNRecipe(t *testing.T) {
 		job := startSpark(t, ctx, l.ship, append(env, "SPARKDAP_TOKEN="+p.Token), sparkdapBinary(t),
 			"submit", "--proxy", p.Executors, "--partitions", "0", "--",
 			"--master", "yarn", "--deploy-mode", "client", "--py-files", "loanlib.zip", "loans.py", "--output", out)
-		yarnStops(t, ctx, ide, job, l, y)
+		yarnStops(t, ctx, ide, job, l, y, nil)
 		job.wait(t, ctx)
 		t.Logf("debugged YARN run: %s", job.elapsed.Round(time.Second))
 		if g, w := fmt.Sprint(readJSON(t, out)), fmt.Sprint(want); g != w {
 			t.Errorf("result under sparkdap differs from the plain YARN run:\n got %s\nwant %s", g, w)
 		}
 	})
+
+	t.Run("wrap-ssh", func(t *testing.T) {
+		begin := time.Now()
+		// On the edge node, once: the packed environment (built once per
+		// package run by the README's commands) beside the job's directory,
+		// where the recipe's --archives ../pyenv.tar.gz#pyenv finds it.
+		if _, err := exec.LookPath("zip"); err != nil {
+			testenv.Missing(t, "the recipe zips loanlib.py with Info-ZIP's zip (apt-get install zip): %v", err)
+		}
+		// The job as the laptop copied it: loans.py and loanlib.py, which
+		// the README's block zips.
+		l := newLoansLayout(t)
+		if err := os.Symlink(packedEnv(t, py), filepath.Join(filepath.Dir(l.ship), "pyenv.tar.gz")); err != nil {
+			t.Fatal(err)
+		}
+		// On the laptop: sparkdap serve --root ~/src/loans --ssh me@edge.example.com --remote-listen 0.0.0.0:5678
+		// (the edge node is this machine's sshd; executors reach the agent
+		// on its loopback).
+		g := startGateway(t, ctx, "127.0.0.1")
+		remote := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
+		p := tunnelProxy(t, ctx, g, remote, "--root", l.src, "--agent-path", sparkdapBinary(t))
+		ide := yarnAttach(t, ctx, p, l)
+		// sparkdap wrap -o /tmp --proxy edge.example.com:5678, then the copy to the edge node.
+		wrapped := t.TempDir()
+		if out, err := exec.CommandContext(ctx, sparkdapBinary(t), "wrap", "-o", wrapped, "--proxy", remote).CombinedOutput(); err != nil {
+			t.Fatalf("sparkdap wrap: %v\n%s", err, out)
+		}
+		copyFile(t, filepath.Join(wrapped, "remote_debug.py"), filepath.Join(l.ship, "remote_debug.py"))
+		// On the edge node: the README's zip and spark-submit, as printed,
+		// from the job's directory with the laptop's token exported.
+		script := readmeBlock(t, "spark-submit --master yarn", "cd loans", "export SPARKDAP_TOKEN=")
+		job := startSpark(t, ctx, l.ship, append(append([]string{}, site...), "SPARKDAP_TOKEN="+p.Token, "PATH="+yarnPath(py, sparkSubmit)),
+			"bash", "-euc", script)
+		yarnStops(t, ctx, ide, job, l, y, func(name string, s sparkStop) {
+			// The containers run the packed environment's Python and its debugpy.
+			for _, expr := range []string{"__import__('sys').executable", "__import__('debugpy').__file__"} {
+				r, err := ide.Evaluate(ctx, s.frameID, expr)
+				if err != nil {
+					t.Errorf("%s: evaluate %s: %v", name, expr, err)
+				} else if !strings.Contains(r.Result, "/pyenv/") {
+					t.Errorf("%s: %s = %s, not in the packed environment ./pyenv", name, expr, r.Result)
+				}
+			}
+		})
+		job.wait(t, ctx)
+		t.Logf("debugged YARN run (wrap, through sshd): %s; the subtest with the packed env: %s",
+			job.elapsed.Round(time.Second), time.Since(begin).Round(time.Second))
+		if g, w := fmt.Sprint(printedResult(t, job.out.String())), fmt.Sprint(want); g != w {
+			t.Errorf("result under sparkdap differs from the plain YARN run:\n got %s\nwant %s", g, w)
+		}
+	})
 	t.Logf("TestYARNRecipe total: %s", time.Since(start).Round(time.Second))
+}
+
+// yarnLoans is the loans job laid out for YARN: loanlib.py reaches the
+// executors only in loanlib.zip, as the recipe's `zip loanlib.zip
+// loanlib.py` makes it.
+func yarnLoans(t *testing.T) loansLayout {
+	t.Helper()
+	l := newLoansLayout(t)
+	zipFiles(t, filepath.Join(l.ship, "loanlib.zip"), l.shipLib)
+	if err := os.Remove(l.shipLib); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// yarnPySparkOnly is a directory with only pyspark and py4j in it (links
+// to py's), standing in for the pyspark.zip and py4j zip a Spark
+// distribution ships to YARN containers.
+func yarnPySparkOnly(t *testing.T, py string) string {
+	t.Helper()
+	out, err := exec.Command(py, "-c", "import os, pyspark, py4j\nfor m in (pyspark, py4j): print(os.path.dirname(m.__file__))").CombinedOutput()
+	if err != nil {
+		t.Fatalf("locating pyspark and py4j: %v\n%s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "pyspark-only")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if err := os.Symlink(pkg, filepath.Join(dir, filepath.Base(pkg))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// yarnPath puts py's python3 and Spark's spark-submit first on PATH, where
+// the README's commands find them by name.
+func yarnPath(py, sparkSubmit string) string {
+	return filepath.Dir(py) + string(os.PathListSeparator) + filepath.Dir(sparkSubmit) +
+		string(os.PathListSeparator) + os.Getenv("PATH")
+}
+
+// readmeBlock is the shell block of examples/README.md's YARN section that
+// contains want, as a script, without the lines that start with one of
+// skip (what the test does itself: cd into the job, export the token).
+func readmeBlock(t *testing.T, want string, skip ...string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "examples", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	i := strings.Index(text, "\n## YARN\n")
+	if i < 0 {
+		t.Fatal("examples/README.md has no YARN section")
+	}
+	section := text[i+1:]
+	if j := strings.Index(section[1:], "\n## "); j >= 0 {
+		section = section[:j+1]
+	}
+	blocks := strings.Split(section, "```")
+	for k := 1; k < len(blocks); k += 2 {
+		if !strings.Contains(blocks[k], want) {
+			continue
+		}
+		var keep []string
+		for _, line := range strings.Split(strings.TrimPrefix(blocks[k], "sh\n"), "\n") {
+			drop := false
+			for _, s := range skip {
+				drop = drop || strings.HasPrefix(strings.TrimSpace(line), s)
+			}
+			if !drop {
+				keep = append(keep, line)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	t.Fatalf("examples/README.md's YARN section has no shell block with %q", want)
+	return ""
+}
+
+// printedResult is the loans job's result as it prints it: the last line
+// of its output that is a JSON object.
+func printedResult(t *testing.T, out string) map[string]any {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var m map[string]any
+		if strings.HasPrefix(lines[i], "{") && json.Unmarshal([]byte(lines[i]), &m) == nil {
+			return m
+		}
+	}
+	t.Fatalf("the job printed no JSON result:\n%s", tail(out, 4<<10))
+	return nil
+}
+
+// packedEnvState is the edge node's packed environment, built once per
+// package run.
+var packedEnvState struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// packedEnv runs the README's "on the edge node, once" commands — a venv
+// with debugpy, pandas, pyarrow and venv-pack, packed by venv-pack — and
+// returns the archive. pip installs offline from the wheels scripts/setup
+// downloads into .cache/wheels, at the versions requirements-test.txt pins
+// (pip reads PIP_NO_INDEX, PIP_FIND_LINKS and PIP_CONSTRAINT from the
+// environment, so the README's command line stays as printed).
+func packedEnv(t *testing.T, py string) string {
+	t.Helper()
+	wheels := os.Getenv("SPARKDAP_WHEELS")
+	if wheels == "" {
+		wheels = filepath.Join("..", ".cache", "wheels")
+	}
+	wheels, err := filepath.Abs(wheels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(wheels, "venv_pack-*.whl")); len(m) == 0 {
+		testenv.Missing(t, "needs the wheels for the packed environment in %s (scripts/setup downloads them)", wheels)
+		return ""
+	}
+	constraints, err := filepath.Abs(filepath.Join("..", "requirements-test.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := readmeBlock(t, "pyenv/bin/venv-pack")
+	packedEnvState.once.Do(func() {
+		start := time.Now()
+		dir, err := os.MkdirTemp(binDir, "edge-")
+		if err != nil {
+			packedEnvState.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "-euc", script)
+		cmd.Dir = dir
+		// As in a fresh shell on the edge node: no virtualenv active.
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "VIRTUAL_ENV=") })
+		cmd.Env = append(cmd.Env, "PATH="+filepath.Dir(py)+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"PIP_NO_INDEX=1", "PIP_FIND_LINKS="+wheels, "PIP_CONSTRAINT="+constraints,
+			"PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_PROGRESS_BAR=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			packedEnvState.err = fmt.Errorf("the README's edge-node commands:\n%s\nfailed: %w\n%s", script, err, tail(string(out), 4<<10))
+			return
+		}
+		packedEnvState.path = filepath.Join(dir, "pyenv.tar.gz")
+		t.Logf("packed environment built in %s", time.Since(start).Round(time.Second))
+	})
+	if packedEnvState.err != nil {
+		t.Fatal(packedEnvState.err)
+	}
+	return packedEnvState.path
 }
 
 // yarnWant is each of the recipe's stops: the zipped module, a UDF, a
@@ -133,8 +351,10 @@ func yarnAttach(t *testing.T, ctx context.Context, p *proxy, l loansLayout) *dap
 var containerRE = regexp.MustCompile(`^\[exec (container_\d+_\d+_\d+_\d+) · .+ · pid \d+ · stage \d+ · partition 0 · attempt 0\]`)
 
 // yarnStops waits for each breakpoint to stop once, checks what the IDE
-// shows there, disarms it and continues.
-func yarnStops(t *testing.T, ctx context.Context, ide *dapclient.Client, job *sparkRun, l loansLayout, y *yarnCluster) {
+// shows there (and what each, if not nil, checks), disarms it and
+// continues.
+func yarnStops(t *testing.T, ctx context.Context, ide *dapclient.Client, job *sparkRun, l loansLayout, y *yarnCluster,
+	each func(name string, s sparkStop)) {
 	t.Helper()
 	want := yarnWant(t, l)
 	armed := map[string][]int{}
@@ -157,7 +377,20 @@ func yarnStops(t *testing.T, ctx context.Context, ide *dapclient.Client, job *sp
 			t.Fatalf("stopped at %s twice", name)
 		}
 		seen[name] = s
-		t.Logf("%s: %s at %s:%d locals %v", name, s.thread, s.path, s.line, s.locals)
+		t.Logf("%s, %s into the job: %s at %s:%d locals %v", name, time.Since(job.started).Round(time.Second),
+			s.thread, s.path, s.line, s.locals)
+		if name == "loanlib-payment" {
+			// The executor runs loanlib from the zip, not from a copy of
+			// loanlib.py it could have found elsewhere.
+			if r, err := ide.Evaluate(ctx, s.frameID, "__file__"); err != nil {
+				t.Errorf("%s: evaluate __file__: %v", name, err)
+			} else if !strings.Contains(r.Result, "loanlib.zip/loanlib.py") {
+				t.Errorf("%s: the module's __file__ is %s, not loanlib.py inside loanlib.zip", name, r.Result)
+			}
+		}
+		if each != nil {
+			each(name, s)
+		}
 		var keep []int
 		for _, line := range armed[s.path] {
 			if line != s.line {
