@@ -43,6 +43,25 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 	return &FrameReader{r: br, max: max}
 }
 
+// wait blocks until the next frame's first byte has arrived. It parks in
+// a shallow frame, not ReadFrame's: the runtime halves an idle goroutine's
+// stack at GC only while it uses under a quarter of it, and an idle
+// session's reader is most of what the session costs (bench section 3).
+// Its errors are ReadFrame's for the same end: io.EOF for a clean end
+// between messages.
+func (fr *FrameReader) wait() error {
+	if fr.r.Buffered() > 0 {
+		return nil
+	}
+	if _, err := fr.r.Peek(1); err != nil {
+		if err == io.EOF {
+			return io.EOF
+		}
+		return fmt.Errorf("reading header: %w", err)
+	}
+	return nil
+}
+
 // ReadFrame returns the next message body. io.EOF means a clean end between
 // messages; any other error leaves the stream unusable.
 func (fr *FrameReader) ReadFrame() ([]byte, error) {

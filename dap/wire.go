@@ -120,7 +120,11 @@ func (w *wire) readLoop(maxBytes int, handle func(Message)) error {
 
 func (w *wire) readFrames(fr *FrameReader, handle func(Message)) error {
 	for {
-		body, err := fr.ReadFrame()
+		var body []byte
+		err := fr.wait()
+		if err == nil {
+			body, err = fr.ReadFrame()
+		}
 		if err != nil {
 			if closed := w.closedErr(); closed != nil {
 				return closed
