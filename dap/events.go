@@ -72,6 +72,9 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 			return
 		}
 		es.learnThreadLocked(tid)
+		if es.stopped == nil {
+			es.stopped = map[int64]Message{}
+		}
 		es.stopped[tid] = deepCopy(m).(Message)
 		h.focused = es
 		h.learnStopLocationLocked(es, tid)

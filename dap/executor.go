@@ -50,12 +50,15 @@ type ExecutorSession struct {
 	hub    *Hub
 	w      *wire
 	remote string
-	// logp is the session's logger; it gains the pid once known, while
-	// other goroutines log through it, hence atomic.
-	logp atomic.Pointer[zerolog.Logger]
+	// log is the session's logger: the Hub's with a hook that adds the
+	// session's fields (logHook), not Logger.With, which gives every
+	// logger a 500-byte context buffer (per idle session). logPID is the
+	// pid those fields name once known (0 until then).
+	log    zerolog.Logger
+	logPID atomic.Int64
 
 	pendMu  sync.Mutex
-	pending map[int64]*pendingCall
+	pending map[int64]*pendingCall // nil while empty: most of an idle session's life
 
 	// authorized is set once the peer presented the access token, on the
 	// reader goroutine before it reads the next message: until then only
@@ -101,17 +104,26 @@ type ExecutorSession struct {
 func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {
 	es := &ExecutorSession{
 		id: id, hub: h, w: newWire(quickack.Wrap(conn)), remote: conn.RemoteAddr().String(),
-		pending: map[int64]*pendingCall{}, threads: map[int64]string{},
-		stopped: map[int64]Message{}, bpIDs: map[int64]int64{}, overrides: map[string]*bpEntry{},
+		// Its maps are made on first use: an idle session needs few.
 		paths: pathmap.NewCache(h.cfg.Paths, pathmap.Roots{}),
 	}
-	es.setLogger(h.log.With().Uint64("executor", id).Str("remote", es.remote).Logger())
+	es.log = h.log.Hook(logHook{es})
 	return es
 }
 
-func (es *ExecutorSession) logger() *zerolog.Logger { return es.logp.Load() }
+func (es *ExecutorSession) logger() *zerolog.Logger { return &es.log }
 
-func (es *ExecutorSession) setLogger(l zerolog.Logger) { es.logp.Store(&l) }
+// logHook adds an executor session's fields to each line it logs. It runs
+// only for lines that are written, on the logging goroutine, and reads
+// only fields that never change or are atomic.
+type logHook struct{ es *ExecutorSession }
+
+func (h logHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	e.Uint64("executor", h.es.id).Str("remote", h.es.remote)
+	if pid := h.es.logPID.Load(); pid != 0 {
+		e.Int64("pid", pid)
+	}
+}
 
 // ID is the proxy's number for this session.
 func (es *ExecutorSession) ID() uint64 { return es.id }
@@ -157,6 +169,9 @@ func (es *ExecutorSession) request(command string, args any, timeout time.Durati
 	err := es.w.send(newRequest(command, args), func(s int64) {
 		seq = s
 		es.pendMu.Lock()
+		if es.pending == nil {
+			es.pending = map[int64]*pendingCall{}
+		}
 		es.pending[s] = pc
 		es.pendMu.Unlock()
 	})
@@ -182,6 +197,11 @@ func (es *ExecutorSession) takePending(seq int64) *pendingCall {
 	defer es.pendMu.Unlock()
 	pc := es.pending[seq]
 	delete(es.pending, seq)
+	if len(es.pending) == 0 {
+		// A map keeps its size once grown; the handshake's requests
+		// would otherwise stay with every idle session.
+		es.pending = nil
+	}
 	if pc != nil && pc.timer != nil {
 		pc.timer.Stop()
 	}
@@ -304,7 +324,7 @@ func (es *ExecutorSession) end(hs *handshakeRun, readErr error) {
 func (es *ExecutorSession) failPending(err error) {
 	es.pendMu.Lock()
 	calls := es.pending
-	es.pending = map[int64]*pendingCall{}
+	es.pending = nil
 	es.pendMu.Unlock()
 	for _, pc := range calls {
 		if pc.timer != nil {

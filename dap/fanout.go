@@ -20,6 +20,9 @@ func (h *Hub) setBreakpoints(ide *IDESession, req Message, owner *ExecutorSessio
 		if old := owner.overrides[e.key]; old != nil {
 			h.bps.drop(old)
 		}
+		if owner.overrides == nil {
+			owner.overrides = map[string]*bpEntry{}
+		}
 		owner.overrides[e.key] = e
 		if owner.ready {
 			targets = []*ExecutorSession{owner}
@@ -122,6 +125,9 @@ func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, sentTo string, 
 			continue
 		}
 		if local, ok := toInt(bp["id"]); ok {
+			if es.bpIDs == nil {
+				es.bpIDs = map[int64]int64{}
+			}
 			es.bpIDs[local] = e.ids[i]
 		}
 		if e.absorb(i, bp) && live {

@@ -312,7 +312,7 @@ func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo, token string) error {
 		}
 	}
 	es.proc = proc
-	es.setLogger(es.logger().With().Int64("pid", proc.PID).Logger())
+	es.logPID.Store(proc.PID)
 	h.executors[es.id] = es
 	h.readyValid = false
 	return nil

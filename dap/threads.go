@@ -25,6 +25,9 @@ func (es *ExecutorSession) learnThreadLocked(tid int64) {
 	if _, ok := es.threads[tid]; ok {
 		return
 	}
+	if es.threads == nil {
+		es.threads = map[int64]string{}
+	}
 	es.threads[tid] = ""
 	es.threadOrder = append(es.threadOrder, tid)
 	es.threadsKnown = false
@@ -86,6 +89,9 @@ func (es *ExecutorSession) absorbThreadsLocked(m Message, gen uint64) {
 		return
 	}
 	clear(es.threads)
+	if es.threads == nil && len(entries) > 0 {
+		es.threads = make(map[int64]string, len(entries))
+	}
 	es.threadOrder = es.threadOrder[:0]
 	for _, e := range entries {
 		if _, dup := es.threads[e.id]; dup {

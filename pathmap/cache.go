@@ -33,8 +33,9 @@ type Result struct {
 
 // NewCache starts an executor's cache with the roots its worker reported.
 func NewCache(m *Mapper, roots Roots) *Cache {
-	return &Cache{m: m, roots: roots, remote: map[string][]string{}, local: map[string]Result{},
-		remoteOf: map[string]string{}}
+	// Its maps are made on first use: there is one cache per executor
+	// session, and an idle one may never translate a path.
+	return &Cache{m: m, roots: roots}
 }
 
 // Mapper is the Mapper the cache asks; nil when paths pass through.
@@ -85,6 +86,9 @@ func (c *Cache) ToRemote(local string) []string {
 		return p
 	}
 	p := c.m.ToRemote(local, c.roots)
+	if c.remote == nil {
+		c.remote = map[string][]string{}
+	}
 	c.remote[local] = p
 	return p
 }
@@ -103,8 +107,14 @@ func (c *Cache) ToLocal(remote string) (r Result, fresh bool) {
 	}
 	m, err := c.m.ToLocal(remote, c.roots)
 	r = Result{m, err}
+	if c.local == nil {
+		c.local = map[string]Result{}
+	}
 	c.local[remote] = r
 	if err == nil {
+		if c.remoteOf == nil {
+			c.remoteOf = map[string]string{}
+		}
 		c.remoteOf[m.Local] = remote
 	}
 	return r, true
