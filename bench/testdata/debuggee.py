@@ -5,6 +5,8 @@ usage: debuggee.py connect HOST:PORT NODELAY   (debugpy.connect, as a worker)
                                                 without stopping: fan-out)
        debuggee.py listen - NODELAY            (debugpy.listen: debugpy's own
                                                 adapter; prints LISTENING <port>)
+       debuggee.py none - 0                    (no debugger: the attach
+                                                benchmark's floor)
 
 NODELAY=1 sets TCP_NODELAY on pydevd's socket the way sparkdap's worker
 wrapper does (remote_debug.py, _set_nodelay); 0 leaves it as debugpy ships.
@@ -42,6 +44,9 @@ def never_called():
 
 def main():
     mode, addr, nodelay = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+    if mode == "none":
+        print("RUNNING", flush=True)
+        return
     if mode in ("connect", "idle"):
         host, port = addr.rsplit(":", 1)
         debugpy.connect((host, int(port)), access_token=os.environ.get("SPARKDAP_TOKEN"))

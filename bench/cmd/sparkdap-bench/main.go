@@ -22,7 +22,7 @@ import (
 func main() {
 	bench.RunChildIfRequested()
 	quick := flag.Bool("quick", false, "few samples, small sizes: a smoke run of a minute or two")
-	only := flag.String("only", "latency,fanout,scale,throughput,worker,output,storm", "comma-separated sections to run")
+	only := flag.String("only", "latency,fanout,scale,throughput,worker,output,storm,attach", "comma-separated sections to run")
 	sparkdapBin := flag.String("sparkdap", "", "sparkdap executable, uploaded as the tunnel's agent (tunnel rows need it)")
 	testdata := flag.String("testdata", "bench/testdata", "bench/testdata directory")
 	out := flag.String("out", "", "also write the report to this file")
@@ -90,6 +90,13 @@ func main() {
 			cfg.Ns = []int{200}
 		}
 		return bench.Scale(ctx, cfg, logf)
+	})
+	run("attach", func() (*bench.Table, error) {
+		cfg := bench.AttachConfig{Python: python, Testdata: td, Rounds: 15, Token: token}
+		if *quick {
+			cfg.Rounds = 3
+		}
+		return bench.Attach(ctx, cfg, logf)
 	})
 	run("throughput", func() (*bench.Table, error) {
 		cfg := bench.ThroughputConfig{Executors: []int{1, 100}, Bytes: 64 << 20, Rounds: 3, EventBytes: 1024,
