@@ -16,8 +16,11 @@ import (
 type AttachConfig struct {
 	Python   string
 	Testdata string // absolute path of bench/testdata
-	Rounds   int
-	Token    string
+	// WrapperDir is workerwrap/python: the sparkdap row imports debugpy
+	// the way the worker wrapper does.
+	WrapperDir string
+	Rounds     int
+	Token      string
 }
 
 // attachPath is one way a worker gets a debugger attached.
@@ -75,7 +78,8 @@ func Attach(ctx context.Context, cfg AttachConfig, logf func(string, ...any)) (*
 	defer ide.Close()
 	paths := []*attachPath{
 		{key: "none", name: "no debugger (the floor)", how: "python3 debuggee.py: start, import debugpy, run"},
-		{key: "sparkdap", name: "sparkdap", how: "debugpy.connect to a running proxy child (merged-mode IDE attached) with the wrapper's TCP_NODELAY; the proxy does the handshake itself"},
+		{key: "sparkdap", name: "sparkdap (debugpy imported as the wrapper does)", how: "remote_debug._import_debugger() as the worker wrapper runs it, then debugpy.connect to a running proxy child (merged-mode IDE attached) with the wrapper's TCP_NODELAY; the proxy does the handshake itself: what a worker under sparkdap pays"},
+		{key: "bare", name: "sparkdap, bare debugpy.connect", how: "as sparkdap, without the wrapper's import: debugpy as shipped describes every installed distribution before connecting"},
 		{key: "listen", name: "debugpy.listen + wait_for_client", how: "the worker starts debugpy's adapter (a subprocess) and waits; the bench, as the IDE, attaches as soon as it prints its port"},
 		{key: "adapter", name: "debugpy's adapter in listen mode", how: "python -m debugpy.adapter started and attached to by the IDE with \"listen\" before the worker starts (untimed); the worker's debugpy.connect reaches it"},
 	}
@@ -83,9 +87,12 @@ func Attach(ctx context.Context, cfg AttachConfig, logf func(string, ...any)) (*
 		return timeWorker(ctx, cfg.Python, script, nil, nil, "none", "-", "0")
 	}
 	paths[1].run = func(ctx context.Context) (time.Duration, error) {
-		return timeWorker(ctx, cfg.Python, script, []string{"SPARKDAP_TOKEN=" + cfg.Token}, nil, "idle", px.ExecutorAddr, "1")
+		return timeWorker(ctx, cfg.Python, script, []string{"SPARKDAP_TOKEN=" + cfg.Token, "SPARKDAP_BENCH_WRAPPER_DIR=" + cfg.WrapperDir}, nil, "idle", px.ExecutorAddr, "1")
 	}
 	paths[2].run = func(ctx context.Context) (time.Duration, error) {
+		return timeWorker(ctx, cfg.Python, script, []string{"SPARKDAP_TOKEN=" + cfg.Token}, nil, "idle", px.ExecutorAddr, "1")
+	}
+	paths[3].run = func(ctx context.Context) (time.Duration, error) {
 		return timeWorker(ctx, cfg.Python, script, nil, func(ctx context.Context, d *debuggeeProc) error {
 			port, err := d.waitLine(ctx, "LISTENING ")
 			if err != nil {
@@ -102,7 +109,7 @@ func Attach(ctx context.Context, cfg AttachConfig, logf func(string, ...any)) (*
 			return c.Attach(ctx, map[string]any{"justMyCode": true}, nil)
 		}, "listen", "-", "1")
 	}
-	paths[3].run = func(ctx context.Context) (time.Duration, error) {
+	paths[4].run = func(ctx context.Context) (time.Duration, error) {
 		clientPort, err := freePort()
 		if err != nil {
 			return 0, err

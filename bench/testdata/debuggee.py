@@ -8,6 +8,8 @@ usage: debuggee.py connect HOST:PORT NODELAY   (debugpy.connect, as a worker)
        debuggee.py none - 0                    (no debugger: the attach
                                                 benchmark's floor)
 
+SPARKDAP_BENCH_WRAPPER_DIR=workerwrap/python first imports the debugger the
+way the worker wrapper does (remote_debug._import_debugger).
 NODELAY=1 sets TCP_NODELAY on pydevd's socket the way sparkdap's worker
 wrapper does (remote_debug.py, _set_nodelay); 0 leaves it as debugpy ships.
 The process then stops at the line marked BREAKPOINT and stays there until the
@@ -47,6 +49,14 @@ def main():
     if mode == "none":
         print("RUNNING", flush=True)
         return
+    wrapper = os.environ.get("SPARKDAP_BENCH_WRAPPER_DIR")
+    if wrapper:
+        # What the worker wrapper does before debugpy.connect: its imports
+        # (and what it changes in debugpy) from workerwrap/python.
+        sys.path.insert(0, wrapper)
+        import remote_debug
+
+        remote_debug._import_debugger()
     if mode in ("connect", "idle"):
         host, port = addr.rsplit(":", 1)
         debugpy.connect((host, int(port)), access_token=os.environ.get("SPARKDAP_TOKEN"))

@@ -672,7 +672,32 @@ def _import_debugger():
     import debugpy.server.api
     import pydevd  # noqa: F401
 
+    _describe_environment_only_when_logged()
     return debugpy
+
+
+def _describe_environment_only_when_logged():
+    """debugpy describes the whole environment (the metadata of every
+    installed distribution: 0.1-0.3 s with a few hundred packages) the first
+    time it configures logging, and logs it at info level, which nothing
+    records unless DEBUGPY_LOG_DIR or debugpy.log_to asked for it. Every
+    worker that connects pays that before its task runs: build the text only
+    when some log takes info lines, as debugpy would have written it then."""
+    try:
+        from debugpy.common import log
+    except Exception:
+        return
+    original = getattr(log, "describe_environment", None)
+    if original is None or getattr(original, "_sparkdap", False):
+        return
+
+    def describe_environment(header):
+        if log.log_dir is not None or "info" in getattr(log, "_levels", ("info",)):
+            return original(header)
+        return None
+
+    describe_environment._sparkdap = True
+    log.describe_environment = describe_environment
 
 
 def _connect(cfg, task):

@@ -92,7 +92,7 @@ func main() {
 		return bench.Scale(ctx, cfg, logf)
 	})
 	run("attach", func() (*bench.Table, error) {
-		cfg := bench.AttachConfig{Python: python, Testdata: td, Rounds: 15, Token: token}
+		cfg := bench.AttachConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "workerwrap", "python"), Rounds: 15, Token: token}
 		if *quick {
 			cfg.Rounds = 3
 		}

@@ -600,3 +600,43 @@ def test_missing_file_warnings_are_dropped(rd, monkeypatch, capsys):
     sys.stderr.write("trying to add breakpoint to file that does not exist: elsewhere\n")
     assert "elsewhere" in capsys.readouterr().err
     assert sys.modules[name].sys.modules is sys.modules
+
+
+_DESCRIBE_PROBE = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import remote_debug
+remote_debug._import_debugger()
+from debugpy.common import log
+calls = []
+real = log.get_environment_description
+def counting(header):
+    calls.append(header)
+    return real(header)
+log.get_environment_description = counting
+import debugpy.server.api as api
+api.ensure_logging()
+print(len(calls))
+"""
+
+
+@pytest.mark.parametrize("log_dir", [False, True])
+def test_debugpy_environment_described_only_when_logged(tmp_path, log_dir):
+    # Without a debugpy log, the wrapper's worker skips debugpy's
+    # description of every installed distribution (it is thrown away); with
+    # DEBUGPY_LOG_DIR it is still written to the log, as debugpy does.
+    pytest.importorskip("debugpy")
+    module_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
+    env.pop("DEBUGPY_LOG_DIR", None)
+    if log_dir:
+        env["DEBUGPY_LOG_DIR"] = str(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", _DESCRIBE_PROBE, module_dir],
+        capture_output=True, text=True, timeout=60, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-1] == ("1" if log_dir else "0"), proc.stdout + proc.stderr
+    if log_dir:
+        logs = [p.read_text() for p in tmp_path.glob("debugpy.server*.log")]
+        assert any("Initial environment:" in text for text in logs), logs
