@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -13,6 +14,11 @@ import (
 type ScaleConfig struct {
 	Ns    []int // ascending
 	Token string
+	// RealNs are counts of real debugpy workers (testdata/debuggee.py
+	// idle), each against a fresh proxy; empty for none.
+	RealNs   []int
+	Python   string
+	Testdata string
 }
 
 // Scale connects N idle fake executors to a proxy child and reads its
@@ -83,7 +89,61 @@ func Scale(ctx context.Context, cfg ScaleConfig, logf func(string, ...any)) (*Ta
 			fmt.Sprintf("%.2f", float64(s.Goroutines-base.Goroutines)/f))
 		perSession, last = rss, n
 	}
+	for _, n := range cfg.RealNs {
+		s, b, err := scaleReal(ctx, cfg, n)
+		if err != nil {
+			return nil, fmt.Errorf("%d real workers: %w", n, err)
+		}
+		f := float64(n)
+		t.Add(fmt.Sprintf("%d real debugpy workers (fresh proxy: %.1f MiB before)", n, float64(b.RSS)/(1<<20)),
+			fmt.Sprintf("%.1f MiB", float64(s.RSS)/(1<<20)), kib(float64(s.RSS-b.RSS)/f),
+			kib((float64(s.HeapInuse)-float64(b.HeapInuse))/f), kib((float64(s.StackInuse)-float64(b.StackInuse))/f),
+			kib((float64(s.HeapInuse)+float64(s.StackInuse)-float64(b.HeapInuse)-float64(b.StackInuse))/f),
+			fmt.Sprintf("%.2f", float64(s.Goroutines-b.Goroutines)/f))
+		logf("scale: %d real workers measured", n)
+	}
 	t.Note("goal ≤ 16 KiB per idle session: %s RSS per session at %d sessions — %s", kib(perSession), last, goal(perSession <= 16*1024))
 	t.Note("per-session figures are (value at N − value with no executors) ÷ N, read inside the proxy child after two forced GCs (Go heap = HeapInuse, stacks = StackInuse, RSS from /proc/self/statm); each session is a fake pydevd that finished the handshake (authorize, system info, initialize, attach, configurationDone) and reported one thread; IDE attached in merged mode")
 	return t, nil
+}
+
+// scaleReal is the proxy's memory with n real debugpy workers connected
+// and running (not stopped), against the same fresh proxy before them.
+func scaleReal(ctx context.Context, cfg ScaleConfig, n int) (after, before Stats, err error) {
+	px, err := StartProxy(ctx, ProxyConfig{Token: cfg.Token, Root: cfg.Testdata})
+	if err != nil {
+		return after, before, err
+	}
+	defer px.Close()
+	c, err := attachIDE(ctx, px.IDEAddr)
+	if err != nil {
+		return after, before, err
+	}
+	defer c.Close()
+	time.Sleep(500 * time.Millisecond)
+	if before, err = px.Stats(true); err != nil {
+		return after, before, err
+	}
+	script := filepath.Join(cfg.Testdata, "debuggee.py")
+	var procs []*debuggeeProc
+	defer func() {
+		for _, d := range procs {
+			d.kill()
+		}
+	}()
+	for range n {
+		d, err := startDebuggeeProc(cfg.Python, script, []string{"SPARKDAP_TOKEN=" + cfg.Token}, "idle", px.ExecutorAddr, "1")
+		if err != nil {
+			return after, before, err
+		}
+		procs = append(procs, d)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := px.WaitExecutors(wctx, n); err != nil {
+		return after, before, err
+	}
+	time.Sleep(2 * time.Second)
+	after, err = px.Stats(true)
+	return after, before, err
 }

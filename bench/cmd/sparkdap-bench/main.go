@@ -85,9 +85,9 @@ func main() {
 		return bench.Fanout(ctx, cfg, logf)
 	})
 	run("scale", func() (*bench.Table, error) {
-		cfg := bench.ScaleConfig{Ns: []int{1000, 10000}, Token: token}
+		cfg := bench.ScaleConfig{Ns: []int{1000, 10000}, Token: token, RealNs: []int{20}, Python: python, Testdata: td}
 		if *quick {
-			cfg.Ns = []int{200}
+			cfg.Ns, cfg.RealNs = []int{200}, nil
 		}
 		return bench.Scale(ctx, cfg, logf)
 	})
