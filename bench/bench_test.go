@@ -257,3 +257,78 @@ func TestOutputBatchingRealDebugpy(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkStackTraceRequest is one stackTrace round trip to a stopped
+// fake pydevd through a proxy child: the proxy's own cost per relayed
+// request (SPARKDAP_BENCH_PROFILE_DIR profiles the child).
+func BenchmarkStackTraceRequest(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	px, err := StartProxy(ctx, ProxyConfig{Token: "t", Root: testdata(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer px.Close()
+	c, err := attachIDE(ctx, px.IDEAddr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	swarm := &fakeSwarm{}
+	defer swarm.close()
+	if err := swarm.grow(ctx, px.ExecutorAddr, "t", "/job/udf.py", 1, 1); err != nil {
+		b.Fatal(err)
+	}
+	if err := px.WaitExecutors(ctx, 1); err != nil {
+		b.Fatal(err)
+	}
+	if err := swarm.peers[0].Stop(); err != nil {
+		b.Fatal(err)
+	}
+	ev, err := c.WaitEvent(ctx, "stopped", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var body struct {
+		ThreadID int `json:"threadId"`
+	}
+	if err := ev.Decode(&body); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.StackTrace(ctx, body.ThreadID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestAttachSectionRuns runs section 8 for one round with real debugpy
+// workers: every path attaches (its worker prints RUNNING under the
+// debugger), so a broken path shows in go test. No timing is asserted.
+func TestAttachSectionRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Python processes")
+	}
+	python, err := exec.LookPath("python3")
+	if err == nil {
+		err = exec.Command(python, "-c", "import debugpy").Run()
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("python3 with debugpy is required in CI: %v", err)
+		}
+		t.Skipf("no python3 with debugpy: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	td := testdata(t)
+	tab, err := Attach(ctx, AttachConfig{Python: python, Testdata: td,
+		WrapperDir: filepath.Join(td, "..", "..", "workerwrap", "python"), Rounds: 1, Token: "t"}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tab.Rows) != 5 {
+		t.Fatalf("%d rows, want 5 (floor, sparkdap, bare, listen, adapter)", len(tab.Rows))
+	}
+}
