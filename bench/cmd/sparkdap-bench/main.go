@@ -91,13 +91,6 @@ func main() {
 		}
 		return bench.Scale(ctx, cfg, logf)
 	})
-	run("attach", func() (*bench.Table, error) {
-		cfg := bench.AttachConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "workerwrap", "python"), Rounds: 15, Token: token}
-		if *quick {
-			cfg.Rounds = 3
-		}
-		return bench.Attach(ctx, cfg, logf)
-	})
 	run("throughput", func() (*bench.Table, error) {
 		cfg := bench.ThroughputConfig{Executors: []int{1, 100}, Bytes: 64 << 20, Rounds: 3, EventBytes: 1024,
 			SparkdapBin: *sparkdapBin, Token: token}
@@ -158,6 +151,13 @@ func main() {
 			}
 		}
 		return bench.Storm(ctx, cfg, logf)
+	})
+	run("attach", func() (*bench.Table, error) {
+		cfg := bench.AttachConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "workerwrap", "python"), Rounds: 15, Token: token}
+		if *quick {
+			cfg.Rounds = 3
+		}
+		return bench.Attach(ctx, cfg, logf)
 	})
 	fmt.Fprintf(w, "Reproduce: `scripts/bench%s` (Go %s).\n", map[bool]string{true: " -quick", false: ""}[*quick], runtime.Version())
 	if *out != "" {
