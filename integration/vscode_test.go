@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,17 @@ func TestSparkVSCodeDisconnectStopsTheJob(t *testing.T) {
 	}
 	if st.Session.Parent != rootSession {
 		t.Fatalf("the stop was shown in %q, not in a child session of the root", st.Session.Name)
+	}
+	// The stop names the breakpoint by the id this child session's own
+	// setBreakpoints answer gave it, which is how VS Code finds it.
+	own := st.Session.BreakpointIDs(src)
+	if len(st.Event.HitBreakpointIds) == 0 {
+		t.Errorf("the stop names no breakpoint (hitBreakpointIds empty); the child's own ids are %v", own)
+	}
+	for _, id := range st.Event.HitBreakpointIds {
+		if !slices.Contains(own, id) {
+			t.Errorf("the stop names breakpoint id %d; the child session's own setBreakpoints answered %v", id, own)
+		}
 	}
 	if _, ok := st.Locals["x"]; !ok {
 		t.Errorf("the stop's locals %v lack x", st.Locals)

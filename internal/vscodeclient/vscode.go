@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -230,6 +231,17 @@ type Session struct {
 
 	mu          sync.Mutex
 	disconnects []map[string]any
+	// breakpointIDs are the ids this session's setBreakpoints answers
+	// gave, by file: what a stop's hitBreakpointIds must name.
+	breakpointIDs map[string][]int
+}
+
+// BreakpointIDs lists the ids the adapter gave this session's breakpoints
+// in path when the session was configured.
+func (s *Session) BreakpointIDs(path string) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.breakpointIDs[path])
 }
 
 // Ended reports whether the session is over (its connection is gone).
@@ -450,6 +462,7 @@ func (ide *IDE) configure(s *Session) error {
 		}
 		sent = append(sent, pend)
 	}
+	bpSent := len(sent) // sent[:bpSent] answer paths[i]
 	ide.mu.Unlock()
 	filters := []any{}
 	if fs, ok := s.caps["exceptionBreakpointFilters"].([]any); ok {
@@ -472,13 +485,29 @@ func (ide *IDE) configure(s *Session) error {
 		}
 		sent = append(sent, pend)
 	}
-	for _, p := range sent {
+	for i, p := range sent {
 		r, err := p.Wait(ctx)
 		if err != nil {
 			return err
 		}
 		if err := r.Err(); err != nil {
 			return err
+		}
+		if i < bpSent {
+			var body dap.SetBreakpointsResponseBody
+			if err := r.Decode(&body); err != nil {
+				return fmt.Errorf("setBreakpoints %s: %w", paths[i], err)
+			}
+			ids := make([]int, 0, len(body.Breakpoints))
+			for _, bp := range body.Breakpoints {
+				ids = append(ids, bp.Id)
+			}
+			s.mu.Lock()
+			if s.breakpointIDs == nil {
+				s.breakpointIDs = map[string][]int{}
+			}
+			s.breakpointIDs[paths[i]] = ids
+			s.mu.Unlock()
 		}
 	}
 	if err := s.Client.ConfigurationDone(ctx); err != nil {
