@@ -28,4 +28,17 @@
 // are used where the proxy builds or reads a message itself. Every
 // connection's writes are owned by one goroutine (see wire), and nothing that
 // holds a lock ever waits on the network.
+//
+// Files by role: server.go (the two listeners), hub.go (the Hub: sessions,
+// announcing child sessions, stopping the job's debugging), executor.go and
+// hello.go (one pydevd connection and its admission), ide.go (one IDE
+// session: requests, attach, disconnect and its grace), events.go (pydevd's
+// events relayed and kept for replay), allow.go (the allowlist of what an
+// executor may say to the IDE), breakpoints.go and fanout.go (the breakpoint
+// registry, its fan-out and merged answers, what "verified" may claim),
+// refusals.go (breakpoints no executor could bind), release.go (letting
+// executors go when nobody watches them), threads.go (merged threads from
+// what the proxy knows; continue-all and pause-all), paths.go (path mapping
+// of the traffic), ids.go and translate.go (the id table and where ids sit in
+// messages), message.go, framing.go and wire.go (the wire).
 package dap
