@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -103,23 +102,9 @@ func (r *outputIDE) read() {
 	br := bufio.NewReaderSize(r.conn, 256<<10)
 	var buf []byte
 	for {
-		n := -1
-		for {
-			line, err := br.ReadSlice('\n')
-			if err != nil {
-				r.fail(err)
-				return
-			}
-			s := strings.TrimSpace(string(line))
-			if s == "" {
-				break
-			}
-			if v, ok := strings.CutPrefix(s, "Content-Length:"); ok {
-				n, _ = strconv.Atoi(strings.TrimSpace(v))
-			}
-		}
-		if n < 0 {
-			r.fail(errors.New("frame without Content-Length"))
+		n, err := readContentLength(br)
+		if err != nil {
+			r.fail(err)
 			return
 		}
 		if n > cap(buf) {

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,23 +111,9 @@ func (s *stormConn) read() {
 	br := bufio.NewReaderSize(s.conn, 64<<10)
 	initOnce := sync.Once{}
 	for {
-		n := -1
-		for {
-			line, err := br.ReadSlice('\n')
-			if err != nil {
-				s.fail(err)
-				return
-			}
-			l := strings.TrimSpace(string(line))
-			if l == "" {
-				break
-			}
-			if v, ok := strings.CutPrefix(l, "Content-Length:"); ok {
-				n, _ = strconv.Atoi(strings.TrimSpace(v))
-			}
-		}
-		if n < 0 {
-			s.fail(errors.New("frame without Content-Length"))
+		n, err := readContentLength(br)
+		if err != nil {
+			s.fail(err)
 			return
 		}
 		body := make([]byte, n)

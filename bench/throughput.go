@@ -69,23 +69,9 @@ func (r *rawIDE) read() {
 	br := bufio.NewReaderSize(r.conn, 256<<10)
 	buf := make([]byte, 64<<10)
 	for {
-		n := -1
-		for {
-			line, err := br.ReadSlice('\n')
-			if err != nil {
-				r.err = err
-				return
-			}
-			s := strings.TrimSpace(string(line))
-			if s == "" {
-				break
-			}
-			if v, ok := strings.CutPrefix(s, "Content-Length:"); ok {
-				n, _ = strconv.Atoi(strings.TrimSpace(v))
-			}
-		}
-		if n < 0 {
-			r.err = errors.New("frame without Content-Length")
+		n, err := readContentLength(br)
+		if err != nil {
+			r.err = err
 			return
 		}
 		if n > len(buf) {
@@ -285,4 +271,27 @@ func Throughput(ctx context.Context, cfg ThroughputConfig, logf func(string, ...
 	t.Note("each round: %d MiB of output text in %d-byte events (64-byte lines), split evenly among the executors (fake pydevd peers in the bench process, sending as fast as the socket takes it); time from the first send to the IDE (merged mode: the proxy prefixes each line with the executor's label) holding every event; MB = 10⁶ bytes of output text", cfg.Bytes>>20, cfg.EventBytes)
 	t.Note("both SSH paths use aes128-gcm@openssh.com to a real sshd on loopback; the tunnel's agent is the sparkdap binary run by sshd; sshd, ssh, the agent, the proxy and the senders all share the same CPUs, so these are CPU-bound rates")
 	return t, nil
+}
+
+// readContentLength reads one DAP frame's header lines and returns its
+// Content-Length: the bench's IDE-side readers share it.
+func readContentLength(br *bufio.Reader) (int, error) {
+	n := -1
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return 0, err
+		}
+		s := strings.TrimSpace(string(line))
+		if s == "" {
+			break
+		}
+		if v, ok := strings.CutPrefix(s, "Content-Length:"); ok {
+			n, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	if n < 0 {
+		return 0, errors.New("frame without Content-Length")
+	}
+	return n, nil
 }
