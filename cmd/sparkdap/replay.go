@@ -54,6 +54,10 @@ func replayRun(o *replayOptions, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	pyArgs := []string{script, args[0]}
+	if o.debug != "" {
+		// pydevd misses breakpoints in frozen modules, and says so.
+		pyArgs = append([]string{"-X", "frozen_modules=off"}, pyArgs...)
+	}
 	if o.force {
 		pyArgs = append(pyArgs, "--force")
 	}

@@ -197,13 +197,22 @@ def capture_frame(frame, max_bytes):
 
 
 def _find_frame(frame_id):
+    """The frame the DAP client knows as frame_id. pydevd's DAP ids are
+    its own object ids translated (BaseSchema keeps the table)."""
     pydevd = sys.modules.get("pydevd")
     if pydevd is None:
         raise CaptureError("pydevd is not loaded in this process")
+    schema = sys.modules.get("_pydevd_bundle._debug_adapter.pydevd_base_schema")
+    obj_id = frame_id
+    if schema is not None:
+        try:
+            obj_id = schema.BaseSchema._translate_id_from_dap(frame_id)
+        except KeyError:
+            raise CaptureError("frame %d is unknown to pydevd" % frame_id) from None
     py_db = pydevd.get_global_debugger()
     mgr = py_db.suspended_frames_manager
-    thread_id = mgr.get_thread_id_for_variable_reference(frame_id)
-    frame = py_db.find_frame(thread_id, frame_id) if thread_id is not None else None
+    thread_id = mgr.get_thread_id_for_variable_reference(obj_id)
+    frame = py_db.find_frame(thread_id, obj_id) if thread_id is not None else None
     if frame is None:
         raise CaptureError("frame %d is not a frame of a stopped thread (the thread resumed?)" % frame_id)
     return frame
