@@ -66,6 +66,12 @@ type Config struct {
 	// Paths translates between executor paths and local sources; nil
 	// passes paths through unchanged.
 	Paths *pathmap.Mapper
+	// CaptureDir is where sparkdapCapture writes capture files (on the
+	// developer's machine); empty refuses captures.
+	CaptureDir string
+	// CaptureMaxBytes caps one capture (the pickled function and
+	// arguments). Default DefaultCaptureMaxBytes.
+	CaptureMaxBytes int
 	// Merged forces merged threads even for clients that support child
 	// sessions.
 	Merged bool
@@ -101,6 +107,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ChildAttachTimeout <= 0 {
 		c.ChildAttachTimeout = DefaultChildAttachTimeout
+	}
+	if c.CaptureMaxBytes <= 0 {
+		c.CaptureMaxBytes = DefaultCaptureMaxBytes
 	}
 	if c.DisconnectGrace <= 0 {
 		c.DisconnectGrace = DefaultDisconnectGrace

@@ -294,6 +294,8 @@ func (s *IDESession) handle(m Message) {
 		} else {
 			h.route(s, m)
 		}
+	case CaptureCommand:
+		h.capture(s, m)
 	case "loadedSources":
 		s.reply(newResponse(m, map[string]any{"sources": []any{}}))
 	default:

@@ -31,7 +31,7 @@ func newDoctorCmd(stderr io.Writer) *cmdSpec {
 	fs := c.fs
 	defAddr(fs, &f.ide, "ide", defaultIDEAddr, "doctor checks it is free or a sparkdap's")
 	defAddr(fs, &f.executors, "executors", defaultExecutorAddr, "doctor checks it is free or a sparkdap's")
-	fs.StringVar(&f.python, "python", "", "the Python the Spark workers run (default $PYSPARK_PYTHON, else python3)")
+	defString(fs, &f.python, "python", "", "the one the Spark workers run (default $PYSPARK_PYTHON, else python3)")
 	fs.Var(&f.confs, "conf", "KEY=VALUE: one of the job's spark-submit --conf settings; "+confPySparkPython+" chooses the executors' Python (repeatable)")
 	fs.Var(&f.archives, "archives", "the job's spark-submit --archives (FILE#ALIAS,...): an executors' Python inside one is unpacked here and checked (repeatable)")
 	fs.StringVar(&f.java, "java", "", "the java Spark runs (default $JAVA_HOME/bin/java, else java)")

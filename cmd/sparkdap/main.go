@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -74,6 +75,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errUsage:
 			return 2
+		}
+		var st exitStatus
+		if errors.As(err, &st) {
+			return int(st)
 		}
 		fmt.Fprintf(stderr, "sparkdap %s: %v\n", args[0], err)
 		return 1

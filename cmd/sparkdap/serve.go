@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +47,8 @@ type serveOptions struct {
 	maxMessageBytes     int
 	requestTimeout      time.Duration
 	merged              bool
+	captureDir          string
+	captureMaxBytes     int
 	root                string
 	maps                stringList
 	noPathMapping       bool
@@ -69,6 +72,8 @@ func newServeCmd(stderr io.Writer) *cmdSpec {
 	fs.IntVar(&f.maxSessions, "max-sessions", 0, "debug at most this many executors at once; others run undebugged (0 = no limit)")
 	fs.IntVar(&f.maxMessageBytes, "max-message-bytes", dap.DefaultMaxMessageBytes, "largest DAP message accepted from any peer")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "how long the IDE waits for an executor's answer")
+	fs.StringVar(&f.captureDir, "capture-dir", defaultCaptureDir(), "where sparkdapCapture writes capture files for `sparkdap replay` (created mode 0700)")
+	fs.IntVar(&f.captureMaxBytes, "capture-max-bytes", dap.DefaultCaptureMaxBytes, "largest capture (pickled function and arguments) taken from an executor")
 	fs.BoolVar(&f.merged, "merged", false, "show all executors' threads in one session even if the client supports child sessions")
 	fs.StringVar(&f.root, "root", ".", "local project root: executor paths are mapped to the Python files under it")
 	fs.Var(&f.maps, "map", "REMOTE_PREFIX=LOCAL_PREFIX path rule, tried first; REMOTE may be a regular expression (repeatable)")
@@ -149,6 +154,7 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 		hub := dap.NewHub(dap.Config{
 			Token: token, IDEToken: ideToken, MaxSessions: f.maxSessions, MaxMessageBytes: f.maxMessageBytes,
 			RequestTimeout: f.requestTimeout, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
+			CaptureDir: f.captureDir, CaptureMaxBytes: f.captureMaxBytes,
 		})
 		srv, err := dap.Listen(hub, f.ide, f.executors)
 		if err != nil {
@@ -282,4 +288,14 @@ func writeReadyFile(path string, fields map[string]string) error {
 		return fmt.Errorf("--ready-file: %w", err)
 	}
 	return nil
+}
+
+// defaultCaptureDir is where captures go unless --capture-dir says:
+// sparkdap/captures under the user's cache directory.
+func defaultCaptureDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		d = os.TempDir()
+	}
+	return filepath.Join(d, "sparkdap", "captures")
 }

@@ -34,6 +34,8 @@ var vocab = map[string]string{
 	"ssh-identity":    "private key `file` for --ssh, like ssh -i (repeatable; default: ssh-agent, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)",
 	"ssh-known-hosts": "known_hosts `file` the gateway's host key is checked against",
 	"ssh-timeout":     "bound on reaching the gateway and the SSH handshake",
+	// Interpreters.
+	"python": "the Python `interpreter`",
 	// Logging.
 	"log-level":  "debug, info, warn or error",
 	"log-format": "console or json",

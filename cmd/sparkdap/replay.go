@@ -1,0 +1,84 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	pysrc "github.com/sparkdap/sparkdap/workerwrap/python"
+)
+
+func init() {
+	register("replay", "run a captured executor call (sparkdapCapture) again in your Python, against your local source", newReplayCmd)
+}
+
+type replayOptions struct {
+	python, debug string
+	force         bool
+}
+
+func newReplayCmd(stderr io.Writer) *cmdSpec {
+	o := &replayOptions{}
+	c := &cmdSpec{fs: newFlagSet("replay", stderr)}
+	defString(c.fs, &o.python, "python", "python3", "to replay in; it needs the capture's Python major.minor, and pyspark or cloudpickle to unpickle it")
+	c.fs.BoolVar(&o.force, "force", false, "replay a capture made by another Python major.minor anyway")
+	c.fs.StringVar(&o.debug, "debug", "", "run under debugpy listening on `HOST:PORT` and wait for your IDE to attach there before the call")
+	c.usage(stderr, "usage: sparkdap replay [--python PYTHON] [--debug HOST:PORT] [--force] CAPTURE\n\n"+
+		"Runs the function and arguments of a capture (the file a sparkdapCapture request wrote) in your Python and prints\n"+
+		"what it returns or raises. A top-level function of your driver script is compiled again from your local file,\n"+
+		"and one from an importable module is imported from it, so your edits take effect; a lambda or nested function\n"+
+		"runs as captured. Exit status: 0 it returned, 1 it raised, 2 the capture could not be replayed.\n\n"+
+		"Examples:\n  sparkdap replay ~/.cache/sparkdap/captures/parse-e1-20260101T120000.000.json\n"+
+		"  sparkdap replay --debug 127.0.0.1:5679 CAPTURE   # then attach VS Code to 127.0.0.1:5679\n\nFlags:\n")
+	c.run = func(args []string, stdout, stderr io.Writer) error { return replayRun(o, args, stdout, stderr) }
+	return c
+}
+
+func replayRun(o *replayOptions, args []string, stdout, stderr io.Writer) error {
+	if len(args) != 1 {
+		return fmt.Errorf("want one capture file, got %d arguments", len(args))
+	}
+	if _, err := os.Stat(args[0]); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "sparkdap-replay-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	script := filepath.Join(dir, "sparkdap_replay.py")
+	if err := os.WriteFile(script, []byte(pysrc.ReplaySource), 0o600); err != nil {
+		return err
+	}
+	pyArgs := []string{script, args[0]}
+	if o.debug != "" {
+		// pydevd misses breakpoints in frozen modules, and says so.
+		pyArgs = append([]string{"-X", "frozen_modules=off"}, pyArgs...)
+	}
+	if o.force {
+		pyArgs = append(pyArgs, "--force")
+	}
+	if o.debug != "" {
+		pyArgs = append(pyArgs, "--debug", o.debug)
+	}
+	cmd := exec.Command(o.python, pyArgs...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() > 0 {
+		// The replay said what happened; its status says which outcome.
+		return exitStatus(ee.ExitCode())
+	}
+	if err != nil {
+		return flagError("python", err)
+	}
+	return nil
+}
+
+// exitStatus ends the command with that status and no message of its own.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }

@@ -1,0 +1,344 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
+	"github.com/sparkdap/sparkdap/internal/testenv"
+)
+
+// captureJob stands in for a driver script whose function runs in an
+// executor: it connects to the proxy as a worker does and calls parse on
+// each row; the second row breaks it.
+const captureJob = `import os, sys
+
+def parse(row, scale=10):
+    value = int(row["n"])  # BREAKPOINT
+    return value * scale
+
+
+def main():
+    host, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    import debugpy
+    debugpy.connect((host, port), access_token=token)
+    for row in ({"n": "1"}, {"n": "x"}):
+        try:
+            print("RESULT", parse(row), flush=True)
+        except ValueError as exc:
+            print("FAILED", exc, flush=True)
+
+
+if __name__ == "__main__":
+    main()
+`
+
+// TestCaptureAndReplay: a real debugpy worker stops in a function; the IDE
+// captures the call through the proxy (sparkdapCapture); `sparkdap replay`
+// gives what the worker got (the value, then the exception); after the
+// local source is fixed, replay returns the fixed value; with --debug a
+// DAP client stops in the function with the captured argument. A capture
+// over the size cap is refused and says so.
+func TestCaptureAndReplay(t *testing.T) {
+	py := python(t)
+	ctx := testContext(t, 120*time.Second)
+	dir := t.TempDir()
+	capDir := filepath.Join(t.TempDir(), "captures")
+	script := filepath.Join(dir, "job.py")
+	if err := os.WriteFile(script, []byte(captureJob), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line := testenv.MarkedLine(t, script, "")
+	p := startProxy(t, ctx, "--root", dir, "--capture-dir", capDir)
+	c := dialIDE(t, ctx, p.IDE)
+	if _, err := c.Initialize(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Attach(ctx, map[string]any{}, func(ctx context.Context) error {
+		return setWorkerBreakpoint(ctx, c, script, line)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	host, port, err := splitHostPort(p.Executors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, "-X", "frozen_modules=off", script, host, port, p.Token)
+	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("worker output:\n%s", out.String())
+		}
+	})
+
+	type captured struct {
+		Path     string `json:"path"`
+		Bytes    int    `json:"bytes"`
+		Function string `json:"function"`
+	}
+	captureStop := func(extra map[string]any) (captured, int, error) {
+		st, err := c.StoppedEvent(ctx)
+		if err != nil {
+			t.Fatalf("no stop: %v", err)
+		}
+		frames, err := c.StackTrace(ctx, st.ThreadId)
+		if err != nil || len(frames) == 0 {
+			t.Fatalf("stackTrace: %v %v", frames, err)
+		}
+		args := map[string]any{"frameId": frames[0].Id}
+		for k, v := range extra {
+			args[k] = v
+		}
+		var got captured
+		err = c.Call(ctx, "sparkdapCapture", args, &got)
+		return got, st.ThreadId, err
+	}
+
+	// First stop: parse({"n": "1"}). A cap too small first, then a capture.
+	_, _, err = captureStop(map[string]any{"maxBytes": 50})
+	if err == nil || !strings.Contains(err.Error(), "over the cap of 50 bytes") {
+		t.Fatalf("capture over the cap: %v, want a refusal naming the cap", err)
+	}
+	// The refused capture left the thread stopped: capture it again.
+	frames := stackOf(t, ctx, c)
+	var ok captured
+	if err := c.Call(ctx, "sparkdapCapture", map[string]any{"frameId": frames[0].Id}, &ok); err != nil {
+		t.Fatalf("capture: %v", err)
+	}
+	if ok.Function != "parse" || filepath.Dir(ok.Path) != capDir {
+		t.Fatalf("capture answered %+v, want parse in %s", ok, capDir)
+	}
+	checkCaptureFile(t, ok.Path, script)
+	if err := c.Continue(ctx, threadOf(t, ctx, c)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Second stop: parse({"n": "x"}), which raises.
+	bad, tid, err := captureStop(nil)
+	if err != nil {
+		t.Fatalf("capture: %v", err)
+	}
+	if err := c.Continue(ctx, tid); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		t.Fatal("the worker did not finish")
+	}
+	if o := out.String(); !strings.Contains(o, "RESULT 10") || !strings.Contains(o, "FAILED invalid literal for int() with base 10: 'x'") {
+		t.Fatalf("worker output %q", o)
+	}
+
+	if rc, o := replay(t, ctx, ok.Path); rc != 0 || !strings.Contains(o, "returned 10") || !strings.Contains(o, "your local source") {
+		t.Errorf("replay of parse({'n': '1'}): status %d, output:\n%s", rc, o)
+	}
+	if rc, o := replay(t, ctx, bad.Path); rc != 1 || !strings.Contains(o, "raised ValueError: invalid literal for int() with base 10: 'x'") {
+		t.Errorf("replay of parse({'n': 'x'}): status %d, output:\n%s", rc, o)
+	}
+
+	// The developer fixes parse locally: replay runs the fix.
+	fixed := strings.Replace(captureJob, `value = int(row["n"])  # BREAKPOINT`, `value = int(row["n"]) if row["n"].isdigit() else -1  # BREAKPOINT`, 1)
+	if err := os.WriteFile(script, []byte(fixed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if rc, o := replay(t, ctx, bad.Path); rc != 0 || !strings.Contains(o, "returned -10") {
+		t.Errorf("replay after the fix: status %d, output:\n%s", rc, o)
+	}
+
+	// --debug: an IDE attaches and stops in parse with the captured row.
+	debugReplay(t, ctx, bad.Path, script, line)
+}
+
+func stackOf(t *testing.T, ctx context.Context, c *dapclient.Client) []dapFrame {
+	t.Helper()
+	frames, err := c.StackTrace(ctx, threadOf(t, ctx, c))
+	if err != nil || len(frames) == 0 {
+		t.Fatalf("stackTrace: %v %v", frames, err)
+	}
+	out := make([]dapFrame, len(frames))
+	for i, f := range frames {
+		out[i] = dapFrame{Id: f.Id}
+	}
+	return out
+}
+
+type dapFrame struct{ Id int }
+
+// threadOf is the thread of the last stop.
+func threadOf(t *testing.T, ctx context.Context, c *dapclient.Client) int {
+	t.Helper()
+	var tid int
+	for _, ev := range c.Events() {
+		if ev.Event != "stopped" {
+			continue
+		}
+		var b struct {
+			ThreadId int `json:"threadId"`
+		}
+		if err := json.Unmarshal(ev.Body, &b); err == nil {
+			tid = b.ThreadId
+		}
+	}
+	if tid == 0 {
+		t.Fatal("no stopped event seen")
+	}
+	return tid
+}
+
+// checkCaptureFile: the file is the user's only (0600), says what it
+// holds, and names the local source.
+func checkCaptureFile(t *testing.T, path, local string) {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("capture file mode %v, want 0600", fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Format, Contains, LocalFile, Payload string
+		Parameters                           []string
+		Versions                             map[string]string
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Format != "sparkdap-capture/1" || !strings.Contains(doc.Contains, "function parse and the arguments") ||
+		doc.LocalFile != local || doc.Payload == "" || strings.Join(doc.Parameters, ",") != "row,scale" || doc.Versions["python"] == "" {
+		t.Errorf("capture file: %+v", doc)
+	}
+}
+
+// replay runs `sparkdap replay` and returns its exit status and output.
+func replay(t *testing.T, ctx context.Context, capture string, extra ...string) (int, string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, sparkdapBinary(t), append(append([]string{"replay", "--python", python(t)}, extra...), capture)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), out.String()
+	}
+	if err != nil {
+		t.Fatalf("sparkdap replay: %v", err)
+	}
+	return 0, out.String()
+}
+
+func debugReplay(t *testing.T, ctx context.Context, capture, script string, line int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.CommandContext(ctx, sparkdapBinary(t), "replay", "--python", python(t), "--debug", addr, capture)
+	// A file, not a pipe: debugpy's adapter process inherits the output
+	// and outlives the replay, and Wait would wait for it to close a pipe.
+	outPath := filepath.Join(t.TempDir(), "replay.out")
+	f, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := fileText(outPath)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("replay --debug output:\n%s", out.String())
+		}
+	}()
+	var c *dapclient.Client
+	for i := 0; c == nil; i++ {
+		if strings.Contains(out.String(), "waiting for a debugger") {
+			if c, err = dapclient.Dial(ctx, addr); err != nil && i > 100 {
+				t.Fatalf("dial replay's debugpy: %v", err)
+			}
+		}
+		if i == 600 {
+			t.Fatal("replay --debug never listened")
+		}
+		if c == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	defer c.Close()
+	if _, err := c.Initialize(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Attach(ctx, map[string]any{"justMyCode": true}, func(ctx context.Context) error {
+		_, err := c.SetBreakpoints(ctx, script, line)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.StoppedEvent(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames, err := c.StackTrace(ctx, st.ThreadId)
+	if err != nil || len(frames) == 0 {
+		t.Fatalf("stackTrace: %v %v", frames, err)
+	}
+	if frames[0].Name != "parse" || frames[0].Line != line {
+		t.Errorf("stopped in %s line %d, want parse line %d", frames[0].Name, frames[0].Line, line)
+	}
+	ev, err := c.Evaluate(ctx, frames[0].Id, "row")
+	if err != nil || ev.Result != "{'n': 'x'}" {
+		t.Errorf("row in the replayed frame: %v %v, want {'n': 'x'}", ev, err)
+	}
+	if err := c.Continue(ctx, st.ThreadId); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		done <- err
+		if err != nil || !strings.Contains(out.String(), "returned -10") {
+			t.Errorf("replay --debug ended with %v, output:\n%s", err, out.String())
+		}
+	case <-ctx.Done():
+		t.Fatal("replay --debug did not finish after continue")
+	}
+}
+
+// fileText reads a file that is being written, as a syncbuf.Buffer would.
+type fileText string
+
+func (f fileText) String() string {
+	b, _ := os.ReadFile(string(f))
+	return string(b)
+}
