@@ -71,7 +71,12 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 			h.unwatchedStopLocked(es, tid)
 			return
 		}
-		es.learnThreadLocked(tid)
+		if !es.learnThreadLocked(tid) {
+			// Not shown, so resumed: a stop no one sees must not hold
+			// the task.
+			es.request("continue", map[string]any{"threadId": tid}, h.cfg.RequestTimeout, ignoreAnswer(es))
+			return
+		}
 		if es.stopped == nil {
 			es.stopped = map[int64]Message{}
 		}
@@ -94,8 +99,8 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		if body["reason"] == "exited" {
 			es.forgetThreadLocked(tid)
 			delete(es.stopped, tid)
-		} else {
-			es.learnThreadLocked(tid)
+		} else if !es.learnThreadLocked(tid) {
+			return
 		}
 	case "breakpoint":
 		h.breakpointEventLocked(es, m)

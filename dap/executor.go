@@ -98,6 +98,7 @@ type ExecutorSession struct {
 	threadsGen     uint64   // counts changes to threads, its names or its label
 	threadsJSON    []byte   // its entries of a merged threads answer, encoded; nil when to be rebuilt
 	threadsAsking  bool     // a threads request to it is in flight
+	threadsCapped  bool     // it named more threads than maxThreadsPerExecutor (logged once)
 	threadsWaiters []func() // merged threads requests waiting for that answer
 }
 

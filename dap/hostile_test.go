@@ -530,3 +530,38 @@ func TestBreakpointEditWhileExecutorLeaves(t *testing.T) {
 		t.Fatal("the Hub lock is held forever")
 	}
 }
+
+// TestThreadFloodIsBounded: an admitted executor that announces thread
+// after thread cannot grow the proxy's memory without end. Past
+// maxThreadsPerExecutor its thread events are dropped (nothing reaches
+// the IDE, no id is allocated), and a stop on such a thread is resumed
+// rather than left holding the task.
+func TestThreadFloodIsBounded(t *testing.T) {
+	p := startProxy(t, nil)
+	p.ide(false, nil) // merged root: events are forwarded, so ids would be allocated
+	f := p.executor(330, nil)
+	const flood = maxThreadsPerExecutor + 500
+	for i := range flood {
+		f.event("thread", map[string]any{"reason": "started", "threadId": 1000 + i})
+	}
+	over := int64(1000 + flood + 1)
+	f.event("stopped", map[string]any{"reason": "breakpoint", "threadId": over, "allThreadsStopped": false})
+	if _, err := f.awaitRequest("continue", func(m Message) bool {
+		id, _ := toInt(m.Arguments()["threadId"])
+		return id == over
+	}, 20*time.Second); err != nil {
+		t.Fatalf("a stop on a thread over the limit was not resumed: %v", err)
+	}
+	p.hub.mu.Lock()
+	var held int
+	for _, es := range p.hub.executors {
+		held += len(es.threads)
+	}
+	p.hub.mu.Unlock()
+	if held > maxThreadsPerExecutor+1 { // +1: the fake's own MainThread may come first
+		t.Errorf("the proxy holds %d threads of one executor, limit %d", held, maxThreadsPerExecutor)
+	}
+	if n := p.hub.ids.Len(kindThread); n > maxThreadsPerExecutor+1 {
+		t.Errorf("%d global thread ids allocated for one executor, limit %d", n, maxThreadsPerExecutor)
+	}
+}

@@ -18,12 +18,24 @@ import (
 // refreshes threads on every stopped event (nvim-dap, VS Code) thus costs a
 // copy of the cached entries, not one round trip per executor per stop.
 
+// maxThreadsPerExecutor bounds the threads the proxy remembers for one
+// executor (its thread list and their global ids). A Python worker has a
+// handful; an executor that names more is broken or hostile, and without
+// a bound one that holds the token could grow the proxy's memory without
+// end by announcing new thread ids.
+const maxThreadsPerExecutor = 1024
+
 // learnThreadLocked notes a thread pydevd reported (thread started, or a
 // stop or resume on a thread the proxy had not heard of). A new thread makes
 // the executor's list incomplete until pydevd names it in a threads answer.
-func (es *ExecutorSession) learnThreadLocked(tid int64) {
+// It reports false, and remembers nothing, for a new thread over
+// maxThreadsPerExecutor: the caller drops what named it.
+func (es *ExecutorSession) learnThreadLocked(tid int64) bool {
 	if _, ok := es.threads[tid]; ok {
-		return
+		return true
+	}
+	if !es.roomForThreadLocked(len(es.threads)) {
+		return false
 	}
 	if es.threads == nil {
 		es.threads = map[int64]string{}
@@ -32,6 +44,21 @@ func (es *ExecutorSession) learnThreadLocked(tid int64) {
 	es.threadOrder = append(es.threadOrder, tid)
 	es.threadsKnown = false
 	es.threadsChangedLocked()
+	return true
+}
+
+// roomForThreadLocked reports whether an executor that has n threads may
+// have one more, and logs the first refusal.
+func (es *ExecutorSession) roomForThreadLocked(n int) bool {
+	if n < maxThreadsPerExecutor {
+		return true
+	}
+	if !es.threadsCapped {
+		es.threadsCapped = true
+		es.logger().Warn().Int("limit", maxThreadsPerExecutor).
+			Msg("executor named more threads than the limit: events and entries about further threads are dropped")
+	}
+	return false
 }
 
 // forgetThreadLocked drops a thread that exited. What is left stays as
@@ -96,6 +123,9 @@ func (es *ExecutorSession) absorbThreadsLocked(m Message, gen uint64) {
 	for _, e := range entries {
 		if _, dup := es.threads[e.id]; dup {
 			continue
+		}
+		if !es.roomForThreadLocked(len(es.threads)) {
+			break
 		}
 		es.threads[e.id] = e.name
 		es.threadOrder = append(es.threadOrder, e.id)
