@@ -104,7 +104,12 @@ func testContext(t *testing.T, d time.Duration) context.Context {
 type proxy struct {
 	IDE, Executors, Token string
 	stderr                *syncbuf.Buffer
+	stop                  func() // SIGTERM, then wait for the exit; once
 }
+
+// Stop ends serve as a user's Ctrl-C or a supervisor would, and returns
+// once it has exited (its last words are then in Log).
+func (p *proxy) Stop() { p.stop() }
 
 // Log is everything the proxy has written to stderr so far.
 func (p *proxy) Log() string { return p.stderr.String() }
@@ -124,16 +129,22 @@ func startProxy(t *testing.T, ctx context.Context, extra ...string) *proxy {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	var once sync.Once
+	p.stop = func() {
+		once.Do(func() {
+			// SIGTERM first so a shutdown bug shows up in the log, then force.
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+				t.Errorf("sparkdap serve ignored SIGTERM for 5s")
+			}
+		})
+	}
 	t.Cleanup(func() {
-		// SIGTERM first so a shutdown bug shows up in the log, then force.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("sparkdap serve ignored SIGTERM for 5s")
-		}
+		p.stop()
 		if strings.Contains(p.Log(), "WARNING: DATA RACE") {
 			t.Errorf("the race detector caught a data race in sparkdap serve")
 		}

@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -196,7 +198,22 @@ func TestHostileClusterAgainstServe(t *testing.T) {
 	if summaryRefusals > 6 || loud-before > 20 {
 		t.Errorf("300 refused hellos wrote %d summary lines and %d log lines above debug to serve's terminal:\n%s", summaryRefusals, loud-before, tail(log, 3000))
 	}
+
+	// When serve ends, the refusals it was still counting are summed up:
+	// every forged hello is accounted for on the terminal, none silently.
+	p.Stop()
+	counted := 0
+	for _, m := range moreRefused.FindAllStringSubmatch(p.Log(), -1) {
+		n, _ := strconv.Atoi(m[1])
+		counted += n
+	}
+	if counted < 299 {
+		t.Errorf("serve's summary accounts for %d of the 300 forged hellos after the first (want at least 299: the count still open at exit must be printed):\n%s", counted, tail(p.Log(), 2000))
+	}
 }
+
+// moreRefused matches the refusal log's sum line for loopback peers.
+var moreRefused = regexp.MustCompile(`… (\d+) more refused from 127\.0\.0\.1 `)
 
 // forgedHello is a SPARKDAP/2 hello from a peer without the token: it
 // ignores the proxy's proof and sends its description with a made-up proof.

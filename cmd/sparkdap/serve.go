@@ -156,6 +156,9 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 			RequestTimeout: f.requestTimeout, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
 			CaptureDir: f.captureDir, CaptureMaxBytes: f.captureMaxBytes,
 		})
+		// On the way out: the refusals still being counted are summed up,
+		// so the terminal accounts for every worker that ran undebugged.
+		defer hub.Close()
 		srv, err := dap.Listen(hub, f.ide, f.executors)
 		if err != nil {
 			return err
