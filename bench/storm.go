@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/dapclient"
 )
 
 // The stop storm: N executors stop at once, and the IDE does what nvim-dap
@@ -73,7 +75,7 @@ type stormConn struct {
 	seq  int
 
 	mu      sync.Mutex
-	pending map[int]func(stormMsg)
+	pending map[int]func(dapclient.Envelope)
 
 	onStopped func(tid int)
 	onStart   func(seq int, args json.RawMessage) // startDebugging reverse request
@@ -82,25 +84,13 @@ type stormConn struct {
 	err       error
 }
 
-type stormMsg struct {
-	Seq        int             `json:"seq"`
-	Type       string          `json:"type"`
-	Command    string          `json:"command"`
-	Event      string          `json:"event"`
-	RequestSeq int             `json:"request_seq"`
-	Success    bool            `json:"success"`
-	Message    string          `json:"message"`
-	Body       json.RawMessage `json:"body"`
-	Arguments  json.RawMessage `json:"arguments"`
-}
-
 func dialStorm(ctx context.Context, addr string, onStopped func(int)) (*stormConn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	s := &stormConn{conn: c, pending: map[int]func(stormMsg){}, onStopped: onStopped,
+	s := &stormConn{conn: c, pending: map[int]func(dapclient.Envelope){}, onStopped: onStopped,
 		initDone: make(chan struct{}), done: make(chan struct{})}
 	go s.read()
 	return s, nil
@@ -121,7 +111,7 @@ func (s *stormConn) read() {
 			s.fail(err)
 			return
 		}
-		var m stormMsg
+		var m dapclient.Envelope
 		if err := json.Unmarshal(body, &m); err != nil {
 			s.fail(err)
 			return
@@ -164,10 +154,10 @@ func (s *stormConn) fail(err error) {
 		s.err = err
 	}
 	cbs := s.pending
-	s.pending = map[int]func(stormMsg){}
+	s.pending = map[int]func(dapclient.Envelope){}
 	s.mu.Unlock()
 	for _, cb := range cbs {
-		cb(stormMsg{Message: "connection closed: " + err.Error()})
+		cb(dapclient.Envelope{Message: "connection closed: " + err.Error()})
 	}
 }
 
@@ -185,7 +175,7 @@ func (s *stormConn) write(m map[string]any) error {
 }
 
 // send sends a request; cb gets its response on the reader goroutine.
-func (s *stormConn) send(command string, args any, cb func(stormMsg)) error {
+func (s *stormConn) send(command string, args any, cb func(dapclient.Envelope)) error {
 	s.wmu.Lock()
 	s.seq++
 	seq := s.seq
@@ -205,10 +195,10 @@ func (s *stormConn) send(command string, args any, cb func(stormMsg)) error {
 }
 
 // call is send made synchronous.
-func (s *stormConn) call(ctx context.Context, command string, args any) (stormMsg, error) {
-	ch := make(chan stormMsg, 1)
-	if err := s.send(command, args, func(m stormMsg) { ch <- m }); err != nil {
-		return stormMsg{}, err
+func (s *stormConn) call(ctx context.Context, command string, args any) (dapclient.Envelope, error) {
+	ch := make(chan dapclient.Envelope, 1)
+	if err := s.send(command, args, func(m dapclient.Envelope) { ch <- m }); err != nil {
+		return dapclient.Envelope{}, err
 	}
 	select {
 	case m := <-ch:
@@ -217,7 +207,7 @@ func (s *stormConn) call(ctx context.Context, command string, args any) (stormMs
 		}
 		return m, nil
 	case <-ctx.Done():
-		return stormMsg{}, fmt.Errorf("%s: %w", command, ctx.Err())
+		return dapclient.Envelope{}, fmt.Errorf("%s: %w", command, ctx.Err())
 	}
 }
 
@@ -281,7 +271,7 @@ func (ide *stormIDE) onStop(s *stormConn, tid int) {
 	ide.mu.Lock()
 	ide.stops[s] = append(ide.stops[s], tid)
 	ide.mu.Unlock()
-	err := s.send("threads", nil, func(m stormMsg) {
+	err := s.send("threads", nil, func(m dapclient.Envelope) {
 		if !m.Success {
 			ide.note(fmt.Errorf("threads: %s", m.Message))
 		}
@@ -299,7 +289,7 @@ func (ide *stormIDE) onStop(s *stormConn, tid int) {
 		if !found {
 			ide.note(fmt.Errorf("stopped thread %d not in the threads answer (%d threads)", tid, len(b.Threads)))
 		}
-		err := s.send("stackTrace", map[string]any{"threadId": tid, "startFrame": 0, "levels": 20}, func(m stormMsg) {
+		err := s.send("stackTrace", map[string]any{"threadId": tid, "startFrame": 0, "levels": 20}, func(m dapclient.Envelope) {
 			if !m.Success {
 				ide.note(fmt.Errorf("stackTrace: %s", m.Message))
 			}
@@ -405,7 +395,7 @@ func (ide *stormIDE) resumeAll(ctx context.Context) error {
 	for s, tids := range stops {
 		for _, tid := range tids {
 			wg.Add(1)
-			err := s.send("continue", map[string]any{"threadId": tid}, func(m stormMsg) {
+			err := s.send("continue", map[string]any{"threadId": tid}, func(m dapclient.Envelope) {
 				if !m.Success {
 					firstErr.CompareAndSwap(nil, "continue: "+m.Message)
 				}

@@ -268,8 +268,10 @@ func (c *Client) writeLocked(ctx context.Context, msg any) error {
 	return err
 }
 
-// envelope holds the fields of any incoming protocol message.
-type envelope struct {
+// Envelope is any DAP message read off the wire: the fields of requests,
+// responses and events side by side, bodies and arguments left raw for the
+// caller to decode into what it expects.
+type Envelope struct {
 	Seq        int             `json:"seq"`
 	Type       string          `json:"type"`
 	Command    string          `json:"command"`
@@ -292,7 +294,7 @@ func (c *Client) readLoop() {
 			break
 		}
 		c.tracef("dapclient <- %s", content)
-		var m envelope
+		var m Envelope
 		if err = json.Unmarshal(content, &m); err != nil {
 			err = fmt.Errorf("dapclient: malformed message %q: %w", content, err)
 			break
