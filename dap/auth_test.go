@@ -83,32 +83,13 @@ func TestIDETokenRefusals(t *testing.T) {
 	// The right token: a root session attaches, and an executor's child
 	// session, opened from the proxy's startDebugging, carries the token
 	// without the user doing anything.
-	root, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	children := root.FollowChildren(p.ctx, nil)
-	if _, err := root.Initialize(p.ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := root.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach", IDETokenArg: testIDEToken}, nil); err != nil {
-		t.Fatalf("attach with the right token: %v", err)
-	}
+	_, children := p.childRoot(map[string]any{IDETokenArg: testIDEToken}, nil)
 	f := p.executor(7, nil)
-	select {
-	case child := <-children:
-		if child.Err != nil {
-			t.Fatalf("child session with the inherited token: %v", child.Err)
-		}
-		defer child.Client.Close()
-		var cfg map[string]any
-		_ = json.Unmarshal(child.Config.Configuration, &cfg)
-		if cfg[IDETokenArg] != testIDEToken {
-			t.Errorf("startDebugging configuration lacks the IDE token: %v", cfg)
-		}
-	case <-p.ctx.Done():
-		t.Fatal("no child session started")
+	child := p.nextChild(children) // its attach carries the token it inherited
+	var cfg map[string]any
+	_ = json.Unmarshal(child.Config.Configuration, &cfg)
+	if cfg[IDETokenArg] != testIDEToken {
+		t.Errorf("startDebugging configuration lacks the IDE token: %v", cfg)
 	}
 	attach := f.waitRequest("attach", nil)
 	if _, leaked := attach.Arguments()[IDETokenArg]; leaked {

@@ -245,18 +245,7 @@ func TestChildSessionGetsEachStopOnce(t *testing.T) {
 // life), and its threads after the task it runs now (issue 19 item 2).
 func TestChildSessionLabelsFollowTheTask(t *testing.T) {
 	p := startProxy(t, nil)
-	root, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	children := root.FollowChildren(p.ctx, nil)
-	if _, err := root.Initialize(p.ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := root.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, children := p.childRoot(nil, nil)
 	f := p.executor(42, nil)
 	task := func(stage, partition, attempt int) {
 		f.event("sparkdapTask", map[string]any{"executorId": "3", "host": "worker-1", "pid": 42,
@@ -264,15 +253,7 @@ func TestChildSessionLabelsFollowTheTask(t *testing.T) {
 			"label": fmt.Sprintf("stage %d · partition %d · attempt 0", stage, partition)})
 	}
 	task(3, 1, 11)
-	var child dapclient.Child
-	select {
-	case child = <-children:
-	case <-p.ctx.Done():
-		t.Fatal("no child session was started")
-	}
-	if child.Err != nil {
-		t.Fatal(child.Err)
-	}
+	child := p.nextChild(children)
 	t.Cleanup(func() { child.Client.Close() })
 	var cfg map[string]any
 	if err := json.Unmarshal(child.Config.Configuration, &cfg); err != nil {

@@ -19,30 +19,9 @@ func disconnectingSession(t *testing.T, p *testProxy, child bool) *dapclient.Cli
 	if !child {
 		return p.ide(false, nil)
 	}
-	root, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	children := root.FollowChildren(p.ctx, nil)
-	if _, err := root.Initialize(p.ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := root.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, children := p.childRoot(nil, nil)
 	p.executor(51, nil)
-	select {
-	case ch := <-children:
-		if ch.Err != nil {
-			t.Fatal(ch.Err)
-		}
-		t.Cleanup(func() { ch.Client.Close() })
-		return ch.Client
-	case <-p.ctx.Done():
-		t.Fatal("no child session was started")
-	}
-	return nil
+	return p.nextChild(children).Client
 }
 
 // TestClientClosesAfterDisconnect: a client that closes its connection
@@ -140,30 +119,9 @@ func TestChildDisconnectAnsweredAfterTerminated(t *testing.T) {
 			t.Logf("proxy log:\n%s", logs)
 		}
 	})
-	root, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	children := root.FollowChildren(p.ctx, nil)
-	if _, err := root.Initialize(p.ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := root.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, children := p.childRoot(nil, nil)
 	f := p.executor(52, nil)
-	var c *dapclient.Client
-	select {
-	case ch := <-children:
-		if ch.Err != nil {
-			t.Fatal(ch.Err)
-		}
-		c = ch.Client
-		t.Cleanup(func() { c.Close() })
-	case <-p.ctx.Done():
-		t.Fatal("no child session was started")
-	}
+	c := p.nextChild(children).Client
 	f.Close() // the worker exits
 	if _, err := c.WaitEvent(p.ctx, "terminated", nil); err != nil {
 		t.Fatal(err)

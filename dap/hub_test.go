@@ -73,6 +73,48 @@ func (p *testProxy) ide(childSessions bool, configure func(ctx context.Context, 
 	return c
 }
 
+// childRoot attaches a root session that opens a child session per
+// executor, as VS Code does (attach arguments: type, request and extra).
+// Each child is set up with configure (nil: nothing before
+// configurationDone) and arrives on the channel; nextChild takes it.
+func (p *testProxy) childRoot(extra map[string]any, configure func(ctx context.Context, child *dapclient.Client) error) (*dapclient.Client, <-chan dapclient.Child) {
+	p.t.Helper()
+	root, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { root.Close() })
+	children := root.FollowChildren(p.ctx, configure)
+	if _, err := root.Initialize(p.ctx, true); err != nil {
+		p.t.Fatal(err)
+	}
+	args := map[string]any{"type": "debugpy", "request": "attach"}
+	for k, v := range extra {
+		args[k] = v
+	}
+	if err := root.Attach(p.ctx, args, nil); err != nil {
+		p.t.Fatalf("root attach: %v", err)
+	}
+	return root, children
+}
+
+// nextChild waits for the next child session a childRoot opens; it is
+// closed when the test ends.
+func (p *testProxy) nextChild(children <-chan dapclient.Child) dapclient.Child {
+	p.t.Helper()
+	select {
+	case child := <-children:
+		if child.Err != nil {
+			p.t.Fatalf("child session: %v", child.Err)
+		}
+		p.t.Cleanup(func() { child.Client.Close() })
+		return child
+	case <-p.ctx.Done():
+		p.t.Fatal("no child session was started")
+	}
+	return dapclient.Child{}
+}
+
 // executor connects a fake pydevd and waits until the proxy has put it in
 // service.
 func (p *testProxy) executor(pid int, verify func(string, int) (bool, string)) *fakePydevd {
@@ -413,34 +455,14 @@ func TestIDEDisconnectResumesAndClears(t *testing.T) {
 
 func TestChildSessionPerExecutor(t *testing.T) {
 	p := startProxy(t, nil)
-	root, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	children := root.FollowChildren(p.ctx, func(ctx context.Context, child *dapclient.Client) error {
+	root, children := p.childRoot(nil, func(ctx context.Context, child *dapclient.Client) error {
 		_, err := child.SetBreakpoints(ctx, "/job/udf.py", 5)
 		return err
 	})
-	if _, err := root.Initialize(p.ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := root.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
-		t.Fatal(err)
-	}
 	f := p.executor(42, nil)
 	f.event("sparkdapTask", map[string]any{"executorId": "3", "host": "worker-1", "pid": 42, "stageId": 3,
 		"partitionId": 7, "attemptNumber": 0, "taskAttemptId": 11, "label": "stage 3 · partition 7 · attempt 0"})
-	var child dapclient.Child
-	select {
-	case child = <-children:
-	case <-p.ctx.Done():
-		t.Fatal("no child session was started")
-	}
-	if child.Err != nil {
-		t.Fatal(child.Err)
-	}
-	defer child.Client.Close()
+	child := p.nextChild(children)
 	var cfg map[string]any
 	_ = json.Unmarshal(child.Config.Configuration, &cfg)
 	if name, _ := cfg["name"].(string); !strings.Contains(name, "exec 3") || !strings.Contains(name, "pid 42") {

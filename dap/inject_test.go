@@ -15,7 +15,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/worker"
 )
@@ -65,18 +64,7 @@ func checkSummary(t *testing.T, out string) {
 func TestClusterTextCannotDriveTheTerminal(t *testing.T) {
 	var summary syncbuf.Buffer
 	p := startProxy(t, func(c *Config) { c.Summary = &summary })
-	root, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	children := root.FollowChildren(p.ctx, nil)
-	if _, err := root.Initialize(p.ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := root.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, children := p.childRoot(nil, nil)
 	addr := p.srv.ExecutorAddr().String()
 	fields := map[string]any{"host": evil, "executorId": evil, "label": evil}
 	hello := func(token string, pid int) map[string]any {
@@ -95,16 +83,7 @@ func TestClusterTextCannotDriveTheTerminal(t *testing.T) {
 	f := dialFake(t, addr, testToken, 42)
 	f.SetFramePath("/job/" + evil + ".py")
 	f.waitRequest("configurationDone", nil)
-	var child dapclient.Child
-	select {
-	case child = <-children:
-	case <-p.ctx.Done():
-		t.Fatal("no child session was started")
-	}
-	if child.Err != nil {
-		t.Fatal(child.Err)
-	}
-	defer child.Client.Close()
+	child := p.nextChild(children)
 	var cfg map[string]any
 	_ = json.Unmarshal(child.Config.Configuration, &cfg)
 	name, _ := cfg["name"].(string)
