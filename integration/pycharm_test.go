@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	sdworker "github.com/sparkdap/sparkdap/worker"
+
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/pycharm"
@@ -217,6 +219,13 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	}
 	if th.StopReason != fmt.Sprint(pycharm.CmdSetBreak) {
 		t.Errorf("stop reason %q, want %d (breakpoint)", th.StopReason, pycharm.CmdSetBreak)
+	}
+	// PyCharm cannot mark a frame as a library frame: the wrapper's and
+	// PySpark daemon's frames under every stop are not sent at all.
+	for _, f := range th.Frames {
+		if sdworker.IsPlumbingFile(f.File) {
+			t.Errorf("PyCharm was shown a frame of %s (%s line %d) under the stop", f.File, f.Name, f.Line)
+		}
 	}
 
 	// The thread was announced with the task's label.

@@ -817,7 +817,7 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 	case CmdThreadKill:
 		delete(e.threads, strings.TrimSpace(PyUnquote(m.Payload)))
 	}
-	m.Payload = RewriteFrameFiles(m.Payload, e.paths.toLocal)
+	m.Payload = RewriteFrameFiles(DropPlumbingFrames(m.Payload), e.paths.toLocal)
 	if m.ID == CmdThreadCreate || m.ID == CmdReturn {
 		m.Payload = PrefixThreadNames(m.Payload, e.label)
 	}

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // Command ids of pydevd's line protocol, from _pydevd_bundle/
@@ -315,6 +317,44 @@ func RewriteFrameFiles(quoted string, f func(remote string) string) string {
 		return quoted
 	}
 	return PyQuote(out, payloadSafe)
+}
+
+// frameElemRE is one <frame …>…</frame> element of a thread's stack as
+// pydevd writes it (make_thread_stack_str), its file attribute captured.
+var frameElemRE = regexp.MustCompile(`(?s)<frame\s[^>]*?\bfile="([^"]*)"[^>]*>.*?</frame>`)
+
+// DropPlumbingFrames removes from a payload as pydevd sent it (quoted) the
+// frames of the files that run every worker before the user's code
+// (worker.IsPlumbingFile: the wrapper, PySpark's daemon). PyCharm has no
+// way to show a frame as a library frame, so under every stop it listed
+// remote_debug.py's frames as if they were the user's. A stack that would
+// be left empty keeps its frames: a stop inside the wrapper itself shows
+// where it is. The payload is returned byte for byte when nothing goes.
+func DropPlumbingFrames(quoted string) string {
+	if !strings.Contains(quoted, "frame") {
+		return quoted
+	}
+	text := PyUnquote(quoted)
+	frames := frameElemRE.FindAllStringSubmatchIndex(text, -1)
+	plumbing := 0
+	for _, f := range frames {
+		if worker.IsPlumbingFile(xmlUnescaper.Replace(text[f[2]:f[3]])) {
+			plumbing++
+		}
+	}
+	if plumbing == 0 || plumbing == len(frames) {
+		return quoted
+	}
+	var b strings.Builder
+	last := 0
+	for _, f := range frames {
+		if worker.IsPlumbingFile(xmlUnescaper.Replace(text[f[2]:f[3]])) {
+			b.WriteString(text[last:f[0]])
+			last = f[1]
+		}
+	}
+	b.WriteString(text[last:])
+	return PyQuote(b.String(), payloadSafe)
 }
 
 // PrefixThreadNames prefixes the name of every <thread> in a payload as

@@ -136,6 +136,40 @@ func TestRewriteFrameFiles(t *testing.T) {
 	}
 }
 
+func TestDropPlumbingFrames(t *testing.T) {
+	frame := func(id, name, file string) string {
+		return `<frame id="` + id + `" name="` + name + `" file="` + file + `" line="3"></frame>`
+	}
+	suspend := func(frames ...string) string {
+		return `<xml><thread id="pid_1_id_2" stop_reason="111">` + strings.Join(frames, "") + `</thread></xml>`
+	}
+	user := frame("9", "scale", "/tmp/userFiles-x/math_udf.py")
+	spark := frame("8", "main", "/opt/spark/python/lib/pyspark.zip/pyspark/worker.py")
+	wrapper := frame("7", "_run", "/tmp/spark-1/remote_debug.py")
+	daemon := frame("6", "manager", "/opt/spark/python/lib/pyspark.zip/pyspark/daemon.py")
+	for _, tc := range []struct {
+		name     string
+		in, want string
+	}{
+		{"wrapper and daemon frames go", suspend(user, spark, wrapper, wrapper, daemon), suspend(user, spark)},
+		{"nothing to drop", suspend(user, spark), suspend(user, spark)},
+		{"a stop inside the wrapper keeps its frames", suspend(wrapper, daemon), suspend(wrapper, daemon)},
+		{"a user file named like the daemon elsewhere stays", suspend(user, frame("5", "f", "/home/dev/daemon.py")), suspend(user, frame("5", "f", "/home/dev/daemon.py"))},
+		{"a thread stack answer (no thread element)", user + wrapper, user},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := PyQuote(tc.in, payloadSafe)
+			out := DropPlumbingFrames(in)
+			if got := PyUnquote(out); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			if tc.in == tc.want && out != in {
+				t.Errorf("the payload changed though no frame went")
+			}
+		})
+	}
+}
+
 func TestPrefixThreadNames(t *testing.T) {
 	in := PyQuote(`<xml><thread name="`+PyQuote("Main Thread", nameSafe)+`" id="pid_1_id_2" /></xml>`, payloadSafe)
 	out := PrefixThreadNames(in, "[exec 1 · p 0] ")
