@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -94,16 +95,17 @@ func (d *doctor) checkArchivePython(ctx context.Context, py, why, archive, insid
 	return d.checkPythonAt(ctx, name+", unpacked here to check", unpacked, unpacked)
 }
 
+// maxUnpackBytes caps what doctor writes when it unpacks an archive: a
+// packed conda environment is a few GiB, and a corrupt or hostile archive
+// must not fill the disk.
+var maxUnpackBytes int64 = 16 << 30 // a variable for tests
+
 // unpackArchive unpacks a .tar.gz, .tgz, .tar or .zip into dir, refusing
-// entries that would land outside it.
+// entries that would land outside it, entries that go through a symlink
+// the archive made (a link to / and then etc/passwd), and more than
+// maxUnpackBytes in all.
 func unpackArchive(archive, dir string) error {
-	within := func(name string) (string, error) {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if p != dir && !strings.HasPrefix(p, dir+string(filepath.Separator)) {
-			return "", fmt.Errorf("entry %q is outside the archive", name)
-		}
-		return p, nil
-	}
+	u := &unpacker{dir: filepath.Clean(dir), budget: maxUnpackBytes}
 	lower := strings.ToLower(archive)
 	if strings.HasSuffix(lower, ".zip") || strings.HasSuffix(lower, ".jar") {
 		zr, err := zip.OpenReader(archive)
@@ -112,24 +114,21 @@ func unpackArchive(archive, dir string) error {
 		}
 		defer zr.Close()
 		for _, f := range zr.File {
-			p, err := within(f.Name)
-			if err != nil {
-				return err
-			}
 			if f.FileInfo().IsDir() {
-				if err := os.MkdirAll(p, 0o755); err != nil {
+				if _, err := u.mkdir(f.Name, true); err != nil {
 					return err
 				}
 				continue
 			}
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			p, err := u.mkdir(f.Name, false)
+			if err != nil {
 				return err
 			}
 			rc, err := f.Open()
 			if err != nil {
 				return err
 			}
-			err = writeFileFrom(p, rc, f.Mode().Perm())
+			err = u.writeFile(p, f.Name, rc, f.Mode().Perm())
 			rc.Close()
 			if err != nil {
 				return err
@@ -160,21 +159,20 @@ func unpackArchive(archive, dir string) error {
 		if err != nil {
 			return err
 		}
-		p, err := within(h.Name)
-		if err != nil {
-			return err
-		}
 		switch h.Typeflag {
 		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
+			_, err = u.mkdir(h.Name, true)
 		case tar.TypeReg:
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = writeFileFrom(p, tr, os.FileMode(h.Mode).Perm())
+			var p string
+			if p, err = u.mkdir(h.Name, false); err == nil {
+				err = u.writeFile(p, h.Name, tr, os.FileMode(h.Mode).Perm())
 			}
 		case tar.TypeSymlink:
 			// A venv's bin/python links to its base interpreter, as on
-			// the executors.
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+			// the executors: the link may point anywhere, but nothing is
+			// ever written through it (mkdir refuses to).
+			var p string
+			if p, err = u.mkdir(h.Name, false); err == nil {
 				err = os.Symlink(h.Linkname, p)
 			}
 		}
@@ -184,12 +182,62 @@ func unpackArchive(archive, dir string) error {
 	}
 }
 
-func writeFileFrom(p string, r io.Reader, perm os.FileMode) error {
+// unpacker places an archive's entries under dir.
+type unpacker struct {
+	dir    string
+	budget int64 // bytes still allowed
+}
+
+// mkdir makes the directories an entry needs under u.dir (the entry
+// itself too when isDir) and returns the entry's path. Each directory on
+// the way is made or checked with Lstat: one that is a symlink (the
+// archive's own, made by an earlier entry) is refused, so no entry lands
+// outside u.dir through it.
+func (u *unpacker) mkdir(name string, isDir bool) (string, error) {
+	p := filepath.Join(u.dir, filepath.FromSlash(name))
+	if p == u.dir {
+		return p, nil
+	}
+	if !strings.HasPrefix(p, u.dir+string(filepath.Separator)) {
+		return "", fmt.Errorf("entry %q is outside the archive", name)
+	}
+	rel := strings.Split(strings.TrimPrefix(p, u.dir+string(filepath.Separator)), string(filepath.Separator))
+	if !isDir {
+		rel = rel[:len(rel)-1]
+	}
+	at := u.dir
+	for _, c := range rel {
+		at = filepath.Join(at, c)
+		fi, err := os.Lstat(at)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := os.Mkdir(at, 0o755); err != nil {
+				return "", err
+			}
+		case err != nil:
+			return "", err
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return "", fmt.Errorf("entry %q goes through the symlink %s the archive made: refused", name, strings.TrimPrefix(at, u.dir+string(filepath.Separator)))
+		case !fi.IsDir():
+			return "", fmt.Errorf("entry %q needs %s to be a directory, and the archive made it a file", name, strings.TrimPrefix(at, u.dir+string(filepath.Separator)))
+		}
+	}
+	return p, nil
+}
+
+// writeFile writes one file entry; O_EXCL refuses an existing path,
+// a symlink included, so nothing is written through one.
+func (u *unpacker) writeFile(p, name string, r io.Reader, perm os.FileMode) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm|0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, r); err != nil {
+	n, err := io.Copy(f, io.LimitReader(r, u.budget+1))
+	u.budget -= n
+	if err == nil && u.budget < 0 {
+		err = fmt.Errorf("the archive unpacks to more than %d GiB (at entry %q): refused", maxUnpackBytes>>30, name)
+	}
+	if err != nil {
 		f.Close()
 		return err
 	}
