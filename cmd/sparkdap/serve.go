@@ -48,6 +48,7 @@ type serveOptions struct {
 	requestTimeout      time.Duration
 	merged              bool
 	captureDir          string
+	control             string
 	captureMaxBytes     int
 	root                string
 	maps                stringList
@@ -74,6 +75,7 @@ func newServeCmd(stderr io.Writer) *cmdSpec {
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "how long the IDE waits for an executor's answer")
 	fs.StringVar(&f.captureDir, "capture-dir", defaultCaptureDir(), "where sparkdapCapture writes capture files for `sparkdap replay` (created mode 0700)")
 	fs.IntVar(&f.captureMaxBytes, "capture-max-bytes", dap.DefaultCaptureMaxBytes, "largest capture (pickled function and arguments) taken from an executor")
+	defString(fs, &f.control, "control", "", "")
 	fs.BoolVar(&f.merged, "merged", false, "show all executors' threads in one session even if the client supports child sessions")
 	fs.StringVar(&f.root, "root", ".", "local project root: executor paths are mapped to the Python files under it")
 	fs.Var(&f.maps, "map", "REMOTE_PREFIX=LOCAL_PREFIX path rule, tried first; REMOTE may be a regular expression (repeatable)")
@@ -161,7 +163,29 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stderr, "sparkdap: IDE port %s (attach your debugger here), executor port %s\n", srv.IDEAddr(), srv.ExecutorAddr())
-		serve, handle = srv.Serve, hub.ServeExecutor
+		control := f.control
+		if control == "" {
+			control = controlPathFor(srv.IDEAddr().String())
+		}
+		cl, err := listenControl(control)
+		if err != nil {
+			// The process ends with this error: it closes the listeners.
+			return flagError("control", err)
+		}
+		fmt.Fprintf(stderr, "sparkdap: control socket %s (sparkdap capture)\n", control)
+		ready["control"] = control
+		serve, handle = func(ctx context.Context) error {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			ctrl := make(chan error, 1)
+			go func() { ctrl <- hub.ServeControl(ctx, cl) }()
+			err := srv.Serve(ctx)
+			cancel()
+			if cerr := <-ctrl; err == nil {
+				err = cerr
+			}
+			return err
+		}, hub.ServeExecutor
 		ready["ide"], ready["executors"] = srv.IDEAddr().String(), srv.ExecutorAddr().String()
 		if view != nil {
 			view.start(hub, srv.IDEAddr().String(), srv.ExecutorAddr().String())
