@@ -168,24 +168,31 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 			control = controlPathFor(srv.IDEAddr().String())
 		}
 		cl, err := listenControl(control)
-		if err != nil {
+		switch {
+		case err != nil && f.control != "":
 			// The process ends with this error: it closes the listeners.
 			return flagError("control", err)
-		}
-		fmt.Fprintf(stderr, "sparkdap: control socket %s (sparkdap capture)\n", control)
-		ready["control"] = control
-		serve, handle = func(ctx context.Context) error {
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			ctrl := make(chan error, 1)
-			go func() { ctrl <- hub.ServeControl(ctx, cl) }()
-			err := srv.Serve(ctx)
-			cancel()
-			if cerr := <-ctrl; err == nil {
-				err = cerr
+		case err != nil:
+			// Debugging works without it; only `sparkdap capture` does not.
+			logger.Warn().Err(err).Msg("no control socket: sparkdap capture cannot reach this proxy (give --control PATH for one)")
+			serve = srv.Serve
+		default:
+			fmt.Fprintf(stderr, "sparkdap: control socket %s (sparkdap capture)\n", control)
+			ready["control"] = control
+			serve = func(ctx context.Context) error {
+				ctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				ctrl := make(chan error, 1)
+				go func() { ctrl <- hub.ServeControl(ctx, cl) }()
+				err := srv.Serve(ctx)
+				cancel()
+				if cerr := <-ctrl; err == nil {
+					err = cerr
+				}
+				return err
 			}
-			return err
-		}, hub.ServeExecutor
+		}
+		handle = hub.ServeExecutor
 		ready["ide"], ready["executors"] = srv.IDEAddr().String(), srv.ExecutorAddr().String()
 		if view != nil {
 			view.start(hub, srv.IDEAddr().String(), srv.ExecutorAddr().String())
