@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // ConsolePrefix starts sparkdap's own commands typed in the IDE's Debug
@@ -90,6 +92,9 @@ func captureSummary(body map[string]any) string {
 	path, _ := body["path"].(string)
 	fn, _ := body["function"].(string)
 	task, _ := body["task"].(string)
+	// The function's name comes from the executor: no control characters
+	// reach the console or the terminal.
+	fn, task = worker.Clean(fn, worker.MaxTextRunes), worker.Clean(task, 4*worker.MaxTextRunes)
 	n, _ := toInt(body["bytes"])
 	from := ""
 	if task != "" {

@@ -143,3 +143,22 @@ func TestConsoleCommandErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCaptureSummary: the console's line shows what the executor named
+// without its control characters, and a replay command that pastes into
+// a shell as is.
+func TestCaptureSummary(t *testing.T) {
+	for _, tc := range []struct {
+		body map[string]any
+		want string
+	}{
+		{map[string]any{"path": "/c/parse-e1.json", "function": "parse", "task": "exec 1 · pid 7", "bytes": 12},
+			"captured parse (exec 1 · pid 7) to /c/parse-e1.json (12 bytes) — replay: sparkdap replay /c/parse-e1.json"},
+		{map[string]any{"path": "/my caps/it's.json", "function": "f\x1b]0;pwned\x07", "bytes": 1},
+			`captured f�]0;pwned� to /my caps/it's.json (1 bytes) — replay: sparkdap replay '/my caps/it'\''s.json'`},
+	} {
+		if got := captureSummary(tc.body); got != tc.want {
+			t.Errorf("captureSummary(%v)\n got %q\nwant %q", tc.body, got, tc.want)
+		}
+	}
+}

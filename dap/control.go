@@ -149,7 +149,7 @@ func (h *Hub) stoppedLocked() []stoppedThread {
 				tid = t
 			}
 		}
-		out = append(out, stoppedThread{es: es, label: es.labelLocked(), threadName: es.threads[tid], tid: tid})
+		out = append(out, stoppedThread{es: es, label: es.labelLocked(), threadName: worker.Clean(es.threads[tid], worker.MaxTextRunes), tid: tid})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].es.id < out[j].es.id })
 	return out
@@ -285,7 +285,7 @@ func (h *Hub) CaptureStopped(executor uint64, frame *int, maxBytes int64) (Captu
 	n, _ := toInt(body["bytes"])
 	fn, _ := body["function"].(string)
 	task, _ := body["task"].(string)
-	return CaptureResult{Path: path, Bytes: n, Function: fn, Task: task, Executor: executor, Frame: idx,
+	return CaptureResult{Path: path, Bytes: n, Function: worker.Clean(fn, worker.MaxTextRunes), Task: worker.Clean(task, 4*worker.MaxTextRunes), Executor: executor, Frame: idx,
 		Summary: captureSummary(body)}, nil
 }
 
@@ -293,10 +293,10 @@ func (h *Hub) CaptureStopped(executor uint64, frame *int, maxBytes int64) (Captu
 // l and returns once every connection's goroutine is done. l must be
 // reachable by the proxy's user only: the protocol has no token.
 func (h *Hub) ServeControl(ctx context.Context, l net.Listener) error {
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel (deferred later, runs first) closed the connections
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	go func() {
 		<-ctx.Done()
 		l.Close()
