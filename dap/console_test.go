@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 )
 
@@ -160,5 +161,50 @@ func TestCaptureSummary(t *testing.T) {
 		if got := captureSummary(tc.body); got != tc.want {
 			t.Errorf("captureSummary(%v)\n got %q\nwant %q", tc.body, got, tc.want)
 		}
+	}
+}
+
+// TestConsoleCaptureInChildSession: with child sessions (VS Code), the
+// Debug Console of an executor's child session captures that executor's
+// frame; the root session, which shows no frames, cannot capture one.
+func TestConsoleCaptureInChildSession(t *testing.T) {
+	capDir := t.TempDir()
+	p := startProxy(t, func(c *Config) { c.CaptureDir = capDir })
+	root, err := dapclient.Dial(p.ctx, p.srv.IDEAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	children := root.FollowChildren(p.ctx, nil)
+	if _, err := root.Initialize(p.ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := p.executor(42, nil)
+	fakeCaptures(f, "PICKLED")
+	var child dapclient.Child
+	select {
+	case child = <-children:
+	case <-p.ctx.Done():
+		t.Fatal("no child session was started")
+	}
+	if child.Err != nil {
+		t.Fatal(child.Err)
+	}
+	t.Cleanup(func() { child.Client.Close() })
+	f.stop()
+	tid := stoppedOn(p.ctx, t, child.Client)
+	frames, err := child.Client.StackTrace(p.ctx, tid)
+	if err != nil || len(frames) == 0 {
+		t.Fatalf("stackTrace: %v %v", frames, err)
+	}
+	ev, err := child.Client.Evaluate(p.ctx, frames[0].Id, "!capture")
+	if err != nil || !strings.HasPrefix(ev.Result, "captured compute (") || !strings.Contains(ev.Result, "(7 bytes) — replay: sparkdap replay "+capDir+"/") {
+		t.Fatalf("!capture in the child session: %v %v", ev, err)
+	}
+	if _, err := root.Evaluate(p.ctx, 0, "!capture"); err == nil || !strings.Contains(err.Error(), "select a stopped frame first") {
+		t.Fatalf("!capture in the root session without a frame: %v", err)
 	}
 }
