@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sparkdap/sparkdap/internal/acceptretry"
 	"github.com/sparkdap/sparkdap/worker"
 )
@@ -293,6 +295,13 @@ func (h *Hub) CaptureStopped(executor uint64, frame *int, maxBytes int64) (Captu
 // l and returns once every connection's goroutine is done. l must be
 // reachable by the proxy's user only: the protocol has no token.
 func (h *Hub) ServeControl(ctx context.Context, l net.Listener) error {
+	return ServeControlWith(ctx, l, h.log, h.control)
+}
+
+// ServeControlWith serves the control protocol on l as ServeControl does,
+// answering each request with answer(request, parse error): for a front
+// end without a Hub (PyCharm mode answers every capture with why not).
+func ServeControlWith(ctx context.Context, l net.Listener, log zerolog.Logger, answer func(ControlRequest, error) ControlAnswer) error {
 	var wg sync.WaitGroup
 	defer wg.Wait() // after cancel (deferred later, runs first) closed the connections
 	ctx, cancel := context.WithCancel(ctx)
@@ -303,7 +312,7 @@ func (h *Hub) ServeControl(ctx context.Context, l net.Listener) error {
 	}()
 	for {
 		c, err := acceptretry.Accept(ctx, l, nil, func(err error, wait time.Duration) {
-			h.log.Warn().Err(err).Dur("retry_in", wait).Msg("control socket: accept failed; still serving")
+			log.Warn().Err(err).Dur("retry_in", wait).Msg("control socket: accept failed; still serving")
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -317,16 +326,16 @@ func (h *Hub) ServeControl(ctx context.Context, l net.Listener) error {
 			defer c.Close()
 			stop := context.AfterFunc(ctx, func() { c.Close() })
 			defer stop()
-			h.serveControlConn(c)
+			serveControlConn(c, answer)
 		}()
 	}
 }
 
 // serveControlConn answers the one request of a control connection.
-func (h *Hub) serveControlConn(c net.Conn) {
+func serveControlConn(c net.Conn, answer func(ControlRequest, error) ControlAnswer) {
 	_ = c.SetReadDeadline(time.Now().Add(controlReadTimeout))
 	req, err := readControlRequest(c)
-	ans := h.control(req, err)
+	ans := answer(req, err)
 	b, _ := json.Marshal(ans)
 	_, _ = c.Write(append(b, '\n'))
 	if err != nil {

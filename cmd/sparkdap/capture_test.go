@@ -95,7 +95,8 @@ func TestControlPathFor(t *testing.T) {
 }
 
 // TestCaptureCommandErrors: what `sparkdap capture` says when there is no
-// proxy, no stopped worker, an unknown executor, or no capture directory.
+// proxy, no stopped worker, an unknown executor, no capture directory, or
+// a PyCharm-mode proxy.
 func TestCaptureCommandErrors(t *testing.T) {
 	dir := shortDir(t)
 	serveHub := func(t *testing.T, name, capDir string) string {
@@ -107,7 +108,13 @@ func TestCaptureCommandErrors(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- hub.ServeControl(ctx, l) }()
+		go func() {
+			if name == "pycharm" {
+				done <- dap.ServeControlWith(ctx, l, zerolog.Nop(), pycharmControl)
+				return
+			}
+			done <- hub.ServeControl(ctx, l)
+		}()
 		t.Cleanup(func() { cancel(); <-done })
 		return path
 	}
@@ -122,6 +129,7 @@ func TestCaptureCommandErrors(t *testing.T) {
 		{name: "nostop", capDir: "/x", want: "no worker is stopped: stop one at a breakpoint"},
 		{name: "unknown", capDir: "/x", args: []string{"--executor", "9"}, want: "--executor: executor 9: no executor session with that id (run 'sparkdap capture' without --executor"},
 		{name: "disabled", args: []string{"--executor", "9"}, want: "this proxy takes no captures: it was started with an empty --capture-dir"},
+		{name: "pycharm", args: []string{"--executor", "1"}, want: "this proxy serves PyCharm (--ide-kind pycharm), which cannot capture yet"},
 		{name: "badframe", capDir: "/x", args: []string{"--executor", "1", "--frame", "-4"}, want: "--frame: -4: want an index"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
