@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,7 +21,7 @@ func init() {
 type captureOptions struct {
 	ide, control string
 	executor     uint64
-	frame        int
+	frame        *int // nil: the innermost frame of the user's code
 }
 
 // captureTimeout bounds one capture command: a capture of the largest
@@ -32,8 +33,15 @@ func newCaptureCmd(stderr io.Writer) *cmdSpec {
 	c := &cmdSpec{fs: newFlagSet("capture", stderr)}
 	defAddr(c.fs, &o.ide, "ide", defaultIDEAddr, "capture finds the proxy's control socket from it")
 	defString(c.fs, &o.control, "control", "", "")
-	c.fs.Uint64Var(&o.executor, "executor", 0, "capture this executor session (its `id` as the list shows it); without it, list the stopped workers")
-	c.fs.IntVar(&o.frame, "frame", -1, "capture the frame at this `index` of the stopped thread's stack (0 the innermost; default the innermost of your code)")
+	c.fs.Uint64Var(&o.executor, "executor", 0, "capture this executor session: its `id` as the list shows it (\"executor ID\", the proxy's number for the worker, as in sparkdap paths; the label's \"exec N\" is Spark's); without it, list the stopped workers")
+	c.fs.Var(funcValue{set: func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q: want an index, 0 the innermost frame", v)
+		}
+		o.frame = &n
+		return nil
+	}}, "frame", "capture the frame at this `index` of the stopped thread's stack (0 the innermost; default: the innermost of your code, => in the list)")
 	c.usage(stderr, "usage: sparkdap capture [--ide HOST:PORT | --control PATH] [--executor ID [--frame N]]\n\n"+
 		"Without --executor: lists the workers stopped in the running 'sparkdap serve' (at a breakpoint or, with\n"+
 		"--post-mortem, an exception), each with its stack. With it: captures the function of that worker's frame and\n"+
@@ -48,8 +56,8 @@ func captureRun(o *captureOptions, args []string, stdout io.Writer) error {
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q (capture takes only flags)", args)
 	}
-	if o.frame < -1 {
-		return flagError("frame", fmt.Errorf("%d: want an index, 0 the innermost frame", o.frame))
+	if o.frame != nil && o.executor == 0 {
+		return errors.New("--frame needs --executor: the frame of which worker")
 	}
 	path := o.control
 	if path == "" {
@@ -59,10 +67,7 @@ func captureRun(o *captureOptions, args []string, stdout io.Writer) error {
 	defer cancel()
 	req := dap.ControlRequest{Op: dap.ControlWorkers}
 	if o.executor != 0 {
-		req = dap.ControlRequest{Op: dap.ControlCapture, Executor: o.executor}
-		if o.frame >= 0 {
-			req.Frame = &o.frame
-		}
+		req = dap.ControlRequest{Op: dap.ControlCapture, Executor: o.executor, Frame: o.frame}
 	}
 	ans, err := dap.ControlCall(ctx, path, req)
 	if err != nil {

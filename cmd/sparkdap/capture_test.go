@@ -130,7 +130,7 @@ func TestCaptureCommandErrors(t *testing.T) {
 		{name: "unknown", capDir: "/x", args: []string{"--executor", "9"}, want: "--executor: executor 9: no executor session with that id (run 'sparkdap capture' without --executor"},
 		{name: "disabled", args: []string{"--executor", "9"}, want: "this proxy takes no captures: it was started with an empty --capture-dir"},
 		{name: "pycharm", args: []string{"--executor", "1"}, want: "this proxy serves PyCharm (--ide-kind pycharm), which cannot capture yet"},
-		{name: "badframe", capDir: "/x", args: []string{"--executor", "1", "--frame", "-4"}, want: "--frame: -4: want an index"},
+		{name: "frameonly", capDir: "/x", args: []string{"--frame", "1"}, want: "--frame needs --executor"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, "none.sock")
