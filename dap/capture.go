@@ -95,40 +95,50 @@ func evalString(m Message) ([]byte, error) {
 // capture serves a sparkdapCapture request: on a goroutine of its own, as
 // it takes several round trips to the executor.
 func (h *Hub) capture(s *IDESession, req Message) {
-	args := deepCopy(req.Arguments())
-	am, _ := args.(map[string]any)
-	if _, ok := toInt(am["frameId"]); !ok {
-		s.fail(req, "%s needs a frameId: the stopped frame whose function to capture", CaptureCommand)
+	am := req.Arguments()
+	maxBytes, _ := toInt(am["maxBytes"])
+	h.captureFrame(s, req, CaptureCommand, am["frameId"], maxBytes, func(body map[string]any) Message { return newResponse(req, body) })
+}
+
+// captureFrame captures the frame frameID (as session s knows it) for
+// req, which it answers with answer(the capture's body) or a failure
+// whose message starts with what (the command as the user gave it).
+// maxBytes > 0 lowers the proxy's cap. The capture runs on a goroutine of
+// its own (goCallback): it takes several round trips to the executor.
+func (h *Hub) captureFrame(s *IDESession, req Message, what string, frameID any, maxBytes int64, answer func(map[string]any) Message) {
+	if _, ok := toInt(frameID); !ok {
+		s.fail(req, "%s needs a frameId: the stopped frame whose function to capture", what)
 		return
 	}
-	maxBytes := h.cfg.CaptureMaxBytes
-	if v, ok := toInt(am["maxBytes"]); ok && v > 0 && int(v) < maxBytes {
-		maxBytes = int(v)
+	limit := h.cfg.CaptureMaxBytes
+	if maxBytes > 0 && maxBytes < int64(limit) {
+		limit = int(maxBytes)
 	}
+	args := map[string]any{"frameId": frameID}
 	sid, found, err := h.ids.localize(args)
 	if err != nil || !found {
-		s.fail(req, "%s: frameId %v is not a frame of a stopped thread (%v)", CaptureCommand, am["frameId"], err)
+		s.fail(req, "%s: frameId %v is not a frame of a stopped thread (%v)", what, frameID, err)
 		return
 	}
-	frame, _ := toInt(am["frameId"])
+	frame, _ := toInt(args["frameId"])
 	h.mu.Lock()
 	es := h.executors[sid]
 	if es == nil || !es.ready || (s.executor != nil && s.executor != es) {
 		h.mu.Unlock()
-		s.fail(req, "%s: frameId %v does not belong to an executor of this session", CaptureCommand, req.Arguments()["frameId"])
+		s.fail(req, "%s: frameId %v does not belong to an executor of this session", what, frameID)
 		return
 	}
 	label := es.labelLocked()
 	h.mu.Unlock()
 	h.goCallback(func() {
-		path, body, err := h.runCapture(es, frame, maxBytes, label)
+		path, body, err := h.runCapture(es, frame, limit, label)
 		if err != nil {
 			es.logger().Info().Err(err).Msg("capture failed")
 			s.fail(req, "%v", err)
 			return
 		}
 		es.logger().Info().Str("path", path).Msg("captured the stopped function and its arguments")
-		s.reply(newResponse(req, body))
+		s.reply(answer(body))
 	})
 }
 

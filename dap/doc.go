@@ -38,7 +38,10 @@
 // registry, its fan-out and merged answers, what "verified" may claim),
 // refusals.go (breakpoints no executor could bind), release.go (letting
 // executors go when nobody watches them), threads.go (merged threads from
-// what the proxy knows; continue-all and pause-all), paths.go (path mapping
+// what the proxy knows; continue-all and pause-all), capture.go (sparkdapCapture:
+// a stopped frame's call fetched to a capture file), console.go (the Debug
+// Console's !capture and !help, answered by the proxy), control.go (the
+// control protocol `sparkdap capture` speaks), paths.go (path mapping
 // of the traffic), ids.go and translate.go (the id table and where ids sit in
 // messages), message.go, framing.go and wire.go (the wire).
 package dap

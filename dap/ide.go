@@ -296,6 +296,12 @@ func (s *IDESession) handle(m Message) {
 		}
 	case CaptureCommand:
 		h.capture(s, m)
+	case "evaluate":
+		if isConsoleCommand(m) {
+			h.consoleCommand(s, m)
+		} else {
+			h.route(s, m)
+		}
 	case "loadedSources":
 		s.reply(newResponse(m, map[string]any{"sources": []any{}}))
 	default:

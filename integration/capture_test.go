@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -132,10 +133,24 @@ func TestCaptureAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Second stop: parse({"n": "x"}), which raises.
-	bad, tid, err := captureStop(nil)
+	// Second stop: parse({"n": "x"}), which raises. Captured the way a
+	// user without an extension does: "!capture" in the Debug Console.
+	st, err := c.StoppedEvent(ctx)
 	if err != nil {
-		t.Fatalf("capture: %v", err)
+		t.Fatalf("no stop: %v", err)
+	}
+	tid := st.ThreadId
+	badFrames, err := c.StackTrace(ctx, tid)
+	if err != nil || len(badFrames) == 0 {
+		t.Fatalf("stackTrace: %v %v", badFrames, err)
+	}
+	ev, err := c.Evaluate(ctx, badFrames[0].Id, "!capture")
+	if err != nil {
+		t.Fatalf("!capture in the Debug Console: %v", err)
+	}
+	bad := captured{Path: consoleCapturePath(t, ev.Result)}
+	if !strings.HasPrefix(ev.Result, "captured parse (") || filepath.Dir(bad.Path) != capDir {
+		t.Fatalf("!capture answered %q, want parse captured into %s", ev.Result, capDir)
 	}
 	if err := c.Continue(ctx, tid); err != nil {
 		t.Fatal(err)
@@ -167,6 +182,17 @@ func TestCaptureAndReplay(t *testing.T) {
 
 	// --debug: an IDE attaches and stops in parse with the captured row.
 	debugReplay(t, ctx, bad.Path, script, line)
+}
+
+// consoleCapturePath is the capture file a Debug Console !capture answer
+// names in its replay command.
+func consoleCapturePath(t *testing.T, result string) string {
+	t.Helper()
+	_, path, ok := strings.Cut(result, "replay: sparkdap replay ")
+	if !ok || path == "" {
+		t.Fatalf("!capture answered %q, without the replay command", result)
+	}
+	return path
 }
 
 func stackOf(t *testing.T, ctx context.Context, c *dapclient.Client) []dapFrame {
@@ -341,4 +367,133 @@ type fileText string
 func (f fileText) String() string {
 	b, _ := os.ReadFile(string(f))
 	return string(b)
+}
+
+// TestCaptureCLI: `sparkdap capture` against a running proxy lists the
+// real debugpy worker stopped in parse (its frame of user code marked),
+// captures it by executor id with no IDE request (the proxy asks pydevd
+// for the stack itself), and `sparkdap replay` of the file it names gives
+// the worker's result. Unknown executors and a proxy that is not running
+// are clear errors.
+func TestCaptureCLI(t *testing.T) {
+	py := python(t)
+	ctx := testContext(t, 120*time.Second)
+	dir := t.TempDir()
+	capDir := filepath.Join(t.TempDir(), "captures")
+	sockDir, err := os.MkdirTemp("", "sdi") // a socket path has ~100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	control := filepath.Join(sockDir, "run", "c.sock")
+	script := filepath.Join(dir, "job.py")
+	if err := os.WriteFile(script, []byte(captureJob), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line := testenv.MarkedLine(t, script, "")
+	sparkdap := func(args ...string) (int, string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, sparkdapBinary(t), append([]string{"capture", "--control", control}, args...)...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), out.String()
+		}
+		if err != nil {
+			t.Fatalf("sparkdap capture: %v", err)
+		}
+		return 0, out.String()
+	}
+	if rc, o := sparkdap(); rc != 1 || !strings.Contains(o, "no sparkdap serve is running for --control "+control) {
+		t.Fatalf("capture without a proxy: status %d, output %q", rc, o)
+	}
+
+	p := startProxy(t, ctx, "--root", dir, "--capture-dir", capDir, "--control", control)
+	if fi, err := os.Lstat(control); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("control socket %s: %v %v, want a socket with mode 0600", control, fi, err)
+	}
+	if !strings.Contains(p.Log(), "control socket "+control) {
+		t.Errorf("serve did not print its control socket:\n%s", p.Log())
+	}
+	c := dialIDE(t, ctx, p.IDE)
+	if _, err := c.Initialize(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Attach(ctx, map[string]any{}, func(ctx context.Context) error {
+		return setWorkerBreakpoint(ctx, c, script, line)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rc, o := sparkdap(); rc != 1 || !strings.Contains(o, "no worker is stopped") {
+		t.Fatalf("capture before any stop: status %d, output %q", rc, o)
+	}
+	host, port, err := splitHostPort(p.Executors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, "-X", "frozen_modules=off", script, host, port, p.Token)
+	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("worker output:\n%s", out.String())
+		}
+	})
+	st, err := c.StoppedEvent(ctx)
+	if err != nil {
+		t.Fatalf("no stop: %v", err)
+	}
+
+	rc, list := sparkdap()
+	want := fmt.Sprintf("=> #0 parse  %s:%d", script, line)
+	if rc != 0 || !strings.Contains(list, want) || !strings.Contains(list, "capture one: sparkdap capture --executor ") {
+		t.Fatalf("capture list: status %d, output:\n%s\nwant a line %q", rc, list, want)
+	}
+	var exe string
+	if _, rest, ok := strings.Cut(list, "executor "); ok {
+		exe, _, _ = strings.Cut(rest, " ")
+	}
+	if rc, o := sparkdap("--executor", "999"); rc != 1 || !strings.Contains(o, "--executor: executor 999: no executor session with that id") {
+		t.Fatalf("capture of an unknown executor: status %d, output %q", rc, o)
+	}
+	rc, o := sparkdap("--executor", exe)
+	_, path, _ := strings.Cut(o, "replay: sparkdap replay ")
+	path = strings.TrimSpace(strings.SplitN(path, "\n", 2)[0])
+	if rc != 0 || !strings.HasPrefix(o, "captured parse (") || filepath.Dir(path) != capDir {
+		t.Fatalf("capture --executor %s: status %d, output:\n%s", exe, rc, o)
+	}
+	checkCaptureFile(t, path, script)
+
+	// The IDE's session is untouched: the thread is still stopped there.
+	if frames, err := c.StackTrace(ctx, st.ThreadId); err != nil || len(frames) == 0 || frames[0].Line != line {
+		t.Fatalf("IDE stackTrace after the CLI capture: %v %v", frames, err)
+	}
+	for i := 0; i < 2; i++ {
+		if i > 0 {
+			if st, err = c.StoppedEvent(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.Continue(ctx, st.ThreadId); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		t.Fatal("the worker did not finish")
+	}
+	if rc, o := replay(t, ctx, path); rc != 0 || !strings.Contains(o, "returned 10") {
+		t.Errorf("replay of the CLI's capture: status %d, output:\n%s", rc, o)
+	}
 }

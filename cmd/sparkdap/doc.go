@@ -7,7 +7,10 @@
 // holds the usage texts; TestFlagVocabulary checks types and meanings):
 //
 //	--ide HOST:PORT         the proxy's IDE port: serve listens there; doctor, paths
-//	                        and vscode (the launch.json it writes) connect to it
+//	                        and vscode (the launch.json it writes) connect to it;
+//	                        capture derives the control socket from it
+//	--control PATH          the proxy's control socket (serve listens, capture
+//	                        connects; default derived from --ide)
 //	--executors HOST:PORT   the proxy's executor port (serve, doctor, pycharm)
 //	--pycharm HOST:PORT     PyCharm's Python Debug Server (serve, pycharm)
 //	--remote-listen H:P     serve's tunnel listener on the SSH gateway (serve, doctor)

@@ -48,6 +48,7 @@ type serveOptions struct {
 	requestTimeout      time.Duration
 	merged              bool
 	captureDir          string
+	control             string
 	captureMaxBytes     int
 	root                string
 	maps                stringList
@@ -74,6 +75,7 @@ func newServeCmd(stderr io.Writer) *cmdSpec {
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "how long the IDE waits for an executor's answer")
 	fs.StringVar(&f.captureDir, "capture-dir", defaultCaptureDir(), "where sparkdapCapture writes capture files for `sparkdap replay` (created mode 0700)")
 	fs.IntVar(&f.captureMaxBytes, "capture-max-bytes", dap.DefaultCaptureMaxBytes, "largest capture (pickled function and arguments) taken from an executor")
+	defString(fs, &f.control, "control", "", "")
 	fs.BoolVar(&f.merged, "merged", false, "show all executors' threads in one session even if the client supports child sessions")
 	fs.StringVar(&f.root, "root", ".", "local project root: executor paths are mapped to the Python files under it")
 	fs.Var(&f.maps, "map", "REMOTE_PREFIX=LOCAL_PREFIX path rule, tried first; REMOTE may be a regular expression (repeatable)")
@@ -138,6 +140,10 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 		serve  func(context.Context) error
 		handle func(context.Context, net.Conn)
 		ready  = map[string]string{"token": token}
+		// control serves `sparkdap capture`; its socket's default name
+		// derives from controlIDE, the IDE port's address.
+		control    func(context.Context, net.Listener) error
+		controlIDE = f.ide
 	)
 	switch {
 	case pyc.enabled():
@@ -146,6 +152,9 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 			return err
 		}
 		serve, handle = px.Serve, px.ServeExecutor
+		control = func(ctx context.Context, l net.Listener) error {
+			return dap.ServeControlWith(ctx, l, logger, pycharmControl)
+		}
 		ready["executors"], ready["pycharm"] = px.Addr().String(), pyc.pycharm
 	default:
 		if view != nil {
@@ -165,10 +174,14 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stderr, "sparkdap: IDE port %s (attach your debugger here), executor port %s\n", srv.IDEAddr(), srv.ExecutorAddr())
 		serve, handle = srv.Serve, hub.ServeExecutor
+		control, controlIDE = hub.ServeControl, srv.IDEAddr().String()
 		ready["ide"], ready["executors"] = srv.IDEAddr().String(), srv.ExecutorAddr().String()
 		if view != nil {
 			view.start(hub, srv.IDEAddr().String(), srv.ExecutorAddr().String())
 		}
+	}
+	if serve, err = withControl(f.control, controlIDE, control, serve, ready, logger, stderr); err != nil {
+		return err
 	}
 	if generated {
 		fmt.Fprintf(stderr, "sparkdap: no token given; generated one for this run: export %s=%s\n", tokenEnv, token)
@@ -291,6 +304,50 @@ func writeReadyFile(path string, fields map[string]string) error {
 		return fmt.Errorf("--ready-file: %w", err)
 	}
 	return nil
+}
+
+// withControl opens the control socket (--control, else the one derived
+// from ideAddr) and returns serve wrapped to serve it too. A default
+// socket that cannot be made costs only `sparkdap capture`: a warning.
+func withControl(flagPath, ideAddr string, control func(context.Context, net.Listener) error,
+	serve func(context.Context) error, ready map[string]string, logger zerolog.Logger, stderr io.Writer) (func(context.Context) error, error) {
+	path := flagPath
+	if path == "" {
+		path = controlPathFor(ideAddr)
+	}
+	l, err := listenControl(path)
+	if err != nil {
+		if flagPath != "" {
+			// The process ends with this error: it closes the listeners.
+			return nil, flagError("control", err)
+		}
+		logger.Warn().Err(err).Msg("no control socket: sparkdap capture cannot reach this proxy (give --control PATH for one)")
+		return serve, nil
+	}
+	fmt.Fprintf(stderr, "sparkdap: control socket %s (sparkdap capture)\n", path)
+	ready["control"] = path
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		ctrl := make(chan error, 1)
+		go func() { ctrl <- control(ctx, l) }()
+		err := serve(ctx)
+		cancel()
+		if cerr := <-ctrl; err == nil {
+			err = cerr
+		}
+		return err
+	}, nil
+}
+
+// pycharmControl answers `sparkdap capture` for a PyCharm-mode proxy,
+// which cannot capture (pycharm/README.md says why).
+func pycharmControl(_ dap.ControlRequest, err error) dap.ControlAnswer {
+	if err != nil {
+		return dap.ControlAnswer{Error: err.Error(), Code: dap.CodeBadRequest}
+	}
+	return dap.ControlAnswer{Error: "this proxy serves PyCharm (--ide-kind pycharm), which cannot capture yet; " +
+		"use a DAP client (serve without --ide-kind pycharm) to capture", Code: dap.CodeCaptureDisabled}
 }
 
 // defaultCaptureDir is where captures go unless --capture-dir says:

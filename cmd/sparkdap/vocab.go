@@ -21,6 +21,7 @@ var vocab = map[string]string{
 	"ide":           "`HOST:PORT` of the proxy's IDE port (DAP over TCP): serve listens there, IDEs, doctor and paths connect",
 	"executors":     "`HOST:PORT` of the proxy's executor port, which the workers' debugpy.connect reaches",
 	"pycharm":       "`HOST:PORT` where PyCharm's Python Debug Server listens (for serve --ide-kind pycharm)",
+	"control":       "`path` of the proxy's control socket, a Unix socket only your user can reach (sparkdap capture talks to serve there; default: derived from --ide)",
 	"remote-listen": "`HOST:PORT` serve's tunnel listens on for executors, on the SSH gateway (0.0.0.0:PORT for executors on other hosts)",
 	// Front end.
 	"ide-kind": "`kind` of front end: dap (VS Code, nvim-dap, any DAP client; workers load debugpy) or pycharm (PyCharm's Python Debug Server; workers load pydevd-pycharm)",

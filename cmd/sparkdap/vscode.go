@@ -25,6 +25,33 @@ func init() {
 // `sparkdap vscode` again replaces it and nothing else.
 const defaultAttachName = "sparkdap: attach to Spark workers"
 
+// replayName is the second configuration sparkdap owns: an attach to
+// `sparkdap replay --debug`, so the capture-fix-replay loop is one click.
+const replayName = "sparkdap: replay capture"
+
+// defaultReplayDebugAddr is where the replay configuration attaches; the
+// README's `sparkdap replay --debug` uses the same address.
+const defaultReplayDebugAddr = "127.0.0.1:5679"
+
+// launchConfig is a configuration sparkdap writes: it owns its name.
+type launchConfig interface{ configName() string }
+
+func (c vscodeAttach) configName() string { return c.Name }
+func (c vscodeReplay) configName() string { return c.Name }
+
+// vscodeReplay attaches to the debugpy that `sparkdap replay --debug
+// HOST:PORT` starts and waits in. justMyCode: the replay steps through
+// the user's function, and stepping out of it should not descend into
+// cloudpickle, pandas or the replay harness's unpickling; breakpoints in
+// the user's files stop either way.
+type vscodeReplay struct {
+	Name       string        `json:"name"`
+	Type       string        `json:"type"`
+	Request    string        `json:"request"`
+	Connect    vscodeConnect `json:"connect"`
+	JustMyCode bool          `json:"justMyCode"`
+}
+
 // vscodeAttach is the configuration written, in the key order written.
 type vscodeAttach struct {
 	Name         string              `json:"name"`
@@ -53,6 +80,7 @@ type vscodeOptions struct {
 	host, port  *string
 	mappings    []vscodeMappingArg
 	ideTokenEnv string
+	replayDebug string
 	dryRun      bool
 }
 
@@ -73,6 +101,8 @@ func newVSCodeCmd(stderr io.Writer) *cmdSpec {
 	fs.Var(funcValue{set: mapping("path-mapping")}, "path-mapping",
 		"`REMOTE=LOCAL`: add a debugpy pathMappings entry (repeatable). Rarely needed: serve --root/--map map paths in the proxy")
 	fs.StringVar(&o.ideTokenEnv, "ide-token-env", "", "add \"sparkdapToken\": \"${env:`VARIABLE`}\", for a serve started with an IDE token: VS Code reads the token from that variable of its own environment, so none is written into launch.json (usually "+ideTokenEnv+")")
+	fs.StringVar(&o.replayDebug, "replay-debug", defaultReplayDebugAddr, "`HOST:PORT` the \""+replayName+"\" configuration attaches to: "+
+		"where 'sparkdap replay --debug HOST:PORT CAPTURE' waits for VS Code (empty: leave that configuration out)")
 	defBool(fs, &o.dryRun, "n", "prints the resulting launch.json")
 	c.deprecate("host", "--ide HOST:PORT", funcValue{set: func(v string) error { o.host = &v; return nil }}, stderr)
 	c.deprecate("port", "--ide HOST:PORT", funcValue{set: func(v string) error { o.port = &v; return nil }}, stderr)
@@ -85,7 +115,8 @@ func newVSCodeCmd(stderr io.Writer) *cmdSpec {
 	c.usage(stderr, `usage: sparkdap vscode [--dir .] [--ide 127.0.0.1:4711] [--name NAME] [--path-mapping REMOTE=LOCAL]... [--ide-token-env VAR] [-n]
 
 Adds the attach configuration for 'sparkdap serve' to .vscode/launch.json,
-creating the file if needed. Other configurations, their order and the
+creating the file if needed, and "`+replayName+`", which attaches to
+'sparkdap replay --debug `+defaultReplayDebugAddr+` CAPTURE' (see --replay-debug). Other configurations, their order and the
 file's other keys are kept; a configuration with the same name is replaced.
 launch.json may contain comments and trailing commas (JSONC): they are read,
 but the rewritten file is plain JSON, so comments are lost; sparkdap warns
@@ -160,6 +191,14 @@ func vscodeRun(o *vscodeOptions, args []string, stdout, stderr io.Writer) error 
 		cfg.PathMappings = append(cfg.PathMappings, vscodePathMapping{LocalRoot: local, RemoteRoot: remote})
 	}
 
+	configs := []launchConfig{cfg}
+	if o.replayDebug != "" {
+		rc, err := replayConnect(o.replayDebug)
+		if err != nil {
+			return flagError("replay-debug", err)
+		}
+		configs = append(configs, vscodeReplay{Name: replayName, Type: "debugpy", Request: "attach", Connect: rc, JustMyCode: true})
+	}
 	if fi, err := os.Stat(*dir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("--dir %s: not a directory (the workspace folder must exist)", *dir)
 	}
@@ -182,7 +221,7 @@ func vscodeRun(o *vscodeOptions, args []string, stdout, stderr io.Writer) error 
 	if fi, err := safefile.Lstat(path); err == nil && fi != nil {
 		mode = fi.Mode().Perm()
 	}
-	res, err := mergeLaunch(old, cfg)
+	res, err := mergeLaunch(old, configs...)
 	if err != nil {
 		return fmt.Errorf("%s: %w; the file was not changed", path, err)
 	}
@@ -217,7 +256,23 @@ func vscodeRun(o *vscodeOptions, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stderr, "sparkdap: %s: %s configuration %q (attach to %s)\n", path, how, cfg.Name, hostPort(cfg))
 	fmt.Fprintf(stderr, "sparkdap: next: run 'sparkdap serve --ide %s', then start %q in VS Code's Run and Debug view\n", hostPort(cfg), cfg.Name)
+	if o.replayDebug != "" {
+		fmt.Fprintf(stderr, "sparkdap: to debug a capture: run 'sparkdap replay --debug %s CAPTURE', then start %q\n", o.replayDebug, replayName)
+	}
 	return nil
+}
+
+// replayConnect is --replay-debug as a connect host and port.
+func replayConnect(addr string) (vscodeConnect, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return vscodeConnect{}, fmt.Errorf("want HOST:PORT: %w", err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 || strings.TrimSpace(host) == "" {
+		return vscodeConnect{}, fmt.Errorf("%s: want HOST:PORT with a host and a port in 1..65535", addr)
+	}
+	return vscodeConnect{Host: host, Port: n}, nil
 }
 
 func hostPort(c vscodeAttach) string {
@@ -226,7 +281,7 @@ func hostPort(c vscodeAttach) string {
 
 type mergeResult struct {
 	data     []byte
-	replaced bool // a configuration with the same name was there
+	replaced bool // a configuration with the first one's name was there
 	info     jsonc.Info
 }
 
@@ -236,18 +291,21 @@ type member struct {
 	value json.RawMessage
 }
 
-// mergeLaunch puts cfg into launch.json's content old (nil: no file),
-// replacing configurations with the same name and keeping everything else
-// in its order.
-func mergeLaunch(old []byte, cfg vscodeAttach) (mergeResult, error) {
+// mergeLaunch puts cfgs into launch.json's content old (nil: no file),
+// each replacing the configurations with its name where the first of them
+// was (else appended, in order), and keeps everything else in its order.
+func mergeLaunch(old []byte, cfgs ...launchConfig) (mergeResult, error) {
 	var res mergeResult
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(cfg); err != nil {
-		return res, err
+	mine := make([]json.RawMessage, len(cfgs))
+	for i, cfg := range cfgs {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(cfg); err != nil {
+			return res, err
+		}
+		mine[i] = json.RawMessage(bytes.TrimSpace(buf.Bytes()))
 	}
-	mine := json.RawMessage(bytes.TrimSpace(buf.Bytes()))
 
 	var members []member
 	if len(bytes.TrimSpace(old)) > 0 {
@@ -273,23 +331,33 @@ func mergeLaunch(old []byte, cfg vscodeAttach) (mergeResult, error) {
 			if err := json.Unmarshal(members[i].value, &configs); err != nil {
 				return res, errors.New(`"configurations" is not an array`)
 			}
-			out := make([]json.RawMessage, 0, len(configs)+1)
+			out := make([]json.RawMessage, 0, len(configs)+len(cfgs))
+			placed := make([]bool, len(cfgs))
 			for _, c := range configs {
 				var named struct {
 					Name any `json:"name"`
 				}
 				_ = json.Unmarshal(c, &named) // a non-object entry is kept as it is
-				if named.Name == cfg.Name {
-					if !res.replaced {
-						out = append(out, mine)
+				ours := -1
+				for i, cfg := range cfgs {
+					if named.Name == cfg.configName() {
+						ours = i
 					}
-					res.replaced = true
+				}
+				if ours < 0 {
+					out = append(out, c)
 					continue
 				}
-				out = append(out, c)
+				if !placed[ours] {
+					out = append(out, mine[ours])
+				}
+				placed[ours] = true
 			}
-			if !res.replaced {
-				out = append(out, mine)
+			res.replaced = len(placed) > 0 && placed[0]
+			for i, p := range placed {
+				if !p {
+					out = append(out, mine[i])
+				}
 			}
 			b, err := json.Marshal(out)
 			if err != nil {
@@ -299,7 +367,7 @@ func mergeLaunch(old []byte, cfg vscodeAttach) (mergeResult, error) {
 		}
 	}
 	if !hasConfigs {
-		b, _ := json.Marshal([]json.RawMessage{mine})
+		b, _ := json.Marshal(mine)
 		members = append([]member{{key: "configurations", value: b}}, members...)
 	}
 	if !hasVersion {

@@ -58,16 +58,16 @@ func TestVSCodeMerge(t *testing.T) {
 		check     func(t *testing.T, lf launchFile)
 	}{
 		{
-			name: "no file", wantNames: []string{defaultAttachName}, wantKeys: []string{"version", "configurations"},
+			name: "no file", wantNames: []string{defaultAttachName, replayName}, wantKeys: []string{"version", "configurations"},
 			wantSaid: "created the file",
 		},
 		{
-			name: "empty file", existing: ptr("  \n"), wantNames: []string{defaultAttachName},
+			name: "empty file", existing: ptr("  \n"), wantNames: []string{defaultAttachName, replayName},
 			wantKeys: []string{"version", "configurations"},
 		},
 		{
 			name: "existing configs kept in order, ours appended", existing: ptr(`{"version": "0.2.0", "configurations": [` + other + `, {"name": "B", "type": "node", "request": "attach"}]}`),
-			wantNames: []string{"Python: current file", "B", defaultAttachName}, wantKeys: []string{"version", "configurations"},
+			wantNames: []string{"Python: current file", "B", defaultAttachName, replayName}, wantKeys: []string{"version", "configurations"},
 			wantSaid: "added",
 			check: func(t *testing.T, lf launchFile) {
 				c := lf.raw["configurations"].([]any)[0].(map[string]any)
@@ -79,7 +79,7 @@ func TestVSCodeMerge(t *testing.T) {
 		{
 			name: "same-name config replaced in place", args: []string{"--port", "4800"},
 			existing:  ptr(`{"version": "0.2.0", "configurations": [{"name": "` + defaultAttachName + `", "type": "debugpy", "request": "attach", "connect": {"host": "127.0.0.1", "port": 1}, "justMyCode": true, "extra": 1}, ` + other + `, {"name": "` + defaultAttachName + `", "type": "debugpy"}]}`),
-			wantNames: []string{defaultAttachName, "Python: current file"}, wantKeys: []string{"version", "configurations"},
+			wantNames: []string{defaultAttachName, "Python: current file", replayName}, wantKeys: []string{"version", "configurations"},
 			wantSaid: "replaced",
 			check: func(t *testing.T, lf launchFile) {
 				if lf.sparkda["justMyCode"] != false || lf.sparkda["extra"] != nil {
@@ -93,7 +93,7 @@ func TestVSCodeMerge(t *testing.T) {
 		{
 			name: "custom name leaves the default one alone", args: []string{"--name", "sparkdap prod"},
 			existing:  ptr(`{"configurations": [{"name": "` + defaultAttachName + `"}]}`),
-			wantNames: []string{defaultAttachName, "sparkdap prod"}, wantKeys: []string{"version", "configurations"},
+			wantNames: []string{defaultAttachName, "sparkdap prod", replayName}, wantKeys: []string{"version", "configurations"},
 			check: func(t *testing.T, lf launchFile) {
 				first := lf.raw["configurations"].([]any)[0].(map[string]any)
 				if lf.names[1] != "sparkdap prod" || len(first) != 1 {
@@ -112,23 +112,23 @@ func TestVSCodeMerge(t *testing.T) {
         ` + other + ` // mine
     ]
 }`),
-			wantNames: []string{"Python: current file", defaultAttachName}, wantKeys: []string{"version", "configurations"},
+			wantNames: []string{"Python: current file", defaultAttachName, replayName}, wantKeys: []string{"version", "configurations"},
 		},
 		{
 			name: "trailing commas", existing: ptr("{\"version\": \"0.2.0\", \"configurations\": [" + other + ",],}"),
-			wantNames: []string{"Python: current file", defaultAttachName}, wantKeys: []string{"version", "configurations"},
+			wantNames: []string{"Python: current file", defaultAttachName, replayName}, wantKeys: []string{"version", "configurations"},
 		},
 		{
 			name: "other top-level keys and their order kept", existing: ptr(`{"compounds": [{"name": "both", "configurations": ["a", "b"]}], "configurations": [], "version": "0.2.0", "inputs": []}`),
-			wantNames: []string{defaultAttachName}, wantKeys: []string{"compounds", "configurations", "version", "inputs"},
+			wantNames: []string{defaultAttachName, replayName}, wantKeys: []string{"compounds", "configurations", "version", "inputs"},
 		},
 		{
 			name: "no configurations key", existing: ptr(`{"version": "0.2.0"}`),
-			wantNames: []string{defaultAttachName}, wantKeys: []string{"configurations", "version"},
+			wantNames: []string{defaultAttachName, replayName}, wantKeys: []string{"configurations", "version"},
 		},
 		{
 			name: "path mappings only with --map", args: []string{"--map", "/opt/job=${workspaceFolder}", "--host", "10.0.0.5"},
-			wantNames: []string{defaultAttachName}, wantKeys: []string{"version", "configurations"},
+			wantNames: []string{defaultAttachName, replayName}, wantKeys: []string{"version", "configurations"},
 			check: func(t *testing.T, lf launchFile) {
 				want := []any{map[string]any{"localRoot": "${workspaceFolder}", "remoteRoot": "/opt/job"}}
 				if !reflect.DeepEqual(lf.sparkda["pathMappings"], want) {
@@ -141,13 +141,31 @@ func TestVSCodeMerge(t *testing.T) {
 		},
 		{
 			name: "IDE token from the environment", args: []string{"--ide-token"},
-			wantNames: []string{defaultAttachName}, wantKeys: []string{"version", "configurations"},
+			wantNames: []string{defaultAttachName, replayName}, wantKeys: []string{"version", "configurations"},
 			check: func(t *testing.T, lf launchFile) {
 				if lf.sparkda["sparkdapToken"] != "${env:SPARKDAP_IDE_TOKEN}" {
 					t.Errorf("sparkdapToken %v", lf.sparkda["sparkdapToken"])
 				}
 			},
 		},
+		{
+			name: "replay configuration replaced in place", args: []string{"--replay-debug", "localhost:6000"},
+			existing:  ptr(`{"configurations": [{"name": "` + replayName + `", "connect": {"port": 1}}, ` + other + `]}`),
+			wantNames: []string{replayName, "Python: current file", defaultAttachName}, wantKeys: []string{"version", "configurations"},
+			check: func(t *testing.T, lf launchFile) {
+				c := lf.raw["configurations"].([]any)[0].(map[string]any)
+				want := map[string]any{"name": replayName, "type": "debugpy", "request": "attach",
+					"connect": map[string]any{"host": "localhost", "port": 6000.0}, "justMyCode": true}
+				if !reflect.DeepEqual(c, want) {
+					t.Errorf("replay configuration %v, want %v", c, want)
+				}
+			},
+		},
+		{
+			name: "no replay configuration", args: []string{"--replay-debug", ""},
+			wantNames: []string{defaultAttachName}, wantKeys: []string{"version", "configurations"},
+		},
+		{name: "bad --replay-debug", args: []string{"--replay-debug", "5679"}, wantErr: "--replay-debug: want HOST:PORT"},
 		{name: "invalid JSON", existing: ptr("{\"version\": \"0.2.0\",\n  \"configurations\": [ {\"name\": } ]\n}"),
 			wantErr: "invalid JSON at line 2, column 32"},
 		{name: "unterminated comment", existing: ptr("{\n/* oops\n}"), wantErr: "line 2, column 1: unterminated /* comment"},
@@ -283,6 +301,16 @@ func TestVSCodeDryRun(t *testing.T) {
                 "port": 4999
             },
             "justMyCode": false
+        },
+        {
+            "name": "sparkdap: replay capture",
+            "type": "debugpy",
+            "request": "attach",
+            "connect": {
+                "host": "127.0.0.1",
+                "port": 5679
+            },
+            "justMyCode": true
         }
     ]
 }
@@ -299,12 +327,13 @@ func TestVSCodeExampleUpToDate(t *testing.T) {
 		t.Skip(err)
 	}
 	res, err := mergeLaunch(b, vscodeAttach{Name: defaultAttachName, Type: "debugpy", Request: "attach",
-		Connect: vscodeConnect{Host: "127.0.0.1", Port: 4711}})
+		Connect: vscodeConnect{Host: "127.0.0.1", Port: 4711}},
+		vscodeReplay{Name: replayName, Type: "debugpy", Request: "attach", Connect: vscodeConnect{Host: "127.0.0.1", Port: 5679}, JustMyCode: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lf := readLaunch(t, res.data, defaultAttachName)
-	if len(lf.names) != 1 || !res.replaced {
+	if len(lf.names) != 2 || !res.replaced || !bytes.Equal(res.data, b) {
 		t.Errorf("examples/loans/.vscode/launch.json: merge gave %q", lf.names)
 	}
 }

@@ -1,0 +1,173 @@
+package dap
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serveControl serves p's control protocol on a Unix socket for the test.
+func serveControl(t *testing.T, p *testProxy) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sdc") // short: a socket path has ~100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "c.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.hub.ServeControl(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeControl: %v", err)
+		}
+	})
+	return path
+}
+
+// rawControl sends b as is and returns the answer.
+func rawControl(t *testing.T, path string, b []byte) ControlAnswer {
+	t.Helper()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if uc, ok := c.(*net.UnixConn); ok {
+		_ = uc.CloseWrite()
+	}
+	raw, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans ControlAnswer
+	if err := json.Unmarshal(raw, &ans); err != nil {
+		t.Fatalf("answer %q: %v", raw, err)
+	}
+	return ans
+}
+
+// TestControlRejectsBadRequests: what is not exactly one well-formed
+// request is answered with a bad-request error and does nothing.
+func TestControlRejectsBadRequests(t *testing.T) {
+	p := startProxy(t, func(c *Config) { c.CaptureDir = t.TempDir() })
+	path := serveControl(t, p)
+	for _, tc := range []struct {
+		name string
+		req  string
+		want string
+	}{
+		{"not JSON", "capture please\n", "not a control request"},
+		{"empty", "", "reading the request"},
+		{"unknown field", `{"op":"capture","executor":1,"thread":3}` + "\n", `unknown field "thread"`},
+		{"wrong type", `{"op":"capture","executor":"1"}` + "\n", "not a control request"},
+		{"two values", `{"op":"workers"} {"op":"workers"}` + "\n", "more than one JSON value"},
+		{"oversize", `{"op":"workers","pad":"` + strings.Repeat("x", MaxControlRequestBytes) + "\"}\n", "request over 4096 bytes"},
+		{"unknown op", `{"op":"delete"}` + "\n", `unknown op "delete"`},
+		{"capture without executor", `{"op":"capture"}` + "\n", "capture needs an executor"},
+		{"workers with arguments", `{"op":"workers","executor":2}` + "\n", "workers takes no executor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ans := rawControl(t, path, []byte(tc.req))
+			if ans.Code != CodeBadRequest || !strings.Contains(ans.Error, tc.want) {
+				t.Fatalf("answer %+v, want a bad-request error containing %q", ans, tc.want)
+			}
+		})
+	}
+}
+
+// TestControlCapture: the control protocol lists the stopped worker with
+// its stack, captures it (the proxy asks pydevd for the stack itself),
+// and names what is wrong: an unknown executor, one not stopped, a frame
+// out of range, a proxy without a capture directory.
+func TestControlCapture(t *testing.T) {
+	capDir := filepath.Join(t.TempDir(), "captures")
+	p := startProxy(t, func(c *Config) { c.CaptureDir = capDir })
+	path := serveControl(t, p)
+	c := p.ide(false, nil)
+	ctx := p.ctx
+	f := p.executor(101, nil)
+	p.waitExecutors(1)
+	id := p.hub.Executors()[0].ID
+	fakeCaptures(f, "PICKLE")
+
+	call := func(req ControlRequest) (ControlAnswer, error) {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		return ControlCall(cctx, path, req)
+	}
+	wantCode := func(req ControlRequest, code, text string) {
+		t.Helper()
+		_, err := call(req)
+		var ce *ControlError
+		if !errors.As(err, &ce) || ce.Code != code || !strings.Contains(ce.Message, text) {
+			t.Fatalf("%+v: %v, want a %s error containing %q", req, err, code, text)
+		}
+	}
+	ans, err := call(ControlRequest{Op: ControlWorkers})
+	if err != nil || len(ans.Workers) != 0 {
+		t.Fatalf("workers before any stop: %+v %v", ans, err)
+	}
+	wantCode(ControlRequest{Op: ControlCapture, Executor: id}, CodeNotStopped, "is not stopped")
+	wantCode(ControlRequest{Op: ControlCapture, Executor: id + 7}, CodeUnknownExecutor, "no executor session with that id")
+
+	f.stop()
+	tid := stoppedOn(ctx, t, c)
+	ans, err = call(ControlRequest{Op: ControlWorkers})
+	if err != nil || len(ans.Workers) != 1 {
+		t.Fatalf("workers: %+v %v", ans, err)
+	}
+	w := ans.Workers[0]
+	if w.Executor != id || w.Thread != 1 || w.Top != 0 || len(w.Frames) != 1 ||
+		w.Frames[0].Name != "compute" || w.Frames[0].File != "/job/udf.py" || w.Frames[0].Line != 5 || !strings.Contains(w.Label, "pid 101") {
+		t.Fatalf("stopped worker %+v", w)
+	}
+	three := 3
+	wantCode(ControlRequest{Op: ControlCapture, Executor: id, Frame: &three}, CodeNoFrame, "frame 3 of a stack of 1")
+
+	ans, err = call(ControlRequest{Op: ControlCapture, Executor: id})
+	if err != nil || ans.Capture == nil {
+		t.Fatalf("capture: %+v %v", ans, err)
+	}
+	got := ans.Capture
+	if got.Function != "compute" || got.Bytes != 6 || filepath.Dir(got.Path) != capDir ||
+		!strings.Contains(got.Summary, "replay: sparkdap replay "+got.Path) {
+		t.Fatalf("capture %+v", got)
+	}
+	if _, err := os.Stat(got.Path); err != nil {
+		t.Fatal(err)
+	}
+	// The IDE never saw the proxy's own stackTrace: its thread is still
+	// stopped and answers as before.
+	if frames, err := c.StackTrace(ctx, tid); err != nil || len(frames) != 1 {
+		t.Fatalf("IDE stackTrace after the capture: %v %v", frames, err)
+	}
+}
+
+// TestControlCaptureDisabled: a proxy without a capture directory says so.
+func TestControlCaptureDisabled(t *testing.T) {
+	p := startProxy(t, nil)
+	path := serveControl(t, p)
+	_, err := ControlCall(p.ctx, path, ControlRequest{Op: ControlCapture, Executor: 1})
+	var ce *ControlError
+	if !errors.As(err, &ce) || ce.Code != CodeCaptureDisabled || !strings.Contains(ce.Message, "--capture-dir") {
+		t.Fatalf("capture on a proxy without a capture directory: %v", err)
+	}
+}
