@@ -232,8 +232,18 @@ class RestrictedUnpickler(pickle.Unpickler):
 def load(path):
     with open(path, "r", encoding="utf-8") as f:
         cap = json.load(f)
-    if cap.get("format") != FORMAT:
-        raise ReplayError("%s is not a sparkdap capture this replay reads (format %r, want %r)" % (path, cap.get("format"), FORMAT))
+    if not isinstance(cap, dict) or cap.get("format") != FORMAT:
+        raise ReplayError("%s is not a sparkdap capture this replay reads (format %r, want %r)" % (path, cap.get("format") if isinstance(cap, dict) else None, FORMAT))
+    # The executor wrote most of it: check the shapes replay relies on.
+    info = cap.get("function")
+    ok = isinstance(info, dict) and isinstance(info.get("firstLine", 0), int) and isinstance(info.get("qualname", ""), str)
+    ok = ok and all(isinstance(v, str) for v in info.get("freeVars") or [])
+    ok = ok and isinstance(cap.get("references", {}), dict) and all(isinstance(p, str) for p in cap.get("parameters") or [])
+    ok = ok and isinstance(cap.get("data", ""), str) and isinstance(cap.get("code", ""), str) and isinstance(cap.get("localFile", ""), str)
+    imp = info.get("importable") if isinstance(info, dict) else None
+    ok = ok and (imp is None or (isinstance(imp, dict) and isinstance(imp.get("module"), str) and isinstance(imp.get("qualname"), str)))
+    if not ok:
+        raise ReplayError("%s is not a well-formed sparkdap capture" % path)
     return cap
 
 
@@ -307,6 +317,9 @@ def _import_local(imp):
         return None, "module %s is not importable here" % mod_name
     if origin in ("built-in", "frozen") or _under(origin, _system_dirs()):
         return None, "module %s here is %s, in the standard library or site-packages, not your source" % (mod_name, origin)
+    if _under(origin, {os.path.dirname(os.path.realpath(__file__))}):
+        # sparkdap's own Python (this file's main would replay any file).
+        return None, "module %s here is %s, sparkdap's own code, not your source" % (mod_name, origin)
     try:
         mod = importlib.import_module(mod_name)
     except Exception as exc:

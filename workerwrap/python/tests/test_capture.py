@@ -257,11 +257,16 @@ def test_a_library_module_is_not_imported_for_the_cluster(tmp_path):
     its argument: replay must not call it."""
     ns, path = load_script(tmp_path, JOB)
     header, payload = stop_in(ns["parse"], ("5",))
-    for mod, fn in (("os", "system"), ("subprocess", "getoutput"), ("pytest", "main")):
+    for mod, fn, why in (
+        ("os", "system", "standard library or site-packages, not your source"),
+        ("subprocess", "getoutput", "standard library or site-packages, not your source"),
+        ("pytest", "main", "standard library or site-packages, not your source"),
+        ("sparkdap_replay", "main", "sparkdap's own code, not your source"),
+    ):
         header["function"]["importable"] = {"module": mod, "qualname": fn}
         header["function"]["qualname"] = fn
         rc, out = replay(as_file(header, payload, ""))
-        assert rc == 2 and "standard library or site-packages, not your source" in out and "returned" not in out, out
+        assert rc == 2 and why in out and "returned" not in out, out
 
 
 def test_size_cap_refuses_with_the_sizes(tmp_path):
@@ -498,3 +503,27 @@ def test_replay_refuses_hostile_data_and_runs_nothing(tmp_path):
         rc, out = replay(cap)
         assert rc == 2 and want in out and "--trust-captured-code" in out and "returned" not in out, (name, out)
         assert not os.path.exists(marker), name
+
+
+def test_malformed_capture_is_refused(tmp_path, capsys):
+    ns, path = load_script(tmp_path, JOB)
+    header, payload = stop_in(ns["parse"], ("5",))
+    good = as_file(header, payload, path)
+    for name, change in (
+        ("format", lambda c: c.update(format="sparkdap-capture/1")),
+        ("firstLine", lambda c: c["function"].update(firstLine="3")),
+        ("freeVars", lambda c: c["function"].update(freeVars=[1])),
+        ("importable", lambda c: c["function"].update(importable="os.system")),
+        ("references", lambda c: c.update(references=[])),
+        ("data", lambda c: c.update(data=5)),
+    ):
+        cap = json.loads(json.dumps(good))
+        change(cap)
+        f = tmp_path / ("%s.json" % name)
+        f.write_text(json.dumps(cap))
+        assert sr.main([str(f)]) == 2, name
+        assert "sparkdap replay: " in capsys.readouterr().out, name
+    f = tmp_path / "good.json"
+    f.write_text(json.dumps(good))
+    assert sr.main([str(f)]) == 0
+    assert "returned 10" in capsys.readouterr().out
