@@ -514,8 +514,9 @@ def local_function(cap, data):
     return fn, "using %s (a %s) from %s:%d (your local source)" % (info.get("qualname"), kind, local, node.lineno), notes
 
 
-def run(cap, force=False, trust=False, out=sys.stdout):
+def run(cap, force=False, trust=False, out=None):
     """Replays the call; returns the exit status."""
+    out = out or sys.stdout
     notes = []
     try:
         warn = check_python(cap, force)
