@@ -433,9 +433,12 @@ def compile_local(path, node, tree, info, data, refs):
     missing. Returns (fn, notes)."""
     free = list(info.get("freeVars") or [])
     closure = data.get("closure") or {}
+    own = getattr(node, "name", None)  # a nested def that calls itself
     for v in free:
         if not isinstance(v, str) or not v.isidentifier() or keyword.iskeyword(v):
             raise ReplayError("the capture names a free variable %r, which is no Python name" % (v,))
+        if v == own and v not in closure:
+            closure[v] = None  # the def below binds it, in the outer function
         if v not in closure:
             what = refs.get(v, "not captured")
             raise NoLocalSource("its closure variable %r is %s, and replay rebuilds a closure from captured data only" % (v, what))
@@ -464,6 +467,8 @@ def compile_local(path, node, tree, info, data, refs):
     fn = ns.pop("__sparkdap_outer__")(*[closure[v] for v in free])
     if info.get("qualname"):
         fn.__qualname__ = info["qualname"]
+    if node in tree.body:
+        ns[own] = fn  # a top-level def that calls itself finds itself
     return fn, notes
 
 

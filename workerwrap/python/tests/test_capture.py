@@ -527,3 +527,23 @@ def test_malformed_capture_is_refused(tmp_path, capsys):
     f.write_text(json.dumps(good))
     assert sr.main([str(f)]) == 0
     assert "returned 10" in capsys.readouterr().out
+
+
+def test_recursive_functions_find_themselves(tmp_path):
+    src = (
+        "def fact(n):\n"
+        "    return 1 if n <= 1 else n * fact(n - 1)\n"
+        "def make(k):\n"
+        "    def rec(n):\n"
+        "        return k if n <= 0 else rec(n - 1) + 1\n"
+        "    return rec\n"
+        "r = make(10)\n"
+    )
+    ns, path = load_script(tmp_path, src)
+    header, payload = stop_in(ns["fact"], (4,))
+    rc, out = replay(as_file(header, payload, path))
+    assert rc == 0 and "returned 24" in out, out
+    header, payload = stop_in(ns["r"], (3,))
+    assert header["closureNames"] == ["k"] and header["references"] == {"rec": "function __main__.make.<locals>.rec"}
+    rc, out = replay(as_file(header, payload, path))
+    assert rc == 0 and "returned 13" in out, out
