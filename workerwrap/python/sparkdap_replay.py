@@ -409,15 +409,18 @@ def find_local(tree, info, params):
 
 def _local_namespace(path, tree, target):
     """The globals the local function runs with: the file's top-level
-    imports, defs and classes (their decorators kept; the target's own top-
-    level def is compiled apart), and nothing else of the file: running its
-    other statements would start the Spark job. Returns (ns, notes)."""
+    imports (also in a try that only imports), defs and classes (their
+    decorators kept; the target's own top-level def is compiled apart), and
+    nothing else of the file: running its other statements would start the
+    Spark job. Returns (ns, notes)."""
     ns = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
     notes = []
     for node in tree.body:
         if node is target:
             continue
-        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        # A try whose body only imports is an import with a fallback.
+        guarded = isinstance(node, ast.Try) and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in node.body)
+        if guarded or isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             try:
                 exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), ns)
             except Exception as exc:  # one the replayed call may not need
