@@ -28,7 +28,7 @@ func fakeCaptures(f *fakePydevd, payload string) *int {
 			*starts++
 			ans = map[string]any{"id": 1, "chunks": 1, "header": map[string]any{
 				"function":     map[string]any{"name": "compute", "file": "/job/udf.py"},
-				"payloadBytes": len(payload), "pickler": "cloudpickle"}}
+				"payloadBytes": len(payload), "dataBytes": len(payload), "codeBytes": 0, "pickler": "cloudpickle"}}
 		case strings.Contains(expr, ".chunk("):
 			resp["success"], resp["body"] = true, map[string]any{"result": "'" + base64.StdEncoding.EncodeToString([]byte(payload)) + "'"}
 			return
