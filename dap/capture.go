@@ -27,12 +27,12 @@ import (
 const CaptureCommand = "sparkdapCapture"
 
 // DefaultCaptureMaxBytes is Config.CaptureMaxBytes's default: the pickled
-// function and arguments, before base64.
+// data and function together, before base64.
 const DefaultCaptureMaxBytes = 64 << 20
 
 // CaptureFormat names the capture file's layout (sparkdap_replay.py checks
 // it).
-const CaptureFormat = "sparkdap-capture/1"
+const CaptureFormat = "sparkdap-capture/2"
 
 // captureChunkBytes is how much of the pickle one evaluate fetches: its
 // base64 (a third more) stays far below MaxMessageBytes.
@@ -197,30 +197,26 @@ func (h *Hub) runCapture(es *ExecutorSession, frame int64, maxBytes int, label s
 		return "", nil, fmt.Errorf("%w: got %d bytes of the %d the executor announced", ErrCapture, len(payload), want)
 	}
 	doc := st.Header
+	data, code, err := splitCapture(doc, payload)
+	if err != nil {
+		return "", nil, err
+	}
 	fn, _ := doc["function"].(map[string]any)
 	remote, _ := fn["file"].(string)
-	local := ""
-	h.mu.Lock()
-	if h.cfg.Paths != nil && remote != "" {
-		if r := h.mapRemoteLocked(es, remote); r.Err == nil {
-			local = r.Mapping.Local
-		}
-	}
-	h.mu.Unlock()
-	if local == "" && remote != "" {
-		if _, err := os.Stat(remote); err == nil {
-			local = remote // the executor runs on this machine
-		}
-	}
+	local := h.captureLocalFile(es, remote)
 	name, _ := fn["name"].(string)
 	doc["format"] = CaptureFormat
-	doc["contains"] = fmt.Sprintf("the function %s and the arguments it held when executor %d stopped in it, pickled with %v "+
-		"(payload, base64): your data, as the executor had it", name, es.id, doc["pickler"])
+	doc["contains"] = fmt.Sprintf("the arguments of the function %s as executor %d held them when it stopped in it, with the closure values "+
+		"and the plain-data globals it reads (data: %v pickle, base64; your data, as the executor had it); the names of the modules, "+
+		"functions and classes it refers to (references); and the function itself pickled by value (code: %v pickle, base64), "+
+		"which sparkdap replay unpickles only with --trust-captured-code and otherwise takes from your local source (localFile, importable)",
+		name, es.id, doc["pickler"], doc["pickler"])
 	doc["task"] = label
 	doc["executor"] = es.id
 	doc["capturedAt"] = time.Now().UTC().Format(time.RFC3339)
 	doc["localFile"] = local
-	doc["payload"] = base64.StdEncoding.EncodeToString(payload)
+	doc["data"] = base64.StdEncoding.EncodeToString(data)
+	doc["code"] = base64.StdEncoding.EncodeToString(code)
 	out, err := json.MarshalIndent(doc, "", " ")
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: %w", ErrCapture, err)
@@ -234,6 +230,34 @@ func (h *Hub) runCapture(es *ExecutorSession, frame int64, maxBytes int, label s
 		return "", nil, fmt.Errorf("%w: %w", ErrCapture, err)
 	}
 	return path, map[string]any{"path": path, "bytes": len(payload), "function": name, "task": label}, nil
+}
+
+// captureLocalFile is the capture's localFile, the file replay compiles
+// the function from: only what path mapping gives (a file under --root, or
+// a --map rule), never the executor's path as such, or a hostile executor
+// would pick which file on this machine replay runs. In local mode the
+// executor's path is under --root and maps to itself. Takes h.mu.
+func (h *Hub) captureLocalFile(es *ExecutorSession, remote string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cfg.Paths == nil || remote == "" {
+		return ""
+	}
+	if r := h.mapRemoteLocked(es, remote); r.Err == nil {
+		return r.Mapping.Local
+	}
+	return ""
+}
+
+// splitCapture cuts the executor's bytes into DATA and CODE at the
+// header's dataBytes: they are kept apart in the file so that replay can
+// unpickle the data without the code.
+func splitCapture(header map[string]any, payload []byte) (data, code []byte, err error) {
+	n, ok := toInt(header["dataBytes"])
+	if !ok || n < 0 || int(n) > len(payload) {
+		return nil, nil, fmt.Errorf("%w: the executor's header says the data is %v of %d bytes", ErrCapture, header["dataBytes"], len(payload))
+	}
+	return payload[:n], payload[n:], nil
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)

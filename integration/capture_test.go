@@ -168,6 +168,17 @@ func TestCaptureAndReplay(t *testing.T) {
 		t.Errorf("replay after the fix: status %d, output:\n%s", rc, o)
 	}
 
+	// Without local source replay refuses to run the function the cluster
+	// pickled, unless trusted.
+	unmapped := withoutLocalFile(t, bad.Path)
+	if rc, o := replay(t, ctx, unmapped); rc != 2 || !strings.Contains(o, "no local source for parse") || !strings.Contains(o, "--trust-captured-code") {
+		t.Errorf("replay without local source: status %d, output:\n%s", rc, o)
+	}
+	if rc, o := replay(t, ctx, unmapped, "--trust-captured-code"); rc != 1 || !strings.Contains(o, "using the captured parse") ||
+		!strings.Contains(o, "raised ValueError: invalid literal for int() with base 10: 'x'") {
+		t.Errorf("replay --trust-captured-code: status %d, output:\n%s", rc, o)
+	}
+
 	// --debug: an IDE attaches and stops in parse with the captured row.
 	debugReplay(t, ctx, bad.Path, script, line)
 }
@@ -224,17 +235,42 @@ func checkCaptureFile(t *testing.T, path, local string) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Format, Contains, LocalFile, Payload string
-		Parameters                           []string
-		Versions                             map[string]string
+		Format, Contains, LocalFile, Data, Code string
+		Parameters                              []string
+		Versions                                map[string]string
+		References                              map[string]string
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Format != "sparkdap-capture/1" || !strings.Contains(doc.Contains, "function parse and the arguments") ||
-		doc.LocalFile != local || doc.Payload == "" || strings.Join(doc.Parameters, ",") != "row,scale" || doc.Versions["python"] == "" {
+	if doc.Format != "sparkdap-capture/2" || !strings.Contains(doc.Contains, "the arguments of the function parse") ||
+		!strings.Contains(doc.Contains, "only with --trust-captured-code") ||
+		doc.LocalFile != local || doc.Data == "" || doc.Code == "" || strings.Join(doc.Parameters, ",") != "row,scale" || doc.Versions["python"] == "" {
 		t.Errorf("capture file: %+v", doc)
 	}
+}
+
+// withoutLocalFile copies a capture file with its localFile cleared, as
+// one whose executor path is not mapped.
+func withoutLocalFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["localFile"] = ""
+	if b, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "unmapped.json")
+	if err := os.WriteFile(out, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // replay runs `sparkdap replay` and returns its exit status and output.

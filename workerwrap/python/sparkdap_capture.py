@@ -5,10 +5,16 @@
 # The proxy does not rely on anything being installed on the executor: it
 # sends this file's source inside a DAP evaluate, run by pydevd in the
 # stopped thread, which execs it into a module of its own in sys.modules
-# (once per source version) and calls start(). start() pickles the function
-# and its arguments with the cloudpickle PySpark ships and keeps the bytes
-# here; the proxy then fetches them with chunk() in pieces small enough for
-# an evaluate answer, and drop() forgets them. Every answer is base64 text:
+# (once per source version) and calls start(). start() pickles, with the
+# cloudpickle PySpark ships, the call's DATA (arguments, closure values,
+# plain-data globals) and apart from it the function's CODE, and keeps
+# DATA+CODE here (the header says where DATA ends). The cluster is not
+# trusted (SECURITY.md): replay unpickles DATA with an allowlist and takes
+# the function from the developer's own source, and CODE only when told to
+# trust it; so modules, functions and classes are named in the header's
+# "references", never pickled into DATA. The proxy then fetches the bytes
+# with chunk() in pieces small enough for an evaluate answer, and drop()
+# forgets them. Every answer is base64 text:
 # pydevd shows a str result as its repr, and base64 has nothing repr
 # escapes.
 #
@@ -16,12 +22,13 @@
 # data. It must run on every Python PySpark 3.5 supports (3.8 and later).
 
 import base64
+import functools
 import gc
 import json
 import sys
 import types
 
-FORMAT = "sparkdap-capture/1"
+FORMAT = "sparkdap-capture/2"
 
 _CO_VARARGS = 0x04
 _CO_VARKEYWORDS = 0x08
@@ -134,9 +141,93 @@ def _versions():
     return v
 
 
+def _global_names(code):
+    """The names code (and the code of the functions and lambdas nested in
+    it) looks up as globals. co_names also holds attribute names; one that
+    happens to be a global too is captured needlessly, never missed."""
+    names, todo, seen = set(), [code], set()
+    while todo:
+        c = todo.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        names.update(c.co_names)
+        todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return names
+
+
+def _reference(v):
+    """How a module, function or class is named instead of pickled: such a
+    value is code, which replay takes from the developer's machine, never
+    from the capture. None for a plain value."""
+    if isinstance(v, types.ModuleType):
+        return "module %s" % v.__name__
+    if isinstance(v, type):
+        return "class %s.%s" % (v.__module__, v.__qualname__)
+    if callable(v):
+        # A function, a builtin, a numpy ufunc, a UDF wrapper, a partial.
+        f = getattr(v, "func", v) if isinstance(v, functools.partial) else v
+        mod = getattr(f, "__module__", None) or type(f).__module__
+        return "function %s.%s" % (mod, getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__name__)
+    return None
+
+
+def _importable(fn):
+    """{"module", "qualname"} when the function can be imported by name
+    from a module that is not the driver script (cloudpickle pickles it by
+    reference); else None."""
+    mod_name = getattr(fn, "__module__", None)
+    qual = getattr(fn, "__qualname__", "")
+    mod = sys.modules.get(mod_name or "")
+    if mod is None or mod_name == "__main__" or "<locals>" in qual:
+        return None
+    obj = mod
+    for part in qual.split("."):
+        obj = getattr(obj, part, None)
+    if obj is not fn:
+        return None
+    return {"module": mod_name, "qualname": qual}
+
+
+def _data_and_references(fn, code, cp):
+    """The function's closure values and the globals its code reads that
+    are plain data (what the call saw), and the names of the modules,
+    functions and classes it refers to (code: recorded by name only)."""
+    refs, closure, glob, notes = {}, {}, {}, []
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            v = cell.cell_contents
+        except ValueError:  # not assigned yet
+            continue
+        ref = _reference(v)
+        if ref:
+            refs[name] = ref
+        else:
+            closure[name] = v
+    g = getattr(fn, "__globals__", {})
+    for name in sorted(_global_names(code)):
+        if name not in g:
+            continue  # a builtin or an attribute name
+        v = g[name]
+        ref = _reference(v)
+        if ref:
+            refs[name] = ref
+            continue
+        try:
+            cp.dumps(v)
+        except Exception as exc:
+            notes.append("global %r (%s) cannot be pickled and was left out: %s: %s" % (name, type(v).__name__, type(exc).__name__, exc))
+            continue
+        glob[name] = v
+    return closure, glob, refs, notes
+
+
 def capture_frame(frame, max_bytes):
-    """Pickles the function frame runs and its arguments; returns (header
-    dict, payload bytes). Raises CaptureError with the reason."""
+    """Pickles the arguments of the function frame runs (DATA: the
+    arguments, closure values and the plain-data globals the function
+    reads) and, apart, the function itself (CODE, which replay unpickles
+    only when the developer trusts the cluster); returns (header dict,
+    DATA bytes + CODE bytes). Raises CaptureError with the reason."""
     cp, cp_name = _cloudpickle()
     fn = _function_of(frame)
     args, kwargs, shown = _arguments(frame)
@@ -164,14 +255,22 @@ def capture_frame(frame, max_bytes):
         except Exception as exc:
             name = shown[i] if i < len(shown) else "*args[%d]" % i
             raise CaptureError("argument %r (%s) cannot be pickled: %s: %s" % (name, type(a).__name__, type(exc).__name__, exc)) from None
+    closure, glob, refs, more = _data_and_references(fn, code, cp)
+    notes.extend(more)
     try:
-        payload = cp.dumps({"function": fn, "args": args, "kwargs": kwargs, "iterator_arg": iterator_arg})
+        data = cp.dumps({"args": args, "kwargs": kwargs, "iterator_arg": iterator_arg, "closure": closure, "globals": glob})
     except Exception as exc:
-        raise CaptureError("%s cannot be pickled: %s: %s" % (code.co_name, type(exc).__name__, exc)) from None
-    if max_bytes and len(payload) > max_bytes:
+        raise CaptureError("the arguments of %s cannot be pickled: %s: %s" % (code.co_name, type(exc).__name__, exc)) from None
+    try:
+        fcode = cp.dumps(fn)
+    except Exception as exc:
+        # Replay from local source does not need it.
+        fcode = b""
+        notes.append("the function itself cannot be pickled (%s: %s): replay needs your local source" % (type(exc).__name__, exc))
+    if max_bytes and len(data) + len(fcode) > max_bytes:
         raise CaptureError(
             "the capture is %d bytes, over the cap of %d bytes: nothing was sent (raise the cap with sparkdapCapture's maxBytes or serve --capture-max-bytes)"
-            % (len(payload), max_bytes)
+            % (len(data) + len(fcode), max_bytes)
         )
     header = {
         "format": FORMAT,
@@ -184,16 +283,23 @@ def capture_frame(frame, max_bytes):
             "stoppedLine": frame.f_lineno,
             "isLambda": code.co_name == "<lambda>",
             "hasClosure": bool(code.co_freevars),
+            "freeVars": list(code.co_freevars),
             "isGenerator": bool(code.co_flags & _CO_GENERATOR),
+            "importable": _importable(fn),
         },
         "parameters": shown,
         "argumentTypes": [type(a).__name__ for a in args] + ["%s=%s" % (k, type(v).__name__) for k, v in kwargs.items()],
+        "closureNames": sorted(closure),
+        "globalNames": sorted(glob),
+        "references": refs,
         "notes": notes,
         "versions": _versions(),
         "pickler": cp_name,
-        "payloadBytes": len(payload),
+        "dataBytes": len(data),
+        "codeBytes": len(fcode),
+        "payloadBytes": len(data) + len(fcode),
     }
-    return header, payload
+    return header, data + fcode
 
 
 def _find_frame(frame_id):

@@ -51,9 +51,12 @@ stop_in.max_bytes = 0
 
 
 def as_file(header, payload, local=""):
-    """The capture file the proxy writes (dap/capture.go)."""
+    """The capture file the proxy writes (dap/capture.go): DATA and CODE
+    apart."""
     cap = dict(header)
-    cap["payload"] = base64.b64encode(payload).decode("ascii")
+    n = header["dataBytes"]
+    cap["data"] = base64.b64encode(payload[:n]).decode("ascii")
+    cap["code"] = base64.b64encode(payload[n:]).decode("ascii")
     cap["localFile"] = local
     return json.loads(json.dumps(cap))
 
@@ -114,26 +117,151 @@ def test_exception_is_reproduced_then_fixed_locally(tmp_path):
     assert rc == 0 and "returned 2" in out, out
 
 
-def test_without_a_local_file_the_captured_function_runs(tmp_path):
+def test_without_local_source_replay_refuses_unless_trusted(tmp_path):
     ns, path = load_script(tmp_path, JOB)
     header, payload = stop_in(ns["parse"], ("5",))
-    rc, out = replay(as_file(header, payload, ""))
+    cap = as_file(header, payload, "")
+    rc, out = replay(cap)
+    assert rc == 2, out
+    assert "no local source for parse" in out and "from the cluster" in out and "--trust-captured-code" in out, out
+    assert "returned" not in out
+    rc, out = replay(cap, trust=True)
     assert rc == 0 and "returned 10" in out and "using the captured parse" in out, out
+    assert "warning: --trust-captured-code" in out
 
 
-def test_lambda_runs_as_captured(tmp_path):
-    ns, path = load_script(tmp_path, "f = lambda x: (\n    x + 1)\n")
+def test_lambda_replays_from_the_local_source(tmp_path):
+    src = "OFFSET = 100\nf = lambda x: (\n    x + OFFSET)\n"
+    ns, path = load_script(tmp_path, src)
     header, payload = stop_in(ns["f"], (41,))
     assert header["function"]["isLambda"]
+    assert header["globalNames"] == ["OFFSET"]
     rc, out = replay(as_file(header, payload, path))
-    assert rc == 0 and "returned 42" in out and "a lambda" in out, out
+    assert rc == 0 and "returned 141" in out and "a lambda" in out and "your local source" in out, out
+    # A local fix takes effect; OFFSET keeps the captured value (the
+    # assignment is a statement replay does not run).
+    (tmp_path / "job.py").write_text(src.replace("x + OFFSET", "x - OFFSET").replace("= 100", "= 7"))
+    rc, out = replay(as_file(header, payload, path))
+    assert rc == 0 and "returned -59" in out, out
 
 
-def test_closure_picks_the_function_of_the_frame(tmp_path):
-    ns, _ = load_script(tmp_path, "def make(k):\n    def f(x):\n        return x * k\n    return f\nfs = [make(k) for k in range(5)]\n")
+RDD_JOB = """
+import math
+from functools import reduce
+
+def helper(v):
+    return math.floor(v)
+
+def build(scale, shift):
+    bump = shift * 2
+    return lambda row: helper(row * scale) + bump
+
+def other(scale):
+    return lambda row: row
+
+raise SystemExit("running the driver script would start the Spark job")
+"""
+
+
+def test_closure_lambda_binds_the_captured_closure_values(tmp_path):
+    ns = {"__name__": "__main__"}
+    src = RDD_JOB.replace('raise SystemExit("running the driver script would start the Spark job")', "")
+    path = tmp_path / "job.py"
+    path.write_text(src)
+    exec(compile(src, str(path), "exec"), ns)
+    f = ns["build"](3, 5)
+    header, payload = stop_in(f, (2.5,), line_offset=0)
+    assert header["function"]["qualname"] == "build.<locals>.<lambda>"
+    assert header["closureNames"] == ["bump", "scale"]
+    assert header["references"] == {"helper": "function __main__.helper"}
+    # The local file has a top-level statement that would end the replay
+    # if it ran: only imports and defs run.
+    path.write_text(RDD_JOB)
+    cap = as_file(header, payload, str(path))
+    rc, out = replay(cap)
+    assert rc == 0 and "returned 17" in out, out
+    assert "build.<locals>.<lambda> (a lambda) from %s:10" % path in out, out
+    # The local fix to the lambda and to the helper it calls takes effect.
+    path.write_text(RDD_JOB.replace("helper(row * scale) + bump", "helper(row * scale) - bump").replace("math.floor(v)", "math.ceil(v)"))
+    rc, out = replay(cap)
+    assert rc == 0 and "returned -2" in out, out
+
+
+def test_nested_def_found_by_qualname_and_nearest_line(tmp_path):
+    src = (
+        "def make(k):\n"
+        "    def f(x):\n"
+        "        return x * k\n"
+        "    return f\n"
+        "def make2(k):\n"
+        "    def f(x):\n"
+        "        return -x\n"
+        "    return f\n"
+        "fs = [make(k) for k in range(5)]\n"
+    )
+    ns, path = load_script(tmp_path, src)
     header, payload = stop_in(ns["fs"][3], (2,), line_offset=1)
+    assert header["closureNames"] == ["k"]
+    rc, out = replay(as_file(header, payload, path))
+    assert rc == 0 and "returned 6" in out and "make.<locals>.f (a def) from %s:2" % path in out, out
+    # Lines move with an edit above it: the qualified name still finds it.
+    (tmp_path / "job.py").write_text("import os\n\n\n" + src.replace("x * k", "x * k + 1"))
+    rc, out = replay(as_file(header, payload, path))
+    assert rc == 0 and "returned 7" in out and ":5 (your local source)" in out, out
+
+
+def test_ambiguous_lambdas_are_refused(tmp_path):
+    src = "fs = [lambda x: x + 1, lambda x: x + 2]\n"
+    ns, path = load_script(tmp_path, src)
+    header, payload = stop_in(ns["fs"][1], (1,), line_offset=0)
+    rc, out = replay(as_file(header, payload, path))
+    assert rc == 2 and "2 functions in your local file match <lambda>" in out and "cannot tell which one ran" in out, out
+
+
+def test_a_function_in_the_closure_is_refused(tmp_path):
+    src = "def make():\n    def g(v):\n        return v\n    def f(x):\n        return g(x)\n    return f\nf = make()\n"
+    ns, path = load_script(tmp_path, src)
+    header, payload = stop_in(ns["f"], (1,))
+    assert header["references"]["g"] == "function __main__.make.<locals>.g"
+    rc, out = replay(as_file(header, payload, path))
+    assert rc == 2 and "closure variable 'g' is function __main__.make.<locals>.g" in out and "--trust-captured-code" in out, out
+    rc, out = replay(as_file(header, payload, path), trust=True)
+    assert rc == 0 and "returned 1" in out, out
+
+
+def test_local_file_must_be_a_regular_py_file(tmp_path):
+    ns, path = load_script(tmp_path, JOB)
+    header, payload = stop_in(ns["parse"], ("5",))
+    other = tmp_path / "notes.txt"
+    other.write_text(JOB)
+    for local in (str(other), str(tmp_path)):
+        rc, out = replay(as_file(header, payload, local))
+        assert rc == 2 and "not a regular .py file" in out, out
+
+
+def test_importable_function_comes_from_the_local_module(tmp_path, monkeypatch):
+    (tmp_path / "loanlib17.py").write_text("def risk(x):\n    return x * 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import loanlib17
+
+    header, payload = stop_in(loanlib17.risk, (4,))
+    assert header["function"]["importable"] == {"module": "loanlib17", "qualname": "risk"}
+    (tmp_path / "loanlib17.py").write_text("def risk(x):\n    return x * 3\n")
+    monkeypatch.delitem(sys.modules, "loanlib17")
     rc, out = replay(as_file(header, payload, ""))
-    assert rc == 0 and "returned 6" in out, out
+    assert rc == 0 and "returned 12" in out and "imported from your local module loanlib17" in out, out
+
+
+def test_a_library_module_is_not_imported_for_the_cluster(tmp_path):
+    """A hostile capture names os.system as the function, with data for
+    its argument: replay must not call it."""
+    ns, path = load_script(tmp_path, JOB)
+    header, payload = stop_in(ns["parse"], ("5",))
+    for mod, fn in (("os", "system"), ("subprocess", "getoutput"), ("pytest", "main")):
+        header["function"]["importable"] = {"module": mod, "qualname": fn}
+        header["function"]["qualname"] = fn
+        rc, out = replay(as_file(header, payload, ""))
+        assert rc == 2 and "standard library or site-packages, not your source" in out and "returned" not in out, out
 
 
 def test_size_cap_refuses_with_the_sizes(tmp_path):
@@ -198,8 +326,175 @@ def test_start_chunks_and_drop(monkeypatch, tmp_path):
     first = json.loads(base64.b64decode(sc.start(7, 0, 64)))
     assert first["chunks"] >= 2
     data = b"".join(base64.b64decode(sc.chunk(first["id"], i)) for i in range(first["chunks"]))
-    assert len(data) == first["header"]["payloadBytes"]
+    assert len(data) == first["header"]["payloadBytes"] == first["header"]["dataBytes"] + first["header"]["codeBytes"]
     sc.drop(first["id"])
     assert first["id"] not in sc._held
     bad = json.loads(base64.b64decode(sc.start(8, 0, 64)))
     assert "error" in bad
+
+
+def _realistic_values():
+    """What a UDF, an RDD lambda or mapInPandas gets: the values DATA
+    must carry through the restricted unpickler."""
+    import collections
+    import datetime
+    import decimal
+
+    out = [
+        1,
+        2.5,
+        "s",
+        b"b",
+        None,
+        [1, (2, 3)],
+        {"a": {1, 2}, "b": frozenset([3])},
+        bytearray(b"x"),
+        complex(1, 2),
+        datetime.datetime(2020, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc),
+        datetime.date(2020, 1, 2),
+        datetime.timedelta(seconds=5),
+        decimal.Decimal("1.25"),
+        collections.OrderedDict(a=1),
+        collections.defaultdict(list, a=[1]),
+    ]
+    try:
+        from pyspark.sql.types import Row
+
+        out += [Row(a=1, b="x"), Row(1, 2), [Row(a=Row(b=1))]]
+    except ImportError:
+        pass
+    try:
+        import numpy as np
+
+        out += [np.arange(3), np.float64(1.5), np.int32(3), np.array(["a", None], dtype=object), np.array([1], dtype="datetime64[ns]")]
+    except ImportError:
+        pass
+    try:
+        import pandas as pd
+
+        out += [
+            pd.DataFrame({"x": [1, 2], "s": ["a", None], "f": [1.5, None], "t": pd.to_datetime(["2020-01-01", None])}),
+            pd.Series([1, None], dtype="Int64", name="n"),
+            pd.Series(["a", "b"], dtype="category"),
+            pd.Series(["a", None], dtype="string"),
+            pd.Series([1.0], index=pd.DatetimeIndex(["2020-01-01"], tz="UTC")),
+            pd.DataFrame({"x": [1, 2]}, index=pd.MultiIndex.from_tuples([(1, "a"), (2, "b")])),
+            pd.Timestamp("2020-01-01", tz="UTC"),
+            pd.Timedelta("1D"),
+            pd.NaT,
+        ]
+    except ImportError:
+        pass
+    try:
+        import pyarrow as pa
+
+        out += [
+            pa.record_batch({"x": [1, 2], "s": ["a", "b"]}),
+            pa.table({"x": [1], "l": [[1, 2]], "st": [{"a": 1}], "d": pa.array(["a"]).dictionary_encode()}),
+            pa.array([decimal.Decimal("1.5")]),
+            pa.array([1], pa.timestamp("us", tz="UTC")),
+        ]
+    except ImportError:
+        pass
+    return out
+
+
+def _same(a, b):
+    if hasattr(a, "equals"):
+        return type(a) is type(b) and a.equals(b)
+    if type(a).__module__ == "numpy":
+        import numpy as np
+
+        return type(a) is type(b) and np.array_equal(a, b)
+    if a is not a:  # NaT
+        return b is not b
+    return type(a) is type(b) and a == b
+
+
+def test_restricted_unpickler_loads_realistic_data():
+    cp, _ = sc._cloudpickle()
+    values = _realistic_values()
+    got = sr.RestrictedUnpickler(io.BytesIO(cp.dumps(values))).load()
+    for want, have in zip(values, got):
+        assert _same(want, have) or repr(want) == repr(have), (want, have)
+
+
+class _Reduce:
+    """Pickles as a call of fn(*args): what a hostile executor sends."""
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return self.fn, self.args
+
+
+def _hostile(tmp_path):
+    import importlib
+    import os
+    import subprocess
+
+    marker = str(tmp_path / "pwned")
+    cases = [
+        ("os.system", _Reduce(os.system, "touch " + marker)),
+        ("builtins.eval", _Reduce(eval, "open(%r, 'w')" % marker)),
+        ("builtins.getattr", _Reduce(getattr, os, "system")),
+        ("subprocess.Popen", _Reduce(subprocess.Popen, ["touch", marker])),
+        ("importlib.import_module", _Reduce(importlib.import_module, "antigravity")),
+    ]
+    try:
+        import numpy as np
+
+        cases.append(("numpy.save", _Reduce(np.save, marker, np.arange(1))))
+    except ImportError:
+        pass
+    try:
+        import pandas as pd
+
+        cases.append(("pandas.read_pickle", _Reduce(pd.read_pickle, marker)))
+    except ImportError:
+        pass
+    # The message names the global as the pickle does: where it is defined
+    # (os.system is posix.system).
+    return marker, [(name, obj, "names %s.%s," % (obj.fn.__module__, obj.fn.__qualname__)) for name, obj in cases]
+
+
+def _dotted_global():
+    """Protocol 4's STACK_GLOBAL with an attribute path: an allowed module
+    and a name reaching through it."""
+    def s(x):
+        b = x.encode()
+        return b"\x8c" + bytes([len(b)]) + b
+
+    return b"\x80\x04" + s("pandas") + s("DataFrame.to_pickle") + b"\x93."
+
+
+def test_restricted_unpickler_refuses_hostile_pickles(tmp_path):
+    cp, _ = sc._cloudpickle()
+    marker, cases = _hostile(tmp_path)
+    table = [(name, cp.dumps({"args": [obj], "kwargs": {}}), want) for name, obj, want in cases]
+    table.append(("cloudpickled function in args", cp.dumps({"args": [lambda x: x], "kwargs": {}}), "names pyspark.cloudpickle.cloudpickle."))
+    table.append(("dotted name", _dotted_global(), "names pandas.DataFrame.to_pickle,"))
+    for name, raw, want in table:
+        with pytest.raises(sr.ReplayError) as err:
+            sr.RestrictedUnpickler(io.BytesIO(raw)).load()
+        msg = str(err.value)
+        assert want in msg and "--trust-captured-code loads it" in msg, (name, msg)
+    import os
+
+    assert not os.path.exists(marker)
+
+
+def test_replay_refuses_hostile_data_and_runs_nothing(tmp_path):
+    import os
+
+    ns, path = load_script(tmp_path, JOB)
+    header, payload = stop_in(ns["parse"], ("5",))
+    cap = as_file(header, payload, path)
+    cp, _ = sc._cloudpickle()
+    marker, cases = _hostile(tmp_path)
+    for name, obj, want in cases:
+        cap["data"] = base64.b64encode(cp.dumps({"args": [obj], "kwargs": {}, "iterator_arg": None, "closure": {}, "globals": {}})).decode()
+        rc, out = replay(cap)
+        assert rc == 2 and want in out and "--trust-captured-code" in out and "returned" not in out, (name, out)
+        assert not os.path.exists(marker), name

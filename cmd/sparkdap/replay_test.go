@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestReplayFlagsReachPython: replay hands its flags to the Python side
+// (which decides what runs) and ends with that side's status. A stand-in
+// interpreter prints its arguments and exits 2, as the Python side does
+// when it refuses.
+func TestReplayFlagsReachPython(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in interpreter is a shell script")
+	}
+	dir := t.TempDir()
+	py := filepath.Join(dir, "python")
+	if err := os.WriteFile(py, []byte("#!/bin/sh\necho ARGS \"$@\"\nexit 2\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	capture := filepath.Join(dir, "c.json")
+	if err := os.WriteFile(capture, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flags []string
+		want  string
+		not   []string
+	}{
+		{nil, capture, []string{"--trust-captured-code", "--force"}},
+		{[]string{"--trust-captured-code"}, capture + " --trust-captured-code", []string{"--force"}},
+		{[]string{"--force", "--trust-captured-code"}, capture + " --force --trust-captured-code", nil},
+	} {
+		args := append(append([]string{"replay", "--python", py}, tc.flags...), capture)
+		code, out, errOut := runCLI(t, args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want the Python side's 2 (stderr %q)", tc.flags, code, errOut)
+		}
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("%v: python got %q, want %q", tc.flags, out, tc.want)
+		}
+		for _, n := range tc.not {
+			if strings.Contains(out, n) {
+				t.Errorf("%v: python got %q, which has %s", tc.flags, out, n)
+			}
+		}
+	}
+}
