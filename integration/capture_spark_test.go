@@ -72,7 +72,7 @@ func TestCaptureReplayOnSpark(t *testing.T) {
 			broken:   `s.astype(int)`,
 			fixed:    `pd.to_numeric(s, errors="coerce").fillna(0).astype(int)`,
 			raised:   "raised ValueError: invalid literal for int() with base 10: 'x'",
-			returned: `returned 0\s+6\s+1\s+0\s+dtype: int64\n`,
+			returned: `returned 0\s+6\s+1\s+0\s+(Name: \S+, )?dtype: int64\n`,
 			want:     map[string]string{`s.tolist()`: "['2', 'x']"},
 		},
 	}
