@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -23,12 +24,19 @@ import (
 
 // captureJob stands in for a driver script whose function runs in an
 // executor: it connects to the proxy as a worker does and calls parse on
-// each row; the second row breaks it.
+// each row (the second row breaks it), then a lambda with a closure, as an
+// RDD lambda of a driver script.
 const captureJob = `import os, sys
 
 def parse(row, scale=10):
     value = int(row["n"])  # BREAKPOINT
     return value * scale
+
+
+def make(scale):
+    return lambda row: (
+        int(row["n"]) * scale  # BREAKPOINT: lambda
+    )
 
 
 def main():
@@ -40,6 +48,7 @@ def main():
             print("RESULT", parse(row), flush=True)
         except ValueError as exc:
             print("FAILED", exc, flush=True)
+    print("LAMBDA", make(3)({"n": "7"}), flush=True)
 
 
 if __name__ == "__main__":
@@ -50,8 +59,11 @@ if __name__ == "__main__":
 // captures the call through the proxy (sparkdapCapture); `sparkdap replay`
 // gives what the worker got (the value, then the exception); after the
 // local source is fixed, replay returns the fixed value; with --debug a
-// DAP client stops in the function with the captured argument. A capture
-// over the size cap is refused and says so.
+// DAP client stops in the function with the captured argument. A lambda
+// with a closure replays from the local file with the captured closure
+// value, and a local fix to it takes effect. Without local source replay
+// refuses unless --trust-captured-code. A capture over the size cap is
+// refused and says so.
 func TestCaptureAndReplay(t *testing.T) {
 	py := python(t)
 	ctx := testContext(t, 120*time.Second)
@@ -62,13 +74,18 @@ func TestCaptureAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := testenv.MarkedLine(t, script, "")
+	lambdaLine := testenv.MarkedLine(t, script, "lambda")
 	p := startProxy(t, ctx, "--root", dir, "--capture-dir", capDir)
 	c := dialIDE(t, ctx, p.IDE)
 	if _, err := c.Initialize(ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Attach(ctx, map[string]any{}, func(ctx context.Context) error {
-		return setWorkerBreakpoint(ctx, c, script, line)
+		bps, err := c.SetBreakpoints(ctx, script, line, lambdaLine)
+		if err == nil && len(bps) != 2 {
+			err = fmt.Errorf("setBreakpoints answered %+v", bps)
+		}
+		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -143,12 +160,22 @@ func TestCaptureAndReplay(t *testing.T) {
 	if err := c.Continue(ctx, tid); err != nil {
 		t.Fatal(err)
 	}
+
+	// Third stop: the lambda make(3) returned, called with {"n": "7"}.
+	lam, tid, err := captureStop(nil)
+	if err != nil {
+		t.Fatalf("capture of the lambda: %v", err)
+	}
+	if err := c.Continue(ctx, tid); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-exited:
 	case <-ctx.Done():
 		t.Fatal("the worker did not finish")
 	}
-	if o := out.String(); !strings.Contains(o, "RESULT 10") || !strings.Contains(o, "FAILED invalid literal for int() with base 10: 'x'") {
+	if o := out.String(); !strings.Contains(o, "RESULT 10") || !strings.Contains(o, "FAILED invalid literal for int() with base 10: 'x'") ||
+		!strings.Contains(o, "LAMBDA 21") {
 		t.Fatalf("worker output %q", o)
 	}
 
@@ -158,14 +185,23 @@ func TestCaptureAndReplay(t *testing.T) {
 	if rc, o := replay(t, ctx, bad.Path); rc != 1 || !strings.Contains(o, "raised ValueError: invalid literal for int() with base 10: 'x'") {
 		t.Errorf("replay of parse({'n': 'x'}): status %d, output:\n%s", rc, o)
 	}
+	lambdaFrom := fmt.Sprintf("make.<locals>.<lambda> (a lambda) from %s:%d (your local source)", script, lambdaLine-1)
+	if rc, o := replay(t, ctx, lam.Path); rc != 0 || !strings.Contains(o, "returned 21") || !strings.Contains(o, lambdaFrom) {
+		t.Errorf("replay of the lambda: status %d, output:\n%s", rc, o)
+	}
 
 	// The developer fixes parse locally: replay runs the fix.
 	fixed := strings.Replace(captureJob, `value = int(row["n"])  # BREAKPOINT`, `value = int(row["n"]) if row["n"].isdigit() else -1  # BREAKPOINT`, 1)
+	fixed = strings.Replace(fixed, `int(row["n"]) * scale  # BREAKPOINT: lambda`, `int(row["n"]) * scale + 1  # BREAKPOINT: lambda`, 1)
 	if err := os.WriteFile(script, []byte(fixed), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if rc, o := replay(t, ctx, bad.Path); rc != 0 || !strings.Contains(o, "returned -10") {
 		t.Errorf("replay after the fix: status %d, output:\n%s", rc, o)
+	}
+	// The lambda's fix takes effect, with the captured closure value 3.
+	if rc, o := replay(t, ctx, lam.Path); rc != 0 || !strings.Contains(o, "returned 22") {
+		t.Errorf("replay of the lambda after the fix: status %d, output:\n%s", rc, o)
 	}
 
 	// Without local source replay refuses to run the function the cluster

@@ -233,8 +233,18 @@ class RestrictedUnpickler(pickle.Unpickler):
 def load(path):
     with open(path, "r", encoding="utf-8") as f:
         cap = json.load(f)
-    if cap.get("format") != FORMAT:
-        raise ReplayError("%s is not a sparkdap capture this replay reads (format %r, want %r)" % (path, cap.get("format"), FORMAT))
+    if not isinstance(cap, dict) or cap.get("format") != FORMAT:
+        raise ReplayError("%s is not a sparkdap capture this replay reads (format %r, want %r)" % (path, cap.get("format") if isinstance(cap, dict) else None, FORMAT))
+    # The executor wrote most of it: check the shapes replay relies on.
+    info = cap.get("function")
+    ok = isinstance(info, dict) and isinstance(info.get("firstLine", 0), int) and isinstance(info.get("qualname", ""), str)
+    ok = ok and all(isinstance(v, str) for v in info.get("freeVars") or [])
+    ok = ok and isinstance(cap.get("references", {}), dict) and all(isinstance(p, str) for p in cap.get("parameters") or [])
+    ok = ok and isinstance(cap.get("data", ""), str) and isinstance(cap.get("code", ""), str) and isinstance(cap.get("localFile", ""), str)
+    imp = info.get("importable") if isinstance(info, dict) else None
+    ok = ok and (imp is None or (isinstance(imp, dict) and isinstance(imp.get("module"), str) and isinstance(imp.get("qualname"), str)))
+    if not ok:
+        raise ReplayError("%s is not a well-formed sparkdap capture" % path)
     return cap
 
 
@@ -308,6 +318,9 @@ def _import_local(imp):
         return None, "module %s is not importable here" % mod_name
     if origin in ("built-in", "frozen") or _under(origin, _system_dirs()):
         return None, "module %s here is %s, in the standard library or site-packages, not your source" % (mod_name, origin)
+    if _under(origin, {os.path.dirname(os.path.realpath(__file__))}):
+        # sparkdap's own Python (this file's main would replay any file).
+        return None, "module %s here is %s, sparkdap's own code, not your source" % (mod_name, origin)
     try:
         mod = importlib.import_module(mod_name)
     except Exception as exc:
@@ -416,15 +429,18 @@ def _compile_functions_as(mod, path, depth):
 
 def _local_namespace(path, tree, target):
     """The globals the local function runs with: the file's top-level
-    imports, defs and classes (their decorators kept; the target's own top-
-    level def is compiled apart), and nothing else of the file: running its
-    other statements would start the Spark job. Returns (ns, notes)."""
+    imports (also in a try that only imports), defs and classes (their
+    decorators kept; the target's own top-level def is compiled apart), and
+    nothing else of the file: running its other statements would start the
+    Spark job. Returns (ns, notes)."""
     ns = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
     notes = []
     for node in tree.body:
         if node is target:
             continue
-        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        # A try whose body only imports is an import with a fallback.
+        guarded = isinstance(node, ast.Try) and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in node.body)
+        if guarded or isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             try:
                 exec(_compile_functions_as(ast.Module(body=[node], type_ignores=[]), path, 1), ns)
             except Exception as exc:  # one the replayed call may not need
@@ -440,9 +456,12 @@ def compile_local(path, node, tree, info, data, refs):
     missing. Returns (fn, notes)."""
     free = list(info.get("freeVars") or [])
     closure = data.get("closure") or {}
+    own = getattr(node, "name", None)  # a nested def that calls itself
     for v in free:
         if not isinstance(v, str) or not v.isidentifier() or keyword.iskeyword(v):
             raise ReplayError("the capture names a free variable %r, which is no Python name" % (v,))
+        if v == own and v not in closure:
+            closure[v] = None  # the def below binds it, in the outer function
         if v not in closure:
             what = refs.get(v, "not captured")
             raise NoLocalSource("its closure variable %r is %s, and replay rebuilds a closure from captured data only" % (v, what))
@@ -471,6 +490,8 @@ def compile_local(path, node, tree, info, data, refs):
     fn = ns.pop("__sparkdap_outer__")(*[closure[v] for v in free])
     if info.get("qualname"):
         fn.__qualname__ = info["qualname"]
+    if node in tree.body:
+        ns[own] = fn  # a top-level def that calls itself finds itself
     return fn, notes
 
 
@@ -521,8 +542,9 @@ def local_function(cap, data):
     return fn, "using %s (a %s) from %s:%d (your local source)" % (info.get("qualname"), kind, local, node.lineno), notes
 
 
-def run(cap, force=False, trust=False, out=sys.stdout):
+def run(cap, force=False, trust=False, out=None):
     """Replays the call; returns the exit status."""
+    out = out or sys.stdout
     notes = []
     try:
         warn = check_python(cap, force)

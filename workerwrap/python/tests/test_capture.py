@@ -148,9 +148,13 @@ def test_lambda_replays_from_the_local_source(tmp_path):
 RDD_JOB = """
 import math
 from functools import reduce
+try:
+    import statistics as st
+except ImportError:
+    st = None
 
 def helper(v):
-    return math.floor(v)
+    return math.floor(st.mean([v]))
 
 def build(scale, shift):
     bump = shift * 2
@@ -180,9 +184,9 @@ def test_closure_lambda_binds_the_captured_closure_values(tmp_path):
     cap = as_file(header, payload, str(path))
     rc, out = replay(cap)
     assert rc == 0 and "returned 17" in out, out
-    assert "build.<locals>.<lambda> (a lambda) from %s:10" % path in out, out
+    assert "build.<locals>.<lambda> (a lambda) from %s:14" % path in out, out
     # The local fix to the lambda and to the helper it calls takes effect.
-    path.write_text(RDD_JOB.replace("helper(row * scale) + bump", "helper(row * scale) - bump").replace("math.floor(v)", "math.ceil(v)"))
+    path.write_text(RDD_JOB.replace("helper(row * scale) + bump", "helper(row * scale) - bump").replace("math.floor(", "math.ceil("))
     rc, out = replay(cap)
     assert rc == 0 and "returned -2" in out, out
 
@@ -257,11 +261,16 @@ def test_a_library_module_is_not_imported_for_the_cluster(tmp_path):
     its argument: replay must not call it."""
     ns, path = load_script(tmp_path, JOB)
     header, payload = stop_in(ns["parse"], ("5",))
-    for mod, fn in (("os", "system"), ("subprocess", "getoutput"), ("pytest", "main")):
+    for mod, fn, why in (
+        ("os", "system", "standard library or site-packages, not your source"),
+        ("subprocess", "getoutput", "standard library or site-packages, not your source"),
+        ("pytest", "main", "standard library or site-packages, not your source"),
+        ("sparkdap_replay", "main", "sparkdap's own code, not your source"),
+    ):
         header["function"]["importable"] = {"module": mod, "qualname": fn}
         header["function"]["qualname"] = fn
         rc, out = replay(as_file(header, payload, ""))
-        assert rc == 2 and "standard library or site-packages, not your source" in out and "returned" not in out, out
+        assert rc == 2 and why in out and "returned" not in out, out
 
 
 def test_size_cap_refuses_with_the_sizes(tmp_path):
@@ -524,3 +533,47 @@ def test_replay_runs_no_line_of_the_local_file_but_the_functions(tmp_path):
             sys.settrace(None)
         assert rc == 0 and want in out, out
         assert {name for name, _, _ in seen} == {fn.__name__}, seen
+
+
+def test_malformed_capture_is_refused(tmp_path, capsys):
+    ns, path = load_script(tmp_path, JOB)
+    header, payload = stop_in(ns["parse"], ("5",))
+    good = as_file(header, payload, path)
+    for name, change in (
+        ("format", lambda c: c.update(format="sparkdap-capture/1")),
+        ("firstLine", lambda c: c["function"].update(firstLine="3")),
+        ("freeVars", lambda c: c["function"].update(freeVars=[1])),
+        ("importable", lambda c: c["function"].update(importable="os.system")),
+        ("references", lambda c: c.update(references=[])),
+        ("data", lambda c: c.update(data=5)),
+    ):
+        cap = json.loads(json.dumps(good))
+        change(cap)
+        f = tmp_path / ("%s.json" % name)
+        f.write_text(json.dumps(cap))
+        assert sr.main([str(f)]) == 2, name
+        assert "sparkdap replay: " in capsys.readouterr().out, name
+    f = tmp_path / "good.json"
+    f.write_text(json.dumps(good))
+    assert sr.main([str(f)]) == 0
+    assert "returned 10" in capsys.readouterr().out
+
+
+def test_recursive_functions_find_themselves(tmp_path):
+    src = (
+        "def fact(n):\n"
+        "    return 1 if n <= 1 else n * fact(n - 1)\n"
+        "def make(k):\n"
+        "    def rec(n):\n"
+        "        return k if n <= 0 else rec(n - 1) + 1\n"
+        "    return rec\n"
+        "r = make(10)\n"
+    )
+    ns, path = load_script(tmp_path, src)
+    header, payload = stop_in(ns["fact"], (4,))
+    rc, out = replay(as_file(header, payload, path))
+    assert rc == 0 and "returned 24" in out, out
+    header, payload = stop_in(ns["r"], (3,))
+    assert header["closureNames"] == ["k"] and header["references"] == {"rec": "function __main__.make.<locals>.rec"}
+    rc, out = replay(as_file(header, payload, path))
+    assert rc == 0 and "returned 13" in out, out
