@@ -21,7 +21,8 @@ import (
 // fixed value → `replay --debug` stops an attached DAP client in the local
 // function with the captured argument. One job and one proxy serve all
 // four cases, to keep CI's Spark time down. Not named TestSpark*: one
-// Spark version (the Spark 3.5 leg runs only TestSpark*) is enough here.
+// Spark version (the Spark 3.5 leg runs only TestSpark*) is enough in CI;
+// it passes on the 3.5 venv too (PATH=$VENV/bin:$PATH go test -run ...).
 func TestCaptureReplayOnSpark(t *testing.T) {
 	requireSpark(t)
 	ctx := testContext(t, 4*time.Minute)
