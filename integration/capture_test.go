@@ -10,9 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	godap "github.com/google/go-dap"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
@@ -350,6 +353,16 @@ func replay(t *testing.T, ctx context.Context, capture string, extra ...string) 
 
 func debugReplay(t *testing.T, ctx context.Context, capture, script string, line int) {
 	t.Helper()
+	debugReplayCheck(t, ctx, capture, script, line, "parse", map[string]string{"row": "{'n': 'x'}"}, `returned -10`)
+}
+
+// debugReplayCheck runs `sparkdap replay --debug` on capture and attaches
+// a DAP client with a breakpoint at script:line: it must stop there in
+// function fn, where want holds (a bare name: its value in the frame's
+// variables; anything else: what it evaluates to), and after continue the
+// replay's output must match returned (a regular expression).
+func debugReplayCheck(t *testing.T, ctx context.Context, capture, script string, line int, fn string, want map[string]string, returned string) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -403,20 +416,60 @@ func debugReplay(t *testing.T, ctx context.Context, capture, script string, line
 	}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := c.StoppedEvent(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// The stop, unless the replay ends first (it ran code the breakpoint
+	// is not in).
+	stopCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan *godap.StoppedEventBody, 1)
+	go func() {
+		st, _ := c.StoppedEvent(stopCtx)
+		stopped <- st
+	}()
+	var st *godap.StoppedEventBody
+	select {
+	case st = <-stopped:
+		if st == nil {
+			t.Fatalf("replay --debug never stopped at %s:%d", script, line)
+		}
+	case err := <-done:
+		done <- err
+		t.Fatalf("replay --debug ended (%v) without stopping at %s:%d", err, script, line)
 	}
 	frames, err := c.StackTrace(ctx, st.ThreadId)
 	if err != nil || len(frames) == 0 {
 		t.Fatalf("stackTrace: %v %v", frames, err)
 	}
-	if frames[0].Name != "parse" || frames[0].Line != line {
-		t.Errorf("stopped in %s line %d, want parse line %d", frames[0].Name, frames[0].Line, line)
+	if frames[0].Name != fn || frames[0].Line != line || frames[0].Source == nil || frames[0].Source.Path != script {
+		t.Errorf("stopped in %s at %+v line %d, want %s at %s:%d", frames[0].Name, frames[0].Source, frames[0].Line, fn, script, line)
 	}
-	ev, err := c.Evaluate(ctx, frames[0].Id, "row")
-	if err != nil || ev.Result != "{'n': 'x'}" {
-		t.Errorf("row in the replayed frame: %v %v, want {'n': 'x'}", ev, err)
+	scopes, err := c.Scopes(ctx, frames[0].Id)
+	if err != nil || len(scopes) == 0 {
+		t.Fatalf("scopes: %v %v", scopes, err)
+	}
+	vars, err := c.Variables(ctx, scopes[0].VariablesReference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for expr, w := range want {
+		got, how := "", "variable"
+		if identRE.MatchString(expr) {
+			for _, v := range vars {
+				if v.Name == expr {
+					got = v.Value
+				}
+			}
+		} else {
+			how = "evaluated"
+			ev, err := c.Evaluate(ctx, frames[0].Id, expr)
+			if err != nil {
+				t.Errorf("evaluate %s in the replayed frame: %v", expr, err)
+				continue
+			}
+			got = ev.Result
+		}
+		if got != w {
+			t.Errorf("%s %s in the replayed frame = %q, want %q (locals %+v)", how, expr, got, w, vars)
+		}
 	}
 	if err := c.Continue(ctx, st.ThreadId); err != nil {
 		t.Fatal(err)
@@ -424,13 +477,15 @@ func debugReplay(t *testing.T, ctx context.Context, capture, script string, line
 	select {
 	case err := <-done:
 		done <- err
-		if err != nil || !strings.Contains(out.String(), "returned -10") {
+		if err != nil || !regexp.MustCompile(returned).MatchString(out.String()) {
 			t.Errorf("replay --debug ended with %v, output:\n%s", err, out.String())
 		}
 	case <-ctx.Done():
 		t.Fatal("replay --debug did not finish after continue")
 	}
 }
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // fileText reads a file that is being written, as a syncbuf.Buffer would.
 type fileText string

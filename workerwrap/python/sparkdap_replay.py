@@ -40,6 +40,7 @@ import stat
 import sys
 import sysconfig
 import traceback
+import types
 
 FORMAT = "sparkdap-capture/2"
 
@@ -407,6 +408,25 @@ def find_local(tree, info, params):
     return cands[0], None
 
 
+# The file name of the code replay generates around the developer's.
+_GENERATED = "<sparkdap replay>"
+
+
+def _compile_functions_as(mod, path, depth):
+    """mod compiled with only the code at depth (the developer's defs and
+    lambdas: 1 in a module, 2 in the generated closure wrapper) and below
+    filed under path; the levels above are replay's own, and filed apart.
+    pydevd matches breakpoints by file and line: were the module statement
+    or the wrapper filed under path, a breakpoint on a lambda's line (or a
+    def's) would first stop there, in <module>, before the call."""
+
+    def refile(code, level):
+        consts = tuple(refile(c, level + 1) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+        return code.replace(co_filename=path if level >= depth else _GENERATED, co_consts=consts)
+
+    return refile(compile(mod, path, "exec"), 0)
+
+
 def _local_namespace(path, tree, target):
     """The globals the local function runs with: the file's top-level
     imports (also in a try that only imports), defs and classes (their
@@ -422,7 +442,7 @@ def _local_namespace(path, tree, target):
         guarded = isinstance(node, ast.Try) and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in node.body)
         if guarded or isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             try:
-                exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), ns)
+                exec(_compile_functions_as(ast.Module(body=[node], type_ignores=[]), path, 1), ns)
             except Exception as exc:  # one the replayed call may not need
                 notes.append("%s line %d failed here (%s: %s); the call fails if it needs it" % (os.path.basename(path), node.lineno, type(exc).__name__, exc))
     return ns, notes
@@ -466,7 +486,7 @@ def compile_local(path, node, tree, info, data, refs):
     ast.copy_location(outer, node)
     mod = ast.Module(body=[outer], type_ignores=[])
     ast.fix_missing_locations(mod)
-    exec(compile(mod, path, "exec"), ns)
+    exec(_compile_functions_as(mod, path, 2), ns)
     fn = ns.pop("__sparkdap_outer__")(*[closure[v] for v in free])
     if info.get("qualname"):
         fn.__qualname__ = info["qualname"]

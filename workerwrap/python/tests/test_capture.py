@@ -509,6 +509,32 @@ def test_replay_refuses_hostile_data_and_runs_nothing(tmp_path):
         assert not os.path.exists(marker), name
 
 
+def test_replay_runs_no_line_of_the_local_file_but_the_functions(tmp_path):
+    """An IDE breakpoint on a lambda's line (or a def's) must stop only in
+    the replayed function: the code replay generates to rebuild it (a
+    wrapper for the closure, the statement binding it) must not run lines
+    of the developer's file, or pydevd stops there first, in <module>."""
+    src = "OFFSET = 100\nf = lambda x: x + OFFSET\n\ndef g(x):\n    return x * 2\n"
+    ns, path = load_script(tmp_path, src)
+    seen = []
+
+    def trace(frame, event, arg):
+        if frame.f_code.co_filename == path:
+            seen.append((frame.f_code.co_name, frame.f_lineno, event))
+        return trace
+
+    for fn, arg, want in ((ns["f"], 41, "returned 141"), (ns["g"], 4, "returned 8")):
+        header, payload = stop_in(fn, (arg,), line_offset=0 if fn is ns["f"] else 1)
+        seen.clear()
+        sys.settrace(trace)
+        try:
+            rc, out = replay(as_file(header, payload, path))
+        finally:
+            sys.settrace(None)
+        assert rc == 0 and want in out, out
+        assert {name for name, _, _ in seen} == {fn.__name__}, seen
+
+
 def test_malformed_capture_is_refused(tmp_path, capsys):
     ns, path = load_script(tmp_path, JOB)
     header, payload = stop_in(ns["parse"], ("5",))
