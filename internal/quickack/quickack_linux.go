@@ -38,3 +38,7 @@ func (c *conn) Read(p []byte) (int, error) {
 	})
 	return c.TCPConn.Read(p)
 }
+
+// PlainConn is the connection c wraps: c's writes are its writes
+// (wirequeue.PlainConn), so they may go to its file descriptor directly.
+func (c *conn) PlainConn() net.Conn { return c.TCPConn }
