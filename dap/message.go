@@ -44,7 +44,7 @@ func DecodeMessage(body []byte) (Message, error) {
 }
 
 // Encode renders the message as JSON.
-func (m Message) Encode() ([]byte, error) { return json.Marshal(map[string]any(m)) }
+func (m Message) Encode() ([]byte, error) { return appendJSON(nil, m) }
 
 func (m Message) str(key string) string {
 	s, _ := m[key].(string)
