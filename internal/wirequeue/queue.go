@@ -34,6 +34,13 @@ const DefaultMaxQueued = 64 << 20
 // FlushWait bounds how long CloseAfterFlush waits for a peer to read.
 const FlushWait = 2 * time.Second
 
+// WriteHook is a connection that wants a call with its file descriptor
+// after each write the queue makes to it (quickack re-arms TCP_QUICKACK,
+// which sending data undoes).
+type WriteHook interface {
+	AfterWrite(fd uintptr)
+}
+
 // Options tune a Queue. Zero values take the defaults.
 type Options struct {
 	// MaxQueued is how many bytes may wait for a slow reader before the
@@ -58,6 +65,8 @@ type Queue struct {
 	// raw is conn's file descriptor when a sender may write it itself
 	// (rawOf); nil: every write goes through the flusher.
 	raw syscall.RawConn
+	// after is conn's WriteHook, or nil.
+	after func(fd uintptr)
 
 	mu       sync.Mutex
 	queue    [][]byte
@@ -75,7 +84,11 @@ func New(conn net.Conn, opts Options) *Queue {
 	if opts.MaxQueued <= 0 {
 		opts.MaxQueued = DefaultMaxQueued
 	}
-	return &Queue{conn: conn, opts: opts, raw: rawOf(conn), done: make(chan struct{})}
+	q := &Queue{conn: conn, opts: opts, raw: rawOf(conn), done: make(chan struct{})}
+	if h, ok := conn.(WriteHook); ok {
+		q.after = h.AfterWrite
+	}
+	return q
 }
 
 // Conn is the connection the queue writes to (for its reader).
@@ -123,7 +136,7 @@ func (q *Queue) SendWith(build func() []byte) error {
 // caller set flushing). What the socket did not take goes first in the
 // queue, ahead of what others queued meanwhile, and a flusher takes over.
 func (q *Queue) writeInline(b []byte) error {
-	n, err := writeNonblocking(q.raw, b)
+	n, err := writeNonblocking(q.raw, b, q.after)
 	if err != nil && n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
 		// A flusher's write deadline left on conn, now past: not the
 		// peer's fault; the flusher sets a fresh one.
@@ -181,7 +194,13 @@ func (q *Queue) flush() {
 			_ = q.conn.SetWriteDeadline(time.Now().Add(q.opts.WriteTimeout))
 		}
 		bufs := net.Buffers(batch)
-		if _, err := bufs.WriteTo(q.conn); err != nil {
+		_, err := bufs.WriteTo(q.conn)
+		if q.after != nil && q.raw != nil {
+			// WriteTo wrote the descriptor (writev), not through
+			// conn's Write: what that adds is done here.
+			_ = q.raw.Control(q.after)
+		}
+		if err != nil {
 			q.mu.Lock()
 			q.flushing = false
 			q.mu.Unlock()

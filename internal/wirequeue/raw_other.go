@@ -9,7 +9,7 @@ import (
 )
 
 // PlainConn is a net.Conn wrapper whose Write is its underlying
-// connection's and nothing more; see raw_unix.go.
+// connection's, then its AfterWrite; see raw_unix.go.
 type PlainConn interface {
 	PlainConn() net.Conn
 }
@@ -17,6 +17,6 @@ type PlainConn interface {
 // rawOf is nil off Unix: every write goes through the flusher.
 func rawOf(net.Conn) syscall.RawConn { return nil }
 
-func writeNonblocking(syscall.RawConn, []byte) (int, error) {
+func writeNonblocking(syscall.RawConn, []byte, func(uintptr)) (int, error) {
 	return 0, errors.New("no inline writes on this platform")
 }

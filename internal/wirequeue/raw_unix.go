@@ -8,8 +8,9 @@ import (
 )
 
 // PlainConn is a net.Conn wrapper whose Write is its underlying
-// connection's and nothing more (quickack's, which only changes reads), so
-// the queue may write that connection's file descriptor itself.
+// connection's, followed by its AfterWrite if it is a WriteHook, and nothing
+// more (quickack's), so the queue may write that connection's file
+// descriptor itself.
 type PlainConn interface {
 	PlainConn() net.Conn
 }
@@ -39,9 +40,15 @@ func rawOf(c net.Conn) syscall.RawConn {
 
 // writeNonblocking writes what of b the socket takes now, without waiting
 // for room: n < len(b) with a nil error means the socket buffer is full.
-func writeNonblocking(raw syscall.RawConn, b []byte) (n int, err error) {
+// after, if set, runs with the descriptor once something was written.
+func writeNonblocking(raw syscall.RawConn, b []byte, after func(fd uintptr)) (n int, err error) {
 	var werr error
 	err = raw.Write(func(fd uintptr) bool {
+		defer func() {
+			if n > 0 && after != nil {
+				after(fd)
+			}
+		}()
 		for n < len(b) {
 			m, e := syscall.Write(int(fd), b[n:])
 			switch {
