@@ -38,8 +38,9 @@ type ProcessInfo struct {
 // ExecutorSession is one pydevd connection: one Python worker process.
 //
 // Ownership: the goroutine running serve is the connection's only reader;
-// w's flusher (a goroutine only while there is something to write) its only
-// writer, so anyone may send under any lock. The handshake runs on a
+// w has one writer at a time (a sender's non-blocking write, or w's flusher,
+// a goroutine only while there is something left to write), and a send
+// never blocks, so anyone may send under any lock. The handshake runs on a
 // goroutine of its own beside the reader until it is done. Fields below are
 // guarded as marked: pendMu (a leaf lock) for pending, hub.mu for the
 // session's state; id, hub, w and remote never change. Callbacks of

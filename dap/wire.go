@@ -23,8 +23,10 @@ func isBadInput(err error) bool {
 }
 
 // wire is one DAP connection: its write queue (wirequeue: sends never
-// block, one flusher goroutine at a time and only while there is something
-// to write, a byte cap) and the outgoing seq counter, which is assigned
+// block; one writer at a time, the sender itself with one non-blocking
+// write when nobody is writing, else a flusher goroutine that runs only
+// while there is something to write; a byte cap) and the outgoing seq
+// counter, which is assigned
 // under the queue's lock so seq order is wire order. The connection's reader
 // is whoever serves the session (readLoop, readFrames).
 type wire struct {
