@@ -41,6 +41,7 @@
 // executors go when nobody watches them), threads.go (merged threads from
 // what the proxy knows; continue-all and pause-all), paths.go (path mapping
 // of the traffic), ids.go and translate.go (the id table and where ids sit in
-// messages), message.go, framing.go and wire.go (the wire), jsondecode.go
-// and jsonencode.go (generic JSON in one pass, as encoding/json would).
+// messages), message.go, framing.go and wire.go (the wire), jsoncodec.go
+// (generic JSON as encoding/json would make and write it, built on
+// jsontext's tokens from github.com/go-json-experiment/json).
 package dap
