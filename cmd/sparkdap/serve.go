@@ -147,7 +147,7 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 	)
 	switch {
 	case pyc.enabled():
-		px, err := pyc.listen(f.executors, token, f.maxSessions, paths, logger, stderr)
+		px, err := pyc.listen(f.executors, token, f.maxSessions, paths, logger, stderr, f.captureDir, f.captureMaxBytes)
 		if err != nil {
 			return err
 		}

@@ -31,12 +31,14 @@ func (p *pycharmFlags) enabled() bool { return p.ide == ideKindPyCharm }
 // PyCharm when the first selected worker says hello, so start PyCharm's
 // debug server first; workers that come while it is not listening run
 // undebugged.
-func (p *pycharmFlags) listen(executors, token string, maxSessions int, paths *pathmap.Mapper, log zerolog.Logger, stderr io.Writer) (*pycharm.Proxy, error) {
+func (p *pycharmFlags) listen(executors, token string, maxSessions int, paths *pathmap.Mapper, log zerolog.Logger, stderr io.Writer,
+	captureDir string, captureMaxBytes int) (*pycharm.Proxy, error) {
 	if err := warnIfPublic(p.pycharm, log); err != nil {
 		return nil, fmt.Errorf("--pycharm: %w", err)
 	}
 	px, err := pycharm.Listen(pycharm.Config{
 		Token: token, PyCharm: p.pycharm, MaxSessions: maxSessions, Paths: paths, Log: log, Summary: stderr,
+		CaptureDir: captureDir, CaptureMaxBytes: captureMaxBytes,
 	}, executors)
 	if err != nil {
 		return nil, err
