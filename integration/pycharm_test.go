@@ -42,6 +42,7 @@ type pycharmJob struct {
 	ide        *pycharmtest.Server
 	local      string // the developer's copy of testdata/pycharm
 	localMath  string
+	capDir     string // the proxy's --capture-dir
 	line       int
 	out        string
 	serveErr   *syncbuf.Buffer
@@ -64,7 +65,7 @@ func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, s
 		copyFile(t, filepath.Join("testdata", "pycharm", f), filepath.Join(local, f))
 		copyFile(t, filepath.Join("testdata", "pycharm", f), filepath.Join(deploy, f))
 	}
-	j := &pycharmJob{local: local, localMath: filepath.Join(local, "pcmath.py"), serveErr: &syncbuf.Buffer{},
+	j := &pycharmJob{local: local, localMath: filepath.Join(local, "pcmath.py"), capDir: filepath.Join(t.TempDir(), "captures"), serveErr: &syncbuf.Buffer{},
 		submitOut: &syncbuf.Buffer{}, submitDone: make(chan error, 1)}
 	j.line = testenv.MarkedLine(t, j.localMath, "pcmath-scale")
 
@@ -78,7 +79,7 @@ func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, s
 
 	// The proxy.
 	serve := exec.CommandContext(ctx, bin, "serve", "--ide-kind", "pycharm", "--pycharm", ide.Addr(),
-		"--executors", "127.0.0.1:0", "--token", testToken, "--root", local, "--log-level", "debug")
+		"--executors", "127.0.0.1:0", "--token", testToken, "--root", local, "--capture-dir", j.capDir, "--log-level", "debug")
 	serve.Stderr = j.serveErr
 	serve.WaitDelay = 5 * time.Second
 	if err := serve.Start(); err != nil {
@@ -269,6 +270,32 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 		t.Logf("note: x = %q", got["x"])
 	}
 
+	// "!capture" in PyCharm's Debug Console (issue 17): the proxy captures
+	// scale(20) through pydevd-pycharm's line protocol; replay runs it
+	// from the local source, and after a local fix runs the fix.
+	out, errOut, err := ide.ConsoleExec(ctx, th.ID, top.ID, "!capture")
+	if err != nil || errOut != "" || !strings.HasPrefix(out, "captured scale (") {
+		t.Fatalf("!capture: stdout %q stderr %q err %v", out, errOut, err)
+	}
+	_, capPath, _ := strings.Cut(strings.TrimSpace(out), "replay: sparkdap replay ")
+	if filepath.Dir(capPath) != j.capDir {
+		t.Fatalf("!capture wrote %q, want a file in %s", capPath, j.capDir)
+	}
+	var doc struct{ Format, LocalFile, Data, Code string }
+	if b, err := os.ReadFile(capPath); err != nil || json.Unmarshal(b, &doc) != nil {
+		t.Fatalf("capture file %s: %v", capPath, err)
+	}
+	if doc.Format != "sparkdap-capture/2" || doc.LocalFile != localMath || doc.Data == "" || doc.Code == "" {
+		t.Errorf("capture file: %+v", doc)
+	}
+	if rc, o := replay(t, ctx, capPath); rc != 0 || !strings.Contains(o, "returned 40") || !strings.Contains(o, "your local source") {
+		t.Errorf("replay of scale(20): status %d, output:\n%s", rc, o)
+	}
+	// The frame's variables still show: the capture left the stop as it was.
+	if _, err := ide.Request(ctx, pycharm.CmdGetFrame, th.ID, top.ID, "FRAME", "0"); err != nil {
+		t.Errorf("get frame after the capture: %v", err)
+	}
+
 	// Remove the breakpoint and resume: the job finishes.
 	if err := ide.RemoveBreakpoint(localMath, line); err != nil {
 		t.Fatal(err)
@@ -277,6 +304,17 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.finish(t, ctx)
+	// The developer fixes scale locally: replay runs the fix.
+	src, err := os.ReadFile(localMath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(localMath, []byte(strings.Replace(string(src), "factor = 2", "factor = 3", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if rc, o := replay(t, ctx, capPath); rc != 0 || !strings.Contains(o, "returned 60") {
+		t.Errorf("replay after the local fix: status %d, output:\n%s", rc, o)
+	}
 	// Only the selected partition's worker attached.
 	attached := 0
 	sc := bufio.NewScanner(strings.NewReader(j.serveErr.String()))
