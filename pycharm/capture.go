@@ -153,7 +153,7 @@ func (p *Proxy) Capture(ctx context.Context, thread, frame string, maxBytes int6
 	e := p.execs[pid]
 	var label string
 	if e != nil {
-		label = strings.TrimSuffix(strings.TrimPrefix(e.label, "["), "] ")
+		label = taskOf(e.label)
 	}
 	p.mu.Unlock()
 	if e == nil {
@@ -228,4 +228,9 @@ func (p *Proxy) consoleCommand(ide *peer, m Message, thread, frame, line string)
 
 func xmlEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+}
+
+// taskOf is the task label inside a thread-name prefix (labelOf).
+func taskOf(prefix string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(prefix, "["), "] ")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,3 +195,57 @@ func TestConsoleCaptureFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestCaptureStopped: the proxy knows which worker threads are stopped,
+// with the stack PyCharm was shown, and captures one of their frames for
+// `sparkdap capture`; a resumed thread is no longer listed.
+func TestCaptureStopped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	capDir := t.TempDir()
+	px, ide := startProxy(t, ctx, pycharm.Config{CaptureDir: capDir})
+	w := startWorker(t, ctx, px.Addr().String(), 79, 2, pathmap.Roots{})
+	if err := ide.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ide.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(t, pycharm.CmdRun)
+	tid := "pid_79_id_1"
+	if _, _, err := px.CaptureStopped(ctx, 79, nil, 0); !errors.Is(err, pycharm.ErrNotStopped) {
+		t.Fatalf("capture of a running worker: %v, want ErrNotStopped", err)
+	}
+	w.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 2, Payload: pycharm.ThreadCreatePayload(tid, "MainThread")})
+	w.send(pycharm.Message{ID: pycharm.CmdThreadSuspend, Seq: 4, Payload: pycharm.PyQuote(`<xml><thread id="`+tid+`" name="MainThread" stop_reason="111" message="">`+
+		`<frame id="5001" name="parse" file="/x/job.py" line="3"></frame><frame id="5002" name="main" file="/x/job.py" line="9"></frame></thread></xml>`, `/<>_=" `)})
+	if _, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadSuspend }); err != nil {
+		t.Fatal(err)
+	}
+	st := px.Stopped()
+	if len(st) != 1 || st[0].PID != 79 || st[0].Thread != tid || len(st[0].Frames) != 2 || st[0].Frames[1].ID != "5002" ||
+		st[0].Frames[0].File != "/x/job.py" || st[0].Frames[0].Line != 3 || !strings.Contains(st[0].Label, "partition 2") {
+		t.Fatalf("stopped: %+v", st)
+	}
+	if _, _, err := px.CaptureStopped(ctx, 79, ptr(2), 0); !errors.Is(err, pycharm.ErrNoFrame) {
+		t.Fatalf("frame 2 of 2: %v, want ErrNoFrame", err)
+	}
+	start := map[string]any{"id": 1, "chunks": 1, "header": map[string]any{
+		"payloadBytes": 4, "dataBytes": 2, "function": map[string]any{"name": "main", "file": "/x/job.py"}}}
+	done := make(chan []string, 1)
+	go func() { done <- w.serveCapture(t, "5002", start, []string{"DDcc"}) }()
+	res, idx, err := px.CaptureStopped(ctx, 79, ptr(1), 0)
+	if err != nil || idx != 1 || res.Function != "main" || res.Bytes != 4 || filepath.Dir(res.Path) != capDir || !strings.HasPrefix(res.Summary, "captured main (") {
+		t.Fatalf("capture: %+v %d %v", res, idx, err)
+	}
+	<-done
+	w.send(pycharm.Message{ID: pycharm.CmdThreadRun, Seq: 6, Payload: tid + "\t108"})
+	if _, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadRun }); err != nil {
+		t.Fatal(err)
+	}
+	if st := px.Stopped(); len(st) != 0 {
+		t.Errorf("after the resume: %+v", st)
+	}
+}
+
+func ptr(i int) *int { return &i }

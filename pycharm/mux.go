@@ -172,9 +172,10 @@ type executor struct {
 	paths   *pathRewriter
 	seq     int // last seq the proxy used towards this executor (odd)
 	pending map[int]request
-	bps     map[string][]string // breakpoint key → executor files it was set on
-	threads map[string]string   // thread id → pydevd's name, for those PyCharm knows
-	hidden  map[string]bool     // the wrapper's own threads, kept from PyCharm
+	bps     map[string][]string      // breakpoint key → executor files it was set on
+	threads map[string]string        // thread id → pydevd's name, for those PyCharm knows
+	hidden  map[string]bool          // the wrapper's own threads, kept from PyCharm
+	stopped map[string]StoppedThread // thread id → its stop as PyCharm saw it
 }
 
 // Listen opens the executor port.
@@ -510,7 +511,8 @@ func (p *Proxy) join(conn net.Conn, pid int64, nonce string) (*executor, error) 
 	}
 	e := &executor{pid: pid, ip: ip, hello: hello, p: newPeer(conn), seq: probeSeq,
 		paths: newPathRewriter(p.cfg.Paths, hello.Roots), pending: map[int]request{},
-		bps: map[string][]string{}, threads: map[string]string{}, hidden: map[string]bool{}}
+		bps: map[string][]string{}, threads: map[string]string{}, hidden: map[string]bool{},
+		stopped: map[string]StoppedThread{}}
 	e.label = labelOf(hello.TaskInfo)
 	p.execs[pid] = e
 	st := p.st
@@ -854,6 +856,7 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 	if m.ID == CmdThreadCreate || m.ID == CmdReturn {
 		m.Payload = PrefixThreadNames(m.Payload, e.label)
 	}
+	e.noteStop(m)
 	p.ide.send(m)
 }
 
