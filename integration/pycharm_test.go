@@ -43,6 +43,7 @@ type pycharmJob struct {
 	local      string // the developer's copy of testdata/pycharm
 	localMath  string
 	capDir     string // the proxy's --capture-dir
+	control    string // the proxy's --control socket
 	line       int
 	out        string
 	serveErr   *syncbuf.Buffer
@@ -77,8 +78,15 @@ func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, s
 	ide.Log = func(dir string, m pycharm.Message) { t.Logf("pycharm %s %s", dir, m) }
 	j.ide = ide
 
+	sockDir, err := os.MkdirTemp("", "sdi") // a socket path has ~100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	j.control = filepath.Join(sockDir, "c.sock")
+
 	// The proxy.
-	serve := exec.CommandContext(ctx, bin, "serve", "--ide-kind", "pycharm", "--pycharm", ide.Addr(),
+	serve := exec.CommandContext(ctx, bin, "serve", "--ide-kind", "pycharm", "--pycharm", ide.Addr(), "--control", j.control,
 		"--executors", "127.0.0.1:0", "--token", testToken, "--root", local, "--capture-dir", j.capDir, "--log-level", "debug")
 	serve.Stderr = j.serveErr
 	serve.WaitDelay = 5 * time.Second
@@ -290,6 +298,23 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	}
 	if rc, o := replay(t, ctx, capPath); rc != 0 || !strings.Contains(o, "returned 40") || !strings.Contains(o, "your local source") {
 		t.Errorf("replay of scale(20): status %d, output:\n%s", rc, o)
+	}
+	// `sparkdap capture` against the PyCharm-mode proxy: it lists the
+	// stopped worker by pid, and captures its innermost frame.
+	pid, _ := pycharm.ThreadPID(th.ID)
+	cli := func(args ...string) string {
+		t.Helper()
+		o, err := exec.CommandContext(ctx, sparkdapBinary(t), append([]string{"capture", "--control", j.control}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sparkdap capture %q: %v\n%s", args, err, o)
+		}
+		return string(o)
+	}
+	if o := cli(); !strings.Contains(o, fmt.Sprintf("executor %d  [", pid)) || !strings.Contains(o, "=> #0 scale  "+localMath) {
+		t.Errorf("sparkdap capture lists:\n%s", o)
+	}
+	if o := cli("--executor", fmt.Sprint(pid)); !strings.HasPrefix(o, "captured scale (") || !strings.Contains(o, "file: "+j.capDir) {
+		t.Errorf("sparkdap capture --executor %d:\n%s", pid, o)
 	}
 	// The frame's variables still show: the capture left the stop as it was.
 	if _, err := ide.Request(ctx, pycharm.CmdGetFrame, th.ID, top.ID, "FRAME", "0"); err != nil {
