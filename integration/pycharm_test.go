@@ -42,6 +42,8 @@ type pycharmJob struct {
 	ide        *pycharmtest.Server
 	local      string // the developer's copy of testdata/pycharm
 	localMath  string
+	capDir     string // the proxy's --capture-dir
+	control    string // the proxy's --control socket
 	line       int
 	out        string
 	serveErr   *syncbuf.Buffer
@@ -64,7 +66,7 @@ func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, s
 		copyFile(t, filepath.Join("testdata", "pycharm", f), filepath.Join(local, f))
 		copyFile(t, filepath.Join("testdata", "pycharm", f), filepath.Join(deploy, f))
 	}
-	j := &pycharmJob{local: local, localMath: filepath.Join(local, "pcmath.py"), serveErr: &syncbuf.Buffer{},
+	j := &pycharmJob{local: local, localMath: filepath.Join(local, "pcmath.py"), capDir: filepath.Join(t.TempDir(), "captures"), serveErr: &syncbuf.Buffer{},
 		submitOut: &syncbuf.Buffer{}, submitDone: make(chan error, 1)}
 	j.line = testenv.MarkedLine(t, j.localMath, "pcmath-scale")
 
@@ -76,9 +78,16 @@ func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, s
 	ide.Log = func(dir string, m pycharm.Message) { t.Logf("pycharm %s %s", dir, m) }
 	j.ide = ide
 
+	sockDir, err := os.MkdirTemp("", "sdi") // a socket path has ~100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	j.control = filepath.Join(sockDir, "c.sock")
+
 	// The proxy.
-	serve := exec.CommandContext(ctx, bin, "serve", "--ide-kind", "pycharm", "--pycharm", ide.Addr(),
-		"--executors", "127.0.0.1:0", "--token", testToken, "--root", local, "--log-level", "debug")
+	serve := exec.CommandContext(ctx, bin, "serve", "--ide-kind", "pycharm", "--pycharm", ide.Addr(), "--control", j.control,
+		"--executors", "127.0.0.1:0", "--token", testToken, "--root", local, "--capture-dir", j.capDir, "--log-level", "debug")
 	serve.Stderr = j.serveErr
 	serve.WaitDelay = 5 * time.Second
 	if err := serve.Start(); err != nil {
@@ -269,6 +278,49 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 		t.Logf("note: x = %q", got["x"])
 	}
 
+	// "!capture" in PyCharm's Debug Console (issue 17): the proxy captures
+	// scale(20) through pydevd-pycharm's line protocol; replay runs it
+	// from the local source, and after a local fix runs the fix.
+	out, errOut, err := ide.ConsoleExec(ctx, th.ID, top.ID, "!capture")
+	if err != nil || errOut != "" || !strings.HasPrefix(out, "captured scale (") {
+		t.Fatalf("!capture: stdout %q stderr %q err %v", out, errOut, err)
+	}
+	_, capPath, _ := strings.Cut(strings.TrimSpace(out), "replay: sparkdap replay ")
+	if filepath.Dir(capPath) != j.capDir {
+		t.Fatalf("!capture wrote %q, want a file in %s", capPath, j.capDir)
+	}
+	var doc struct{ Format, LocalFile, Data, Code string }
+	if b, err := os.ReadFile(capPath); err != nil || json.Unmarshal(b, &doc) != nil {
+		t.Fatalf("capture file %s: %v", capPath, err)
+	}
+	if doc.Format != "sparkdap-capture/2" || doc.LocalFile != localMath || doc.Data == "" || doc.Code == "" {
+		t.Errorf("capture file: %+v", doc)
+	}
+	if rc, o := replay(t, ctx, capPath); rc != 0 || !strings.Contains(o, "returned 40") || !strings.Contains(o, "your local source") {
+		t.Errorf("replay of scale(20): status %d, output:\n%s", rc, o)
+	}
+	// `sparkdap capture` against the PyCharm-mode proxy: it lists the
+	// stopped worker by pid, and captures its innermost frame.
+	pid, _ := pycharm.ThreadPID(th.ID)
+	cli := func(args ...string) string {
+		t.Helper()
+		o, err := exec.CommandContext(ctx, sparkdapBinary(t), append([]string{"capture", "--control", j.control}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sparkdap capture %q: %v\n%s", args, err, o)
+		}
+		return string(o)
+	}
+	if o := cli(); !strings.Contains(o, fmt.Sprintf("executor %d  [", pid)) || !strings.Contains(o, "=> #0 scale  "+localMath) {
+		t.Errorf("sparkdap capture lists:\n%s", o)
+	}
+	if o := cli("--executor", fmt.Sprint(pid)); !strings.HasPrefix(o, "captured scale (") || !strings.Contains(o, "file: "+j.capDir) {
+		t.Errorf("sparkdap capture --executor %d:\n%s", pid, o)
+	}
+	// The frame's variables still show: the capture left the stop as it was.
+	if _, err := ide.Request(ctx, pycharm.CmdGetFrame, th.ID, top.ID, "FRAME", "0"); err != nil {
+		t.Errorf("get frame after the capture: %v", err)
+	}
+
 	// Remove the breakpoint and resume: the job finishes.
 	if err := ide.RemoveBreakpoint(localMath, line); err != nil {
 		t.Fatal(err)
@@ -277,6 +329,17 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.finish(t, ctx)
+	// The developer fixes scale locally: replay runs the fix.
+	src, err := os.ReadFile(localMath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(localMath, []byte(strings.Replace(string(src), "factor = 2", "factor = 3", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if rc, o := replay(t, ctx, capPath); rc != 0 || !strings.Contains(o, "returned 60") {
+		t.Errorf("replay after the local fix: status %d, output:\n%s", rc, o)
+	}
 	// Only the selected partition's worker attached.
 	attached := 0
 	sc := bufio.NewScanner(strings.NewReader(j.serveErr.String()))

@@ -44,4 +44,13 @@
 // to requests PyCharm waits for). Never CMD_EXIT: PyCharm drops the whole
 // session, every worker's, on one. When PyCharm goes away the executors are
 // let go and run on undebugged.
+//
+// Capture (issue 17): a Debug Console line starting with "!"
+// (CMD_CONSOLE_EXEC) is the proxy's own command, never pydevd's. "!capture"
+// runs the shared capture package through the proxy's own
+// CMD_EVALUATE_EXPRESSION requests to the stopped worker (Proxy.eval: its
+// own sequence number, the answer handed to the waiting goroutine through
+// request.reply, p.mu never held while waiting); the proxy also records
+// the stops PyCharm is shown, for `sparkdap capture` (Proxy.Stopped,
+// CaptureStopped).
 package pycharm

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/capture"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/worker"
 )
@@ -45,6 +46,14 @@ type Config struct {
 	// HelloTTL is how long an accepted hello waits for its pydevd
 	// connection (default worker.DefaultHelloTTL).
 	HelloTTL time.Duration
+	// CaptureDir is where `!capture` writes captures (issue 17); empty
+	// refuses them. CaptureMaxBytes caps one (default
+	// capture.DefaultMaxBytes).
+	CaptureDir      string
+	CaptureMaxBytes int
+	// EvalTimeout bounds each of the proxy's own evaluates in a worker
+	// (default 60 s).
+	EvalTimeout time.Duration
 }
 
 // The proxy speaks first on every executor connection, because pydevd never
@@ -148,7 +157,10 @@ type answer struct {
 type request struct {
 	ideSeq  int
 	ans     *answer // broadcast: first answer wins
-	swallow bool    // the proxy's own (replay): never forwarded
+	swallow bool    // the proxy's own (replay, eval): never forwarded
+	// reply gets the answer to the proxy's own request (eval), which
+	// waits for it on no lock; buffered, so the sender never blocks.
+	reply chan Message
 }
 
 type executor struct {
@@ -160,9 +172,10 @@ type executor struct {
 	paths   *pathRewriter
 	seq     int // last seq the proxy used towards this executor (odd)
 	pending map[int]request
-	bps     map[string][]string // breakpoint key → executor files it was set on
-	threads map[string]string   // thread id → pydevd's name, for those PyCharm knows
-	hidden  map[string]bool     // the wrapper's own threads, kept from PyCharm
+	bps     map[string][]string      // breakpoint key → executor files it was set on
+	threads map[string]string        // thread id → pydevd's name, for those PyCharm knows
+	hidden  map[string]bool          // the wrapper's own threads, kept from PyCharm
+	stopped map[string]StoppedThread // thread id → its stop as PyCharm saw it
 }
 
 // Listen opens the executor port.
@@ -498,7 +511,8 @@ func (p *Proxy) join(conn net.Conn, pid int64, nonce string) (*executor, error) 
 	}
 	e := &executor{pid: pid, ip: ip, hello: hello, p: newPeer(conn), seq: probeSeq,
 		paths: newPathRewriter(p.cfg.Paths, hello.Roots), pending: map[int]request{},
-		bps: map[string][]string{}, threads: map[string]string{}, hidden: map[string]bool{}}
+		bps: map[string][]string{}, threads: map[string]string{}, hidden: map[string]bool{},
+		stopped: map[string]StoppedThread{}}
 	e.label = labelOf(hello.TaskInfo)
 	p.execs[pid] = e
 	st := p.st
@@ -526,6 +540,15 @@ func (p *Proxy) leave(e *executor) {
 	e.p.close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Also when PyCharm's teardown already forgot e: the proxy's own
+	// evals waiting on e fail now (ErrWorkerGone), not at their timeout.
+	pending := e.pending
+	for _, r := range pending {
+		if r.reply != nil {
+			close(r.reply)
+		}
+	}
+	e.pending = map[int]request{}
 	if p.execs[e.pid] != e {
 		return
 	}
@@ -534,7 +557,7 @@ func (p *Proxy) leave(e *executor) {
 		return
 	}
 	var seqs []int
-	for _, r := range e.pending {
+	for _, r := range pending {
 		if !r.swallow && r.ans == nil {
 			seqs = append(seqs, r.ideSeq)
 		}
@@ -647,6 +670,14 @@ func (p *Proxy) fromPyCharm(ide *peer, m Message) {
 		st.record("django\t"+name, m, m.ID == CmdAddDjangoExceptionBreak)
 	case recordedByID[m.ID]:
 		st.record("cmd\t"+strconv.Itoa(m.ID), m, true)
+	case m.ID == CmdConsoleExec:
+		// thread\tframe\tscope\tline: a line of the Debug Console.
+		f := strings.SplitN(m.Payload, "\t", 4)
+		if len(f) == 4 && capture.IsConsoleCommand(f[3]) {
+			p.consoleCommand(ide, m, f[0], f[1], f[3])
+			return
+		}
+		fallthrough
 	default:
 		if thread, all := RoutedThread(m.Payload); thread != "" && !all {
 			pid, _ := ThreadPID(thread)
@@ -795,6 +826,10 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 			return
 		}
 		delete(e.pending, m.Seq)
+		if r.reply != nil {
+			r.reply <- m
+			return
+		}
 		if r.swallow {
 			return
 		}
@@ -821,6 +856,7 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 	if m.ID == CmdThreadCreate || m.ID == CmdReturn {
 		m.Payload = PrefixThreadNames(m.Payload, e.label)
 	}
+	e.noteStop(m)
 	p.ide.send(m)
 }
 

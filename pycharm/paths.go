@@ -41,3 +41,16 @@ func (r *pathRewriter) toLocal(remote string) string {
 	}
 	return remote
 }
+
+// mappedLocal is the local file path mapping gives remote, "" when none
+// does (never remote itself: a capture's localFile must come from the
+// mapping).
+func (r *pathRewriter) mappedLocal(remote string) string {
+	if remote == "" || remote[0] == '<' {
+		return ""
+	}
+	if res, _ := r.c.ToLocal(remote); res.Err == nil {
+		return res.Mapping.Local
+	}
+	return ""
+}

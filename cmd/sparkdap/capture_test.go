@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/pycharm"
 )
 
 // shortDir is a temporary directory with a path short enough for a Unix
@@ -109,8 +110,14 @@ func TestCaptureCommandErrors(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			if name == "pycharm" {
-				done <- dap.ServeControlWith(ctx, l, zerolog.Nop(), pycharmControl)
+			if strings.HasPrefix(name, "pycharm") {
+				px, err := pycharm.Listen(pycharm.Config{CaptureDir: capDir, Log: zerolog.Nop()}, "127.0.0.1:0")
+				if err != nil {
+					done <- err
+					return
+				}
+				defer px.Close()
+				done <- dap.ServeControlWith(ctx, l, zerolog.Nop(), pycharmControl(px, capDir))
 				return
 			}
 			done <- hub.ServeControl(ctx, l)
@@ -129,7 +136,8 @@ func TestCaptureCommandErrors(t *testing.T) {
 		{name: "nostop", capDir: "/x", want: "no worker is stopped: stop one at a breakpoint"},
 		{name: "unknown", capDir: "/x", args: []string{"--executor", "9"}, want: "--executor: executor 9: no executor session with that id (run 'sparkdap capture' without --executor"},
 		{name: "disabled", args: []string{"--executor", "9"}, want: "this proxy takes no captures: it was started with an empty --capture-dir"},
-		{name: "pycharm", args: []string{"--executor", "1"}, want: "this proxy serves PyCharm (--ide-kind pycharm), which cannot capture yet"},
+		{name: "pycharm", capDir: "/x", args: []string{"--executor", "1"}, want: "--executor: worker pid 1: the worker is not connected (run 'sparkdap capture' without --executor"},
+		{name: "pycharm-nostop", capDir: "/x", want: "no worker is stopped: stop one at a breakpoint"},
 		{name: "frameonly", capDir: "/x", args: []string{"--frame", "1"}, want: "--frame needs --executor"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

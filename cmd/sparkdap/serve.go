@@ -147,13 +147,13 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 	)
 	switch {
 	case pyc.enabled():
-		px, err := pyc.listen(f.executors, token, f.maxSessions, paths, logger, stderr)
+		px, err := pyc.listen(f.executors, token, f.maxSessions, paths, logger, stderr, f.captureDir, f.captureMaxBytes)
 		if err != nil {
 			return err
 		}
 		serve, handle = px.Serve, px.ServeExecutor
 		control = func(ctx context.Context, l net.Listener) error {
-			return dap.ServeControlWith(ctx, l, logger, pycharmControl)
+			return dap.ServeControlWith(ctx, l, logger, pycharmControl(px, f.captureDir))
 		}
 		ready["executors"], ready["pycharm"] = px.Addr().String(), pyc.pycharm
 	default:
@@ -338,16 +338,6 @@ func withControl(flagPath, ideAddr string, control func(context.Context, net.Lis
 		}
 		return err
 	}, nil
-}
-
-// pycharmControl answers `sparkdap capture` for a PyCharm-mode proxy,
-// which cannot capture (pycharm/README.md says why).
-func pycharmControl(_ dap.ControlRequest, err error) dap.ControlAnswer {
-	if err != nil {
-		return dap.ControlAnswer{Error: err.Error(), Code: dap.CodeBadRequest}
-	}
-	return dap.ControlAnswer{Error: "this proxy serves PyCharm (--ide-kind pycharm), which cannot capture yet; " +
-		"use a DAP client (serve without --ide-kind pycharm) to capture", Code: dap.CodeCaptureDisabled}
 }
 
 // defaultCaptureDir is where captures go unless --capture-dir says:

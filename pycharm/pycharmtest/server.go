@@ -424,3 +424,45 @@ func ParseXML(payload string) (threads []Thread, vars []Var, err error) {
 	}
 	return d.Threads, d.Vars, nil
 }
+
+// ConsoleExec types line into the Debug Console with frame of thread
+// selected, as PyCharm does (CMD_CONSOLE_EXEC), and returns what the
+// console shows before the line's answer: stdout and stderr text
+// (CMD_WRITE_TO_CONSOLE).
+func (s *Server) ConsoleExec(ctx context.Context, thread, frame, line string) (stdout, stderr string, err error) {
+	seq, err := s.Send(pycharm.CmdConsoleExec, thread, frame, "FRAME", line)
+	if err != nil {
+		return "", "", err
+	}
+	var out, errOut strings.Builder
+	for {
+		m, err := s.WaitFor(ctx, func(m pycharm.Message) bool {
+			return m.ID == pycharm.CmdWriteToConsole || (m.Seq == seq && !pycharmEvents[m.ID])
+		})
+		if err != nil {
+			return out.String(), errOut.String(), err
+		}
+		if m.ID != pycharm.CmdWriteToConsole {
+			if m.ID == pycharm.CmdError {
+				return out.String(), errOut.String(), fmt.Errorf("console line failed: %s", pycharm.PyUnquote(m.Payload))
+			}
+			return out.String(), errOut.String(), nil
+		}
+		var io struct {
+			IO []struct {
+				S   string `xml:"s,attr"`
+				Ctx string `xml:"ctx,attr"`
+			} `xml:"io"`
+		}
+		if err := xml.Unmarshal([]byte(pycharm.PyUnquote(m.Payload)), &io); err != nil {
+			return out.String(), errOut.String(), fmt.Errorf("console output %.200q: %w", m.Payload, err)
+		}
+		for _, o := range io.IO {
+			if o.Ctx == "2" {
+				errOut.WriteString(pycharm.PyUnquote(o.S))
+			} else {
+				out.WriteString(pycharm.PyUnquote(o.S))
+			}
+		}
+	}
+}

@@ -303,11 +303,24 @@ def capture_frame(frame, max_bytes):
 
 
 def _find_frame(frame_id):
-    """The frame the DAP client knows as frame_id. pydevd's DAP ids are
-    its own object ids translated (BaseSchema keeps the table)."""
+    """The frame the IDE knows as frame_id. pydevd's DAP ids are its own
+    object ids translated (BaseSchema keeps the table); pydevd-pycharm's
+    are id(frame)."""
     pydevd = sys.modules.get("pydevd")
     if pydevd is None:
         raise CaptureError("pydevd is not loaded in this process")
+    py_db = pydevd.get_global_debugger()
+    mgr = getattr(py_db, "suspended_frames_manager", None)
+    if mgr is None:
+        # pydevd-pycharm (PyCharm's line protocol): a frame's id is
+        # id(frame), and the evaluate runs on the stopped thread, inside
+        # that frame's stack.
+        f = sys._getframe(1)
+        while f is not None and id(f) != frame_id:
+            f = f.f_back
+        if f is None:
+            raise CaptureError("frame %d is not a frame of this stopped thread (the thread resumed?)" % frame_id)
+        return f
     schema = sys.modules.get("_pydevd_bundle._debug_adapter.pydevd_base_schema")
     obj_id = frame_id
     if schema is not None:
@@ -315,8 +328,6 @@ def _find_frame(frame_id):
             obj_id = schema.BaseSchema._translate_id_from_dap(frame_id)
         except KeyError:
             raise CaptureError("frame %d is unknown to pydevd" % frame_id) from None
-    py_db = pydevd.get_global_debugger()
-    mgr = py_db.suspended_frames_manager
     thread_id = mgr.get_thread_id_for_variable_reference(obj_id)
     frame = py_db.find_frame(thread_id, obj_id) if thread_id is not None else None
     if frame is None:

@@ -577,3 +577,27 @@ def test_recursive_functions_find_themselves(tmp_path):
     assert header["closureNames"] == ["k"] and header["references"] == {"rec": "function __main__.make.<locals>.rec"}
     rc, out = replay(as_file(header, payload, path))
     assert rc == 0 and "returned 13" in out, out
+
+
+def test_pycharm_frame_found_by_id_on_the_stopped_stack(monkeypatch):
+    """pydevd-pycharm has no suspended_frames_manager: its frame ids are
+    id(frame), and the evaluate runs on the stopped thread, inside that
+    frame's stack."""
+    import types
+
+    fake = types.ModuleType("pydevd")
+    fake.get_global_debugger = lambda: object()
+    monkeypatch.setitem(sys.modules, "pydevd", fake)
+
+    def user_function(x):
+        me = sys._getframe()
+        return evaluate_in(me), me
+
+    def evaluate_in(frame):
+        # What pydevd's evaluate of start() does, a few calls deeper.
+        return sc._find_frame(id(frame))
+
+    found, me = user_function(1)
+    assert found is me
+    with pytest.raises(sc.CaptureError, match="not a frame of this stopped thread"):
+        sc._find_frame(id(me))  # no longer on this stack

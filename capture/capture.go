@@ -1,0 +1,276 @@
+// Package capture takes a stopped executor call (the user function of a
+// frame and the arguments it holds) to a file for `sparkdap replay`
+// (issue 17). It is the part both front ends share: the Python
+// expressions that load workerwrap/python/sparkdap_capture.py into the
+// worker and fetch its answer in chunks, the size checks, the split of
+// the pickle into data and code, and the capture file. Each front end
+// supplies an Evaluator: "evaluate this expression in the stopped frame"
+// over its own wire (DAP's evaluate request, pydevd's
+// CMD_EVALUATE_EXPRESSION).
+package capture
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/sparkdap/sparkdap/internal/safefile"
+	pysrc "github.com/sparkdap/sparkdap/workerwrap/python"
+)
+
+// Format names the capture file's layout (sparkdap_replay.py checks it).
+const Format = "sparkdap-capture/2"
+
+// DefaultMaxBytes is the default cap on a capture: the pickled data and
+// function together, before base64.
+const DefaultMaxBytes = 64 << 20
+
+// ChunkBytes is how much of the pickle one evaluate fetches: its base64
+// (a third more) stays far below either wire's message limit.
+const ChunkBytes = 512 << 10
+
+// ErrCapture is the class of errors a capture fails with.
+var ErrCapture = errors.New("capture failed")
+
+// ErrNoDir refuses a capture on a proxy without a capture directory.
+var ErrNoDir = fmt.Errorf("%w: this proxy has no capture directory", ErrCapture)
+
+// Evaluator evaluates a Python expression in the stopped frame being
+// captured, on its stopped thread, and returns the value of the str it
+// yields: the text itself, or its repr in quotes (DAP's evaluate shows
+// that). Implementations bound the wait and fail with an error when the
+// executor does not answer.
+type Evaluator interface {
+	Eval(ctx context.Context, expr string) (string, error)
+}
+
+// Request says what to capture and where to write it.
+type Request struct {
+	// Frame is the frame's id as the executor's pydevd knows it (DAP: its
+	// frameId; pydevd's line protocol: id(frame)).
+	Frame int64
+	// MaxBytes caps the pickled call (DefaultMaxBytes when <= 0).
+	MaxBytes int
+	// Dir is the capture directory; empty refuses with ErrNoDir.
+	Dir string
+	// Executor names the executor in the file (the DAP proxy's executor
+	// number, PyCharm mode's worker pid); Label is its task label.
+	Executor any
+	Label    string
+	// LocalFile maps the function's executor file to a local one through
+	// path mapping, "" when it has none; nil maps nothing. Never the
+	// executor's path as such: a hostile executor would pick which file on
+	// this machine replay runs.
+	LocalFile func(remote string) string
+}
+
+// Result is a written capture.
+type Result struct {
+	Path     string
+	Bytes    int
+	Function string
+	Task     string
+}
+
+// Body is the result as the DAP answer's body (and Summary's input).
+func (r Result) Body() map[string]any {
+	return map[string]any{"path": r.Path, "bytes": r.Bytes, "function": r.Function, "task": r.Task}
+}
+
+// module is the name the capture code gets in the worker's sys.modules,
+// one per source version so that a worker never runs an old copy.
+var module = func() string {
+	sum := sha256.Sum256([]byte(pysrc.CaptureSource))
+	return "_sparkdap_capture_" + hex.EncodeToString(sum[:6])
+}()
+
+// pyStr is s as a Python string literal: a JSON string is one (JSON's
+// escapes are Python's too). It holds no tab or newline, which pydevd's
+// line protocol could not carry.
+func pyStr(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// StartExpr loads the capture code into the worker (once) and starts a
+// capture of frame; pydevd evaluates it in that frame, on the stopped
+// thread. Its value is base64 JSON (start()'s answer).
+func StartExpr(frame int64, maxBytes int) string {
+	mod := pyStr(module)
+	return fmt.Sprintf("(__import__('sys').modules.get(%s) or (lambda m: (__import__('sys').modules.__setitem__(%s, m), "+
+		"exec(compile(%s, '<sparkdap capture>', 'exec'), m.__dict__), m)[2])(__import__('types').ModuleType(%s))).start(%d, %d, %d)",
+		mod, mod, pyStr(pysrc.CaptureSource), mod, frame, maxBytes, ChunkBytes)
+}
+
+// CallExpr calls the loaded capture code: "chunk(ID, I)", "drop(ID)".
+func CallExpr(call string) string {
+	return fmt.Sprintf("__import__('sys').modules[%s].%s", pyStr(module), call)
+}
+
+// Decode reads a base64 str value, bare or as its repr in quotes.
+func Decode(v string) ([]byte, error) {
+	s := v
+	if len(s) >= 2 && (s[0] == '\'' || s[0] == '"') && s[len(s)-1] == s[0] {
+		s = s[1 : len(s)-1]
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the executor answered %q, not base64 text: %v", ErrCapture, truncate(v, 200), err)
+	}
+	return b, nil
+}
+
+// start is start()'s answer.
+type start struct {
+	Error  string         `json:"error"`
+	ID     int64          `json:"id"`
+	Chunks int            `json:"chunks"`
+	Header map[string]any `json:"header"`
+}
+
+func evalBytes(ctx context.Context, ev Evaluator, expr string) ([]byte, error) {
+	v, err := ev.Eval(ctx, expr)
+	if err != nil {
+		if errors.Is(err, ErrCapture) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrCapture, err)
+	}
+	return Decode(v)
+}
+
+// Run fetches the capture through ev and writes it to req.Dir. It waits
+// for the executor (several round trips): call it on no lock.
+func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
+	if req.Dir == "" {
+		return Result{}, ErrNoDir
+	}
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	raw, err := evalBytes(ctx, ev, StartExpr(req.Frame, maxBytes))
+	if err != nil {
+		return Result{}, err
+	}
+	var st start
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return Result{}, fmt.Errorf("%w: the executor's answer: %v", ErrCapture, err)
+	}
+	if st.Error != "" {
+		return Result{}, fmt.Errorf("%w: %s", ErrCapture, st.Error)
+	}
+	defer func() {
+		// The executor holds the bytes until told: drop them whatever
+		// happened here.
+		_, _ = ev.Eval(context.WithoutCancel(ctx), CallExpr(fmt.Sprintf("drop(%d)", st.ID)))
+	}()
+	var payload []byte
+	for i := 0; i < st.Chunks; i++ {
+		b, err := evalBytes(ctx, ev, CallExpr(fmt.Sprintf("chunk(%d, %d)", st.ID, i)))
+		if err != nil {
+			return Result{}, err
+		}
+		payload = append(payload, b...)
+		if len(payload) > maxBytes {
+			return Result{}, fmt.Errorf("%w: the executor sent more than the cap of %d bytes", ErrCapture, maxBytes)
+		}
+	}
+	if want, _ := toInt(st.Header["payloadBytes"]); int(want) != len(payload) {
+		return Result{}, fmt.Errorf("%w: got %d bytes of the %d the executor announced", ErrCapture, len(payload), want)
+	}
+	doc := st.Header
+	data, code, err := Split(doc, payload)
+	if err != nil {
+		return Result{}, err
+	}
+	fn, _ := doc["function"].(map[string]any)
+	remote, _ := fn["file"].(string)
+	local := ""
+	if req.LocalFile != nil && remote != "" {
+		local = req.LocalFile(remote)
+	}
+	name, _ := fn["name"].(string)
+	doc["format"] = Format
+	doc["contains"] = fmt.Sprintf("the arguments of the function %s as executor %v held them when it stopped in it, with the closure values "+
+		"and the plain-data globals it reads (data: %v pickle, base64; your data, as the executor had it); the names of the modules, "+
+		"functions and classes it refers to (references); and the function itself pickled by value (code: %v pickle, base64), "+
+		"which sparkdap replay unpickles only with --trust-captured-code and otherwise takes from your local source (localFile, importable)",
+		name, req.Executor, doc["pickler"], doc["pickler"])
+	doc["task"] = req.Label
+	doc["executor"] = req.Executor
+	doc["capturedAt"] = time.Now().UTC().Format(time.RFC3339)
+	doc["localFile"] = local
+	doc["data"] = base64.StdEncoding.EncodeToString(data)
+	doc["code"] = base64.StdEncoding.EncodeToString(code)
+	out, err := json.MarshalIndent(doc, "", " ")
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrCapture, err)
+	}
+	if err := os.MkdirAll(req.Dir, 0o700); err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrCapture, err)
+	}
+	path := filepath.Join(req.Dir, fmt.Sprintf("%s-e%v-%s.json", SafeName(name),
+		req.Executor, time.Now().UTC().Format("20060102T150405.000")))
+	if err := safefile.WriteFile(path, out, 0o600); err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrCapture, err)
+	}
+	return Result{Path: path, Bytes: len(payload), Function: name, Task: req.Label}, nil
+}
+
+// Split cuts the executor's bytes into DATA and CODE at the header's
+// dataBytes: they are kept apart in the file so that replay can unpickle
+// the data without the code.
+func Split(header map[string]any, payload []byte) (data, code []byte, err error) {
+	n, ok := toInt(header["dataBytes"])
+	if !ok || n < 0 || int(n) > len(payload) {
+		return nil, nil, fmt.Errorf("%w: the executor's header says the data is %v of %d bytes", ErrCapture, header["dataBytes"], len(payload))
+	}
+	return payload[:n], payload[n:], nil
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// SafeName makes a function name ("<lambda>") part of a file name.
+func SafeName(s string) string {
+	s = strings.Trim(unsafeName.ReplaceAllString(s, "_"), "_.")
+	if s == "" {
+		return "capture"
+	}
+	return truncate(s, 60)
+}
+
+// toInt reads a JSON number that is an integer.
+func toInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case float64:
+		if n != float64(int64(n)) {
+			return 0, false
+		}
+		return int64(n), true
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	}
+	return 0, false
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,147 @@
+package capture
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeWorker answers the capture code's calls as a worker's pydevd would
+// (values as bare text, or as DAP's quoted repr), recording them.
+type fakeWorker struct {
+	start  map[string]any
+	chunks []string
+	quote  bool
+	calls  []string
+}
+
+func (f *fakeWorker) Eval(_ context.Context, expr string) (string, error) {
+	f.calls = append(f.calls, expr)
+	enc := func(b []byte) string {
+		s := base64.StdEncoding.EncodeToString(b)
+		if f.quote {
+			return "'" + s + "'"
+		}
+		return s
+	}
+	switch {
+	case strings.Contains(expr, ".start("):
+		b, _ := json.Marshal(f.start)
+		return enc(b), nil
+	case strings.Contains(expr, ".chunk("):
+		i := len(f.calls) - 2
+		if i >= len(f.chunks) {
+			return "", errors.New("no such chunk")
+		}
+		return enc([]byte(f.chunks[i])), nil
+	case strings.Contains(expr, ".drop("):
+		return "''", nil
+	}
+	return "", errors.New("unexpected expression")
+}
+
+func TestRun(t *testing.T) {
+	header := func(payload, data int) map[string]any {
+		return map[string]any{"payloadBytes": payload, "dataBytes": data, "pickler": "cloudpickle",
+			"function": map[string]any{"name": "<lambda>", "file": "/exec/job.py"}}
+	}
+	for _, tc := range []struct {
+		name     string
+		start    map[string]any
+		chunks   []string
+		maxBytes int
+		noDir    bool
+		quote    bool
+		want     string // error text; "" = success
+		dropped  bool
+	}{
+		{name: "bare values", start: map[string]any{"id": 3, "chunks": 2, "header": header(6, 2)}, chunks: []string{"DDc", "ode"}, dropped: true},
+		{name: "quoted values", quote: true, start: map[string]any{"id": 3, "chunks": 1, "header": header(6, 2)}, chunks: []string{"DDcode"}, dropped: true},
+		{name: "no dir", noDir: true, want: "no capture directory"},
+		{name: "worker refuses", start: map[string]any{"error": "the capture is over the cap of 5 bytes"}, want: "capture failed: the capture is over the cap of 5 bytes"},
+		{name: "over the cap", maxBytes: 4, start: map[string]any{"id": 1, "chunks": 2, "header": header(6, 2)}, chunks: []string{"DDc", "ode"},
+			want: "more than the cap of 4 bytes", dropped: true},
+		{name: "short", start: map[string]any{"id": 1, "chunks": 1, "header": header(9, 2)}, chunks: []string{"DDcode"},
+			want: "got 6 bytes of the 9", dropped: true},
+		{name: "chunk fails", start: map[string]any{"id": 1, "chunks": 2, "header": header(6, 2)}, chunks: []string{"DDc"},
+			want: "no such chunk", dropped: true},
+		{name: "bad split", start: map[string]any{"id": 1, "chunks": 1, "header": header(6, 7)}, chunks: []string{"DDcode"},
+			want: "the data is 7 of 6 bytes", dropped: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			req := Request{Frame: 12, MaxBytes: tc.maxBytes, Dir: dir, Executor: 3, Label: "stage 1",
+				LocalFile: func(remote string) string { return "/local/job.py" }}
+			if tc.noDir {
+				req.Dir = ""
+			}
+			w := &fakeWorker{start: tc.start, chunks: tc.chunks, quote: tc.quote}
+			res, err := Run(context.Background(), w, req)
+			if dropped := len(w.calls) > 0 && strings.Contains(w.calls[len(w.calls)-1], ".drop("); dropped != tc.dropped {
+				t.Errorf("calls %q: dropped %v, want %v", w.calls, dropped, tc.dropped)
+			}
+			if tc.want != "" {
+				if err == nil || !errors.Is(err, ErrCapture) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("err %v, want ErrCapture with %q", err, tc.want)
+				}
+				if files, _ := filepath.Glob(filepath.Join(dir, "*")); len(files) != 0 {
+					t.Errorf("files written: %v", files)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(w.calls[0], ".start(12, ") {
+				t.Errorf("start call %.200q", w.calls[0])
+			}
+			b, err := os.ReadFile(res.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc map[string]any
+			if err := json.Unmarshal(b, &doc); err != nil {
+				t.Fatal(err)
+			}
+			if doc["data"] != base64.StdEncoding.EncodeToString([]byte("DD")) || doc["code"] != base64.StdEncoding.EncodeToString([]byte("code")) ||
+				doc["localFile"] != "/local/job.py" || doc["format"] != Format || doc["task"] != "stage 1" || res.Bytes != 6 ||
+				!strings.HasPrefix(filepath.Base(res.Path), "lambda-e3-") {
+				t.Errorf("capture %s: %s", res.Path, b)
+			}
+		})
+	}
+}
+
+func TestDecode(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		err      bool
+	}{
+		{"YWI=", "ab", false},
+		{"'YWI='", "ab", false},
+		{`"YWI="`, "ab", false},
+		{"'YWI=\"", "", true},
+		{"NameError: x", "", true},
+	} {
+		got, err := Decode(tc.in)
+		if (err != nil) != tc.err || string(got) != tc.want {
+			t.Errorf("Decode(%q) = %q, %v", tc.in, got, err)
+		}
+		if err != nil && !errors.Is(err, ErrCapture) {
+			t.Errorf("Decode(%q): %v is no ErrCapture", tc.in, err)
+		}
+	}
+}
+
+// TestStartExprOneLine: the expression travels in one line of pydevd's
+// protocol, whose fields are tab-separated.
+func TestStartExprOneLine(t *testing.T) {
+	if e := StartExpr(1, 2); strings.ContainsAny(e, "\t\n\r") {
+		t.Errorf("StartExpr holds a tab or line break")
+	}
+}

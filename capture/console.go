@@ -1,0 +1,70 @@
+package capture
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sparkdap/sparkdap/worker"
+)
+
+// ConsolePrefix starts sparkdap's own commands typed in the IDE's Debug
+// Console: "!capture" is no valid Python expression or statement, so no
+// user expression is ever taken for one.
+const ConsolePrefix = "!"
+
+// ConsoleHelp is what "!help" answers.
+const ConsoleHelp = `sparkdap commands for the Debug Console (anything else goes to Python):
+  !capture              capture the function of the selected stopped frame and the arguments it holds,
+                        to a file for 'sparkdap replay' (your data: written only on this machine, mode 0600)
+  !capture maxBytes=N   the same, refused if the pickled call is over N bytes
+  !help                 this list`
+
+// IsConsoleCommand reports whether a console line is sparkdap's.
+func IsConsoleCommand(line string) bool {
+	return strings.HasPrefix(strings.TrimSpace(line), ConsolePrefix)
+}
+
+// ParseArgs reads !capture's arguments: at most "maxBytes=N".
+func ParseArgs(args []string) (int64, error) {
+	var maxBytes int64
+	for _, f := range args {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k != "maxBytes" {
+			return 0, fmt.Errorf("unknown argument %q: the only one is maxBytes=N", f)
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("maxBytes=%s: want a positive number of bytes", v)
+		}
+		maxBytes = n
+	}
+	return maxBytes, nil
+}
+
+// Summary is the line a capture's answer body becomes in the console
+// (and in `sparkdap capture`): what, from where, to which file, and the
+// command that replays it.
+func Summary(body map[string]any) string {
+	path, _ := body["path"].(string)
+	fn, _ := body["function"].(string)
+	task, _ := body["task"].(string)
+	// The function's name comes from the executor: no control characters
+	// reach the console or the terminal.
+	fn, task = worker.Clean(fn, worker.MaxTextRunes), worker.Clean(task, 4*worker.MaxTextRunes)
+	n, _ := toInt(body["bytes"])
+	from := ""
+	if task != "" {
+		from = " (" + task + ")"
+	}
+	return fmt.Sprintf("captured %s%s to %s (%d bytes) — replay: sparkdap replay %s", fn, from, path, n, ShellQuote(path))
+}
+
+// ShellQuote quotes p for a POSIX shell when it needs it, so the replay
+// command can be pasted as shown.
+func ShellQuote(p string) string {
+	if p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,/:+@=") == "" {
+		return p
+	}
+	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
+}
