@@ -1,12 +1,3 @@
-// Package capture takes a stopped executor call (the user function of a
-// frame and the arguments it holds) to a file for `sparkdap replay`
-// (issue 17). It is the part both front ends share: the Python
-// expressions that load workerwrap/python/sparkdap_capture.py into the
-// worker and fetch its answer in chunks, the size checks, the split of
-// the pickle into data and code, and the capture file. Each front end
-// supplies an Evaluator: "evaluate this expression in the stopped frame"
-// over its own wire (DAP's evaluate request, pydevd's
-// CMD_EVALUATE_EXPRESSION).
 package capture
 
 import (

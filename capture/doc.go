@@ -1,0 +1,21 @@
+// Package capture takes a stopped executor call (the user function of a
+// frame and the arguments it holds) to a file for `sparkdap replay`
+// (issue 17). It is the part both front ends share: the Python
+// expressions that load workerwrap/python/sparkdap_capture.py into the
+// worker and fetch its answer in chunks, the size checks, the split of
+// the pickle into data and code, and the capture file. Each front end
+// supplies an Evaluator: "evaluate this expression in the stopped frame"
+// over its own wire (DAP's evaluate request, pydevd's
+// CMD_EVALUATE_EXPRESSION), and decides when to call Run — never under
+// a lock of its own, since Run waits on several round trips.
+//
+// Files by role:
+//   - capture.go: Evaluator, Run (start, chunks, drop; size cap; data and
+//     code apart; the file, written with safefile, mode 0600), typed
+//     errors.
+//   - console.go: the Debug Console commands (!capture, !help) both front
+//     ends answer themselves, their arguments and the summary line.
+//
+// Nothing here unpickles: the capture's bytes come from the cluster, and
+// only sparkdap_replay.py reads them, with an allowlist (SECURITY.md).
+package capture
