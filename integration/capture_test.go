@@ -89,26 +89,7 @@ func TestCaptureAndReplay(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	host, port, err := splitHostPort(p.Executors)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "-X", "frozen_modules=off", script, host, port, p.Token)
-	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
-	out := &syncbuf.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("worker output:\n%s", out.String())
-		}
-	})
+	out, exited := startCaptureWorker(t, py, script, p)
 
 	type captured struct {
 		Path     string `json:"path"`
@@ -134,7 +115,7 @@ func TestCaptureAndReplay(t *testing.T) {
 	}
 
 	// First stop: parse({"n": "1"}). A cap too small first, then a capture.
-	_, _, err = captureStop(map[string]any{"maxBytes": 50})
+	_, _, err := captureStop(map[string]any{"maxBytes": 50})
 	if err == nil || !strings.Contains(err.Error(), "over the cap of 50 bytes") {
 		t.Fatalf("capture over the cap: %v, want a refusal naming the cap", err)
 	}
@@ -234,6 +215,36 @@ func TestCaptureAndReplay(t *testing.T) {
 }
 
 // consoleCapturePath is the capture file a Debug Console !capture answer
+
+// startCaptureWorker runs script, a real debugpy worker that connects to
+// proxy p's executor port with its token, until the test ends (its output
+// is logged if the test fails). It returns the worker's output so far and
+// a channel closed when it exits.
+func startCaptureWorker(t *testing.T, py, script string, p *proxy) (*syncbuf.Buffer, <-chan struct{}) {
+	t.Helper()
+	host, port, err := splitHostPort(p.Executors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, "-X", "frozen_modules=off", script, host, port, p.Token)
+	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("worker output:\n%s", out.String())
+		}
+	})
+	return out, exited
+}
+
 // names in its replay command.
 func consoleCapturePath(t *testing.T, result string) string {
 	t.Helper()
@@ -555,26 +566,7 @@ func TestCaptureCLI(t *testing.T) {
 	if rc, o := sparkdap(); rc != 1 || !strings.Contains(o, "no worker is stopped") {
 		t.Fatalf("capture before any stop: status %d, output %q", rc, o)
 	}
-	host, port, err := splitHostPort(p.Executors)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "-X", "frozen_modules=off", script, host, port, p.Token)
-	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
-	out := &syncbuf.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("worker output:\n%s", out.String())
-		}
-	})
+	_, exited := startCaptureWorker(t, py, script, p)
 	st, err := c.StoppedEvent(ctx)
 	if err != nil {
 		t.Fatalf("no stop: %v", err)
