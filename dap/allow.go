@@ -90,10 +90,7 @@ func allowedResponse(req, m Message) Message {
 		out["message"] = "request failed"
 	}
 	if b, ok := m["body"].(map[string]any); ok {
-		// Taken, not copied: m is this answer's own decoding, which
-		// nothing else holds (the relay is its one pending call), and
-		// a copy of a deep stack cost as much as a third of decoding it.
-		out["body"] = b
+		out["body"] = deepCopy(b)
 	}
 	return out
 }
