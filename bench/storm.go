@@ -19,11 +19,20 @@ import (
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 )
 
-// The stop storm: N executors stop at once, and the IDE does what nvim-dap
-// (and VS Code) do on every stopped event: refresh the thread list, then
-// fetch the stopped thread's stack. In merged mode every refresh lists every
-// executor's threads; in child-session mode each executor's session lists
-// its own. A round is timed from the first stop to the last stack answer.
+// The stop storm: N executors stop at once, and the IDE reacts to every
+// stopped event the way real clients do, in one of two ways:
+//
+//   - refreshEveryStop: fetch the thread list, then the stopped thread's
+//     stack. VS Code does this (debugSession.ts: fetchThreads on every
+//     stop, one stop at a time), and nvim-dap did before 0.1.
+//   - refreshWhenStale: fetch the thread list only when a thread event
+//     named a thread the client does not know, or the stopped thread is
+//     unknown; else only the stack. nvim-dap does this since 0.1 (2022,
+//     session.lua: self.dirty.threads).
+//
+// In merged mode every refresh lists every executor's threads; in
+// child-session mode each executor's session lists its own. A round is
+// timed from the first stop to the last stack answer.
 
 // StormConfig sizes the stop-storm benchmark.
 type StormConfig struct {
@@ -39,11 +48,18 @@ type StormConfig struct {
 	RealNs   []int
 }
 
+// Client refresh policies: what the IDE does on a stopped event.
+const (
+	refreshEveryStop = "every stop"
+	refreshWhenStale = "when stale"
+)
+
 // StormRun is one mode at one N.
 type StormRun struct {
-	Mode   string // "merged" or "child"
-	N      int
-	Rounds Samples // time per round: N stops → N stack traces in the IDE
+	Mode    string // "merged" or "child"
+	Refresh string // refreshEveryStop or refreshWhenStale
+	N       int
+	Rounds  Samples // time per round: N stops → N stack traces in the IDE
 	// ProxyCPU is the proxy's CPU over the timed rounds and the resumes
 	// after each.
 	ProxyCPU time.Duration
@@ -56,6 +72,9 @@ type StormRun struct {
 	// Requests counts threads requests the executors got during the
 	// timed rounds (fakes only).
 	Requests int64
+	// IDEThreads counts threads requests the IDE sent during the timed
+	// rounds.
+	IDEThreads int64
 }
 
 // PerStop is the median round time per stopped executor.
@@ -78,6 +97,7 @@ type stormConn struct {
 	pending map[int]func(dapclient.Envelope)
 
 	onStopped func(tid int)
+	onThread  func(tid int, reason string)        // thread events, on the reader goroutine
 	onStart   func(seq int, args json.RawMessage) // startDebugging reverse request
 	initDone  chan struct{}                       // "initialized" event seen
 	done      chan struct{}
@@ -136,6 +156,15 @@ func (s *stormConn) read() {
 				_ = json.Unmarshal(m.Body, &b)
 				if s.onStopped != nil {
 					s.onStopped(b.ThreadID)
+				}
+			case "thread":
+				var b struct {
+					ThreadID int    `json:"threadId"`
+					Reason   string `json:"reason"`
+				}
+				_ = json.Unmarshal(m.Body, &b)
+				if s.onThread != nil {
+					s.onThread(b.ThreadID, b.Reason)
 				}
 			}
 		case "request":
@@ -244,14 +273,20 @@ func (s *stormConn) close() { s.conn.Close(); <-s.done }
 
 // stormIDE is the IDE side of a storm: the root session and, in child
 // mode, one child session per executor, each reacting to its stops as
-// nvim-dap does (threads, then stackTrace of the stopped thread).
+// refresh says (threads when due, then stackTrace of the stopped thread).
 type stormIDE struct {
-	root *stormConn
-	ctx  context.Context
+	root    *stormConn
+	ctx     context.Context
+	refresh string // refreshEveryStop or refreshWhenStale
 
 	mu       sync.Mutex
 	children []*stormConn
 	stops    map[*stormConn][]int // the latest stopped thread of each session, for resuming
+	// known and stale are each session's client-side thread list, as
+	// nvim-dap keeps it: the ids of its last threads answer, and whether a
+	// thread event named an id not in it since.
+	known map[*stormConn]map[int]bool
+	stale map[*stormConn]bool
 
 	settled  atomic.Int64
 	target   atomic.Int64
@@ -259,6 +294,8 @@ type stormIDE struct {
 	errs     atomic.Int64
 	firstErr atomic.Value
 	lastSize atomic.Int64
+	// threadsSent counts the threads requests the client sent.
+	threadsSent atomic.Int64
 }
 
 func (ide *stormIDE) note(err error) {
@@ -266,11 +303,29 @@ func (ide *stormIDE) note(err error) {
 	ide.firstErr.CompareAndSwap(nil, err.Error())
 }
 
+// onThread notes a thread event on session s: a thread the client does
+// not know makes its list stale; an exited one leaves it.
+func (ide *stormIDE) onThread(s *stormConn, tid int, reason string) {
+	ide.mu.Lock()
+	defer ide.mu.Unlock()
+	if reason == "exited" {
+		delete(ide.known[s], tid)
+	} else if !ide.known[s][tid] {
+		ide.stale[s] = true
+	}
+}
+
 // onStop reacts to one stopped event on session s.
 func (ide *stormIDE) onStop(s *stormConn, tid int) {
 	ide.mu.Lock()
 	ide.stops[s] = append(ide.stops[s], tid)
+	fetch := ide.refresh == refreshEveryStop || ide.stale[s] || !ide.known[s][tid]
 	ide.mu.Unlock()
+	if !fetch {
+		ide.stack(s, tid)
+		return
+	}
+	ide.threadsSent.Add(1)
 	err := s.send("threads", nil, func(m dapclient.Envelope) {
 		if !m.Success {
 			ide.note(fmt.Errorf("threads: %s", m.Message))
@@ -282,23 +337,32 @@ func (ide *stormIDE) onStop(s *stormConn, tid int) {
 			} `json:"threads"`
 		}
 		_ = json.Unmarshal(m.Body, &b)
-		found := false
+		known := make(map[int]bool, len(b.Threads))
 		for _, t := range b.Threads {
-			found = found || t.ID == tid
+			known[t.ID] = true
 		}
-		if !found {
+		if !known[tid] {
 			ide.note(fmt.Errorf("stopped thread %d not in the threads answer (%d threads)", tid, len(b.Threads)))
 		}
-		err := s.send("stackTrace", map[string]any{"threadId": tid, "startFrame": 0, "levels": 20}, func(m dapclient.Envelope) {
-			if !m.Success {
-				ide.note(fmt.Errorf("stackTrace: %s", m.Message))
-			}
-			if ide.settled.Add(1) == ide.target.Load() {
-				close(ide.roundEnd)
-			}
-		})
-		if err != nil {
-			ide.note(err)
+		ide.mu.Lock()
+		ide.known[s] = known
+		ide.stale[s] = false
+		ide.mu.Unlock()
+		ide.stack(s, tid)
+	})
+	if err != nil {
+		ide.note(err)
+	}
+}
+
+// stack fetches the stopped thread's stack; its answer settles the stop.
+func (ide *stormIDE) stack(s *stormConn, tid int) {
+	err := s.send("stackTrace", map[string]any{"threadId": tid, "startFrame": 0, "levels": 20}, func(m dapclient.Envelope) {
+		if !m.Success {
+			ide.note(fmt.Errorf("stackTrace: %s", m.Message))
+		}
+		if ide.settled.Add(1) == ide.target.Load() {
+			close(ide.roundEnd)
 		}
 	})
 	if err != nil {
@@ -306,13 +370,15 @@ func (ide *stormIDE) onStop(s *stormConn, tid int) {
 	}
 }
 
-func newStormIDE(ctx context.Context, addr string, child bool, configure func(context.Context, *stormConn) error) (*stormIDE, error) {
-	ide := &stormIDE{ctx: ctx, stops: map[*stormConn][]int{}}
+func newStormIDE(ctx context.Context, addr string, child bool, refresh string, configure func(context.Context, *stormConn) error) (*stormIDE, error) {
+	ide := &stormIDE{ctx: ctx, refresh: refresh, stops: map[*stormConn][]int{},
+		known: map[*stormConn]map[int]bool{}, stale: map[*stormConn]bool{}}
 	root, err := dialStorm(ctx, addr, nil)
 	if err != nil {
 		return nil, err
 	}
 	root.onStopped = func(tid int) { ide.onStop(root, tid) }
+	root.onThread = func(tid int, reason string) { ide.onThread(root, tid, reason) }
 	ide.root = root
 	if child {
 		root.onStart = func(seq int, args json.RawMessage) {
@@ -349,6 +415,7 @@ func (ide *stormIDE) openChild(addr string, args json.RawMessage) error {
 		ide.note(err)
 		return err
 	}
+	c.onThread = func(tid int, reason string) { ide.onThread(c, tid, reason) }
 	if err := c.attach(ide.ctx, true, req.Configuration, nil); err != nil {
 		ide.note(err)
 		c.close()
@@ -573,9 +640,10 @@ func (r *realStorm) close() {
 }
 
 // RunStorm runs rounds of n executors (real debugpy workers if real, else
-// fakes) stopping at once in one mode, against a fresh proxy child.
-func RunStorm(ctx context.Context, cfg StormConfig, mode string, n int, real bool) (StormRun, error) {
-	run := StormRun{Mode: mode, N: n}
+// fakes) stopping at once in one mode, with a client that refreshes its
+// thread list as refresh says, against a fresh proxy child.
+func RunStorm(ctx context.Context, cfg StormConfig, mode, refresh string, n int, real bool) (StormRun, error) {
+	run := StormRun{Mode: mode, Refresh: refresh, N: n}
 	pcfg := ProxyConfig{Token: cfg.Token}
 	var ex stormExecutors = &fakeStorm{cfg: cfg}
 	var configure func(context.Context, *stormConn) error
@@ -607,7 +675,7 @@ func RunStorm(ctx context.Context, cfg StormConfig, mode string, n int, real boo
 		return run, err
 	}
 	defer px.Close()
-	ide, err := newStormIDE(ctx, px.IDEAddr, mode == "child", configure)
+	ide, err := newStormIDE(ctx, px.IDEAddr, mode == "child", refresh, configure)
 	if err != nil {
 		return run, err
 	}
@@ -636,7 +704,7 @@ func RunStorm(ctx context.Context, cfg StormConfig, mode string, n int, real boo
 			cpuStart, benchStart = procCPU(px.PID()), procCPU(os.Getpid())
 		}
 		ide.arm(n)
-		threads0 := ex.threadsRequests()
+		threads0, ideThreads0 := ex.threadsRequests(), ide.threadsSent.Load()
 		t0 := time.Now()
 		if err := ex.stop(); err != nil {
 			return run, err
@@ -655,6 +723,7 @@ func RunStorm(ctx context.Context, cfg StormConfig, mode string, n int, real boo
 		}
 		if r >= 0 {
 			run.Rounds = append(run.Rounds, d)
+			run.IDEThreads += ide.threadsSent.Load() - ideThreads0
 			if threads0 >= 0 {
 				run.Requests += ex.threadsRequests() - threads0
 			} else {
@@ -708,17 +777,18 @@ func stopSwarm(s *fakeSwarm) error {
 	}
 }
 
-// Storm runs the stop storm for every N in both modes, interleaved per N
-// (merged and child alternate who goes first), and reports each against N
-// times the single-executor round of the same kind: fakes, then real
-// debugpy workers.
+// Storm runs the stop storm for every N in both modes and with both client
+// refresh policies, interleaved per N (the order rotates), and reports each
+// against N times the single-executor merged round of the same kind and
+// client: fakes, then real debugpy workers.
 func Storm(ctx context.Context, cfg StormConfig, logf func(string, ...any)) (*Table, error) {
-	t := &Table{Title: "7. Stop storm: N executors stop at once, the IDE refreshes threads + stack on every stop",
-		Header: []string{"executors", "kind", "mode", "rounds", "round (median)", "per stop", "÷ N × single", "merged ÷ child",
-			"proxy CPU per stop", "IDE (+ fakes) CPU per stop", "threads requests to executors per round", "threads answer"}}
+	t := &Table{Title: "7. Stop storm: N executors stop at once, the IDE refreshes its thread list (always, or when stale) and fetches the stack on every stop",
+		Header: []string{"executors", "kind", "client refreshes threads", "mode", "rounds", "round (median)", "per stop", "÷ N × single", "merged ÷ child",
+			"proxy CPU per stop", "IDE (+ fakes) CPU per stop", "threads requests from the IDE per round", "threads requests to executors per round", "threads answer"}}
+	type combo struct{ mode, refresh string }
+	combos := []combo{{"merged", refreshEveryStop}, {"child", refreshEveryStop}, {"merged", refreshWhenStale}, {"child", refreshWhenStale}}
 	type result struct{ worst, mvc float64 }
-	series := func(real bool, ns []int) (result, error) {
-		var res result
+	series := func(real bool, ns []int) error {
 		kind := "fake"
 		if real {
 			kind = "real debugpy"
@@ -726,56 +796,61 @@ func Storm(ctx context.Context, cfg StormConfig, logf func(string, ...any)) (*Ta
 		if len(ns) == 0 || ns[0] != 1 {
 			ns = append([]int{1}, ns...)
 		}
-		var single time.Duration
+		single := map[string]time.Duration{}
+		res := map[string]*result{refreshEveryStop: {}, refreshWhenStale: {}}
 		for i, n := range ns {
-			modes := []string{"merged", "child"}
-			if i%2 == 1 {
-				modes = []string{"child", "merged"}
-			}
-			runs := map[string]StormRun{}
-			for _, mode := range modes {
-				r, err := RunStorm(ctx, cfg, mode, n, real)
+			runs := map[combo]StormRun{}
+			for k := range combos {
+				c := combos[(i+k)%len(combos)]
+				r, err := RunStorm(ctx, cfg, c.mode, c.refresh, n, real)
 				if err != nil {
-					return res, fmt.Errorf("storm of %d %s executors, %s mode: %w", n, kind, mode, err)
+					return fmt.Errorf("storm of %d %s executors, %s mode, client refreshing %s: %w", n, kind, c.mode, c.refresh, err)
 				}
-				logf("storm: %d %s executors, %s: round %s, proxy CPU per stop %s", n, kind, mode, ms(r.Rounds.Median()), r.CPUPerStop())
-				runs[mode] = r
+				logf("storm: %d %s executors, %s, refresh %s: round %s, proxy CPU per stop %s", n, kind, c.mode, c.refresh, ms(r.Rounds.Median()), r.CPUPerStop())
+				runs[c] = r
 			}
-			if n == 1 {
-				single = runs["merged"].Rounds.Median()
+			for _, c := range combos {
+				if n == 1 && c.mode == "merged" {
+					single[c.refresh] = runs[c].Rounds.Median()
+				}
 			}
-			for _, mode := range []string{"merged", "child"} {
-				r := runs[mode]
-				lin := float64(r.Rounds.Median()) / (float64(n) * float64(single))
-				mvc := float64(runs["merged"].Rounds.Median()) / float64(runs["child"].Rounds.Median())
+			for _, c := range combos {
+				r := runs[c]
+				lin := float64(r.Rounds.Median()) / (float64(n) * float64(single[c.refresh]))
 				cell := ""
-				if mode == "merged" {
+				if c.mode == "merged" {
+					mvc := float64(r.Rounds.Median()) / float64(runs[combo{"child", c.refresh}].Rounds.Median())
 					cell = fmt.Sprintf("%.2f", mvc)
-					res.worst = max(res.worst, lin)
-					res.mvc = max(res.mvc, mvc)
+					res[c.refresh].worst = max(res[c.refresh].worst, lin)
+					res[c.refresh].mvc = max(res[c.refresh].mvc, mvc)
 				}
 				reqs := "—"
 				if r.Requests >= 0 {
 					reqs = fmt.Sprintf("%.1f", float64(r.Requests)/float64(len(r.Rounds)))
 				}
-				t.Add(strconv.Itoa(n), kind, mode, strconv.Itoa(len(r.Rounds)), ms(r.Rounds.Median()), us(r.PerStop()),
-					fmt.Sprintf("%.2f", lin), cell, us(r.CPUPerStop()), us(r.BenchCPU/time.Duration(r.N*len(r.Rounds))), reqs, fmt.Sprintf("%.1f KiB", float64(r.ThreadsBytes)/1024))
+				t.Add(strconv.Itoa(n), kind, c.refresh, c.mode, strconv.Itoa(len(r.Rounds)), ms(r.Rounds.Median()), us(r.PerStop()),
+					fmt.Sprintf("%.2f", lin), cell, us(r.CPUPerStop()), us(r.BenchCPU/time.Duration(r.N*len(r.Rounds))),
+					fmt.Sprintf("%.1f", float64(r.IDEThreads)/float64(len(r.Rounds))), reqs, fmt.Sprintf("%.1f KiB", float64(r.ThreadsBytes)/1024))
 			}
 		}
-		t.Note("%s: single = the merged-mode round with 1 executor (%s); goal ≤ 1.5 × linear in merged mode: worst %.2f — %s; merged no slower than child: worst merged ÷ child %.2f — %s",
-			kind, ms(single), res.worst, goal(res.worst <= 1.5), res.mvc, goal(res.mvc <= 1.0))
-		return res, nil
+		for _, refresh := range []string{refreshEveryStop, refreshWhenStale} {
+			r := res[refresh]
+			t.Note("%s, client refreshing threads %s: single = the merged-mode round with 1 executor (%s); goal ≤ 1.5 × linear in merged mode: worst %.2f — %s; merged no slower than child: worst merged ÷ child %.2f — %s",
+				kind, refresh, ms(single[refresh]), r.worst, goal(r.worst <= 1.5), r.mvc, goal(r.mvc <= 1.0))
+		}
+		return nil
 	}
-	if _, err := series(false, cfg.Ns); err != nil {
+	if err := series(false, cfg.Ns); err != nil {
 		return nil, err
 	}
 	if len(cfg.RealNs) > 0 && cfg.Python != "" {
-		if _, err := series(true, cfg.RealNs); err != nil {
+		if err := series(true, cfg.RealNs); err != nil {
 			return nil, err
 		}
 	}
-	t.Note("a round: every executor stops at once (fakes send a stopped event; real workers, testdata/stormer.py, each run a line with a breakpoint when the bench writes to their stdin); on each stopped event the IDE (one client in merged mode, one child session per executor in child mode) sends threads and, on its answer, stackTrace of the stopped thread (20 levels); the round ends with the last stack; then each stop is continued (untimed); one untimed round first")
-	t.Note("fakes run in the bench process and share the 2 CPUs with the proxy and the client; the client decodes every threads answer (in merged mode each lists all N executors' threads, so the IDE's own work grows as N² whatever the proxy does); proxy CPU per stop is the proxy child's user+system time over the timed rounds and the continues after each (10 ms ticks) ÷ stops: a whole stop → refresh → stack → continue cycle; IDE (+ fakes) CPU is the bench process's over the same span (the client, and the fakes when they are fakes; real workers' own CPU is not in it)")
+	t.Note("a round: every executor stops at once (fakes send a stopped event; real workers, testdata/stormer.py, each run a line with a breakpoint when the bench writes to their stdin); on each stopped event the IDE (one client in merged mode, one child session per executor in child mode) fetches the stack of the stopped thread (20 levels), after a threads request if its policy says so; the round ends with the last stack; then each stop is continued (untimed); one untimed round first")
+	t.Note("client \"%s\" is VS Code's (debugSession.ts: fetchThreads on every stopped event) and nvim-dap's before 0.1; \"%s\" is nvim-dap's since 0.1 (2022): threads only when a thread event named a thread it does not know, or the stopped thread is unknown. With \"%s\" in merged mode every stop brings an answer listing all N executors' threads, so the IDE's own decoding grows as N² whatever the proxy does", refreshEveryStop, refreshWhenStale, refreshEveryStop)
+	t.Note("fakes run in the bench process and share the 2 CPUs with the proxy and the client; proxy CPU per stop is the proxy child's user+system time over the timed rounds and the continues after each (10 ms ticks) ÷ stops: a whole stop → refresh → stack → continue cycle; IDE (+ fakes) CPU is the bench process's over the same span (the client, and the fakes when they are fakes; real workers' own CPU is not in it)")
 	return t, nil
 }
 
