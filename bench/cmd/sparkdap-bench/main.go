@@ -122,7 +122,7 @@ func main() {
 		return bench.Output(ctx, cfg, logf)
 	})
 	run("storm", func() (*bench.Table, error) {
-		cfg := bench.StormConfig{Ns: []int{10, 50, 200, 1000}, RealNs: []int{10, 50}, Rounds: 5, Token: token, Python: python,
+		cfg := bench.StormConfig{Ns: []int{10, 50, 200, 1000}, RealNs: []int{10, 50, 200}, Rounds: 5, Token: token, Python: python,
 			Testdata: td}
 		if *quick {
 			cfg.Ns, cfg.RealNs, cfg.Rounds = []int{10, 50}, []int{10}, 2
