@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -118,6 +119,28 @@ func TestRawIDEClientsWaitForAttach(t *testing.T) {
 					t.Fatalf("dial: %v; want an error with %q", err, tc.wantErr)
 				}
 			})
+		}
+	}
+}
+
+// TestThroughputRounds runs the smoke test's throughput section (a fresh
+// proxy and IDE, then 1 and 3 flooding executors) SPARKDAP_BENCH_ROUNDS
+// times, for races that a single run rarely shows: with two busy loops
+// beside it, the IDE-attach race above lost events within 12-600 rounds
+// before dialRawIDE waited for its attach. Skipped unless the variable is
+// set.
+func TestThroughputRounds(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("SPARKDAP_BENCH_ROUNDS"))
+	if n <= 0 {
+		t.Skip("set SPARKDAP_BENCH_ROUNDS to run")
+	}
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := Throughput(ctx, ThroughputConfig{Executors: []int{1, 3}, Bytes: 64 << 10, EventBytes: 1024, Rounds: 1, Token: "t"},
+			func(string, ...any) {})
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d of %d: %v", i+1, n, err)
 		}
 	}
 }
