@@ -3,6 +3,7 @@ module github.com/sparkdap/sparkdap
 go 1.26.0
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/google/go-dap v0.12.0
 	github.com/hashicorp/yamux v0.1.2
 	github.com/mattn/go-isatty v0.0.20

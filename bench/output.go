@@ -64,8 +64,9 @@ func (r OutputRun) MBps() float64 { return float64(r.Bytes) / 1e6 / r.Elapsed.Se
 // they arrive: every "w<id> <seq>" line in sequence, each worker's
 // "END w<id>" last.
 type outputIDE struct {
-	conn net.Conn
-	done chan struct{}
+	conn   net.Conn
+	attach attachWatch
+	done   chan struct{}
 
 	mu     sync.Mutex // guards the fields below; the reader goroutine writes them
 	events int64
@@ -82,18 +83,22 @@ func dialOutputIDE(ctx context.Context, addr string) (*outputIDE, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &outputIDE{conn: c, done: make(chan struct{}), next: map[string]int{}, ended: map[string]bool{}, change: make(chan struct{}, 1)}
-	for _, m := range []string{
-		`{"seq":1,"type":"request","command":"initialize","arguments":{"clientID":"bench","adapterID":"debugpy","linesStartAt1":true,"columnsStartAt1":true,"pathFormat":"path"}}`,
-		`{"seq":2,"type":"request","command":"attach","arguments":{"justMyCode":true}}`,
-		`{"seq":3,"type":"request","command":"configurationDone","arguments":{}}`,
-	} {
-		if _, err := c.Write([]byte("Content-Length: " + strconv.Itoa(len(m)) + "\r\n\r\n" + m)); err != nil {
-			c.Close()
-			return nil, err
-		}
+	r := &outputIDE{conn: c, attach: newAttachWatch(), done: make(chan struct{}), next: map[string]int{}, ended: map[string]bool{}, change: make(chan struct{}, 1)}
+	if err := sendMergedAttach(c); err != nil {
+		c.Close()
+		return nil, err
 	}
 	go r.read()
+	err = r.attach.wait(ctx, r.done, func() error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.err
+	})
+	if err != nil {
+		r.conn.Close()
+		<-r.done
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -115,6 +120,10 @@ func (r *outputIDE) read() {
 			return
 		}
 		if !bytes.Contains(buf[:n], outputMarker) {
+			if err := r.attach.see(buf[:n]); err != nil {
+				r.fail(err)
+				return
+			}
 			continue
 		}
 		var m struct {

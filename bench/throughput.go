@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,8 +32,12 @@ type ThroughputConfig struct {
 
 // rawIDE is a minimal DAP client that attaches in merged mode and then only
 // counts output events, without keeping them.
+//
+// Ownership: the read goroutine sets err before it closes done; the
+// counters are atomic.
 type rawIDE struct {
 	conn    net.Conn
+	attach  attachWatch
 	outputs atomic.Int64
 	bytes   atomic.Int64
 	changed chan struct{}
@@ -40,26 +45,103 @@ type rawIDE struct {
 	err     error
 }
 
+// dialRawIDE connects to the proxy's IDE address and returns once the proxy
+// has attached it as the root (merged) session.
 func dialRawIDE(ctx context.Context, addr string) (*rawIDE, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	r := &rawIDE{conn: c, changed: make(chan struct{}, 1), done: make(chan struct{})}
-	for i, m := range []string{
-		`{"seq":1,"type":"request","command":"initialize","arguments":{"clientID":"bench","adapterID":"debugpy","linesStartAt1":true,"columnsStartAt1":true,"pathFormat":"path"}}`,
-		`{"seq":2,"type":"request","command":"attach","arguments":{"justMyCode":true}}`,
-		`{"seq":3,"type":"request","command":"configurationDone","arguments":{}}`,
-	} {
-		_ = i
-		if _, err := c.Write([]byte("Content-Length: " + strconv.Itoa(len(m)) + "\r\n\r\n" + m)); err != nil {
-			c.Close()
-			return nil, err
-		}
+	r := &rawIDE{conn: c, attach: newAttachWatch(), changed: make(chan struct{}, 1), done: make(chan struct{})}
+	if err := sendMergedAttach(c); err != nil {
+		c.Close()
+		return nil, err
 	}
 	go r.read()
+	if err := r.attach.wait(ctx, r.done, func() error { return r.err }); err != nil {
+		r.close()
+		return nil, err
+	}
 	return r, nil
+}
+
+// mergedAttach is what the bench's raw IDE clients send, all at once:
+// initialize, attach without an executor (the root session, merged mode:
+// no supportsStartDebuggingRequest) and configurationDone, seq 1 to 3.
+var mergedAttach = []string{
+	`{"seq":1,"type":"request","command":"initialize","arguments":{"clientID":"bench","adapterID":"debugpy","linesStartAt1":true,"columnsStartAt1":true,"pathFormat":"path"}}`,
+	`{"seq":2,"type":"request","command":"attach","arguments":{"justMyCode":true}}`,
+	`{"seq":3,"type":"request","command":"configurationDone","arguments":{}}`,
+}
+
+// configurationDoneSeq is mergedAttach's configurationDone.
+const configurationDoneSeq = 3
+
+func sendMergedAttach(c net.Conn) error {
+	for _, m := range mergedAttach {
+		if _, err := c.Write([]byte("Content-Length: " + strconv.Itoa(len(m)) + "\r\n\r\n" + m)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attachWatch tells a raw IDE client when the proxy has answered its
+// mergedAttach. Until then the session is not the proxy's root, and the
+// proxy drops executors' events, output included, for want of an IDE to
+// show them to (Hub.eventTargetLocked): a client that let its executors
+// send before that lost their first events whenever the proxy's IDE
+// connection was accepted after the executors' handshakes, which happens
+// under CPU load (bench TestQuickSmoke's lost output events). The proxy
+// serves one IDE connection's requests in order, so the answer to
+// configurationDone means attach is done.
+//
+// Ownership: the client's reader goroutine calls see; anyone calls wait.
+type attachWatch struct {
+	answered chan struct{} // closed by see at configurationDone's answer
+}
+
+func newAttachWatch() attachWatch { return attachWatch{answered: make(chan struct{})} }
+
+// see looks at one frame the reader got that is not an output event. A
+// refused request of mergedAttach is an error, which ends the reader.
+func (a attachWatch) see(body []byte) error {
+	var m struct {
+		Type       string `json:"type"`
+		Command    string `json:"command"`
+		RequestSeq int    `json:"request_seq"`
+		Success    bool   `json:"success"`
+		Message    string `json:"message"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Type != "response" || m.RequestSeq > configurationDoneSeq {
+		return nil
+	}
+	select {
+	case <-a.answered:
+		return nil // attached already: not an answer to mergedAttach
+	default:
+	}
+	if !m.Success {
+		return fmt.Errorf("the proxy refused %s: %s", m.Command, m.Message)
+	}
+	if m.RequestSeq == configurationDoneSeq {
+		close(a.answered)
+	}
+	return nil
+}
+
+// wait returns once mergedAttach is answered, or why it never will be:
+// the reader ended (done closed; readErr is why) or ctx did.
+func (a attachWatch) wait(ctx context.Context, done <-chan struct{}, readErr func() error) error {
+	select {
+	case <-a.answered:
+		return nil
+	case <-done:
+		return fmt.Errorf("IDE connection ended before the proxy attached it: %w", readErr())
+	case <-ctx.Done():
+		return fmt.Errorf("the proxy did not attach the IDE: %w", ctx.Err())
+	}
 }
 
 var outputMarker = []byte(`"event":"output"`)
@@ -88,6 +170,9 @@ func (r *rawIDE) read() {
 			case r.changed <- struct{}{}:
 			default:
 			}
+		} else if err := r.attach.see(buf[:n]); err != nil {
+			r.err = err
+			return
 		}
 	}
 }

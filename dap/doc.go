@@ -26,8 +26,9 @@
 // Messages travel as generic JSON objects rather than go-dap structs, so a
 // command or field the proxy does not know is forwarded intact; go-dap types
 // are used where the proxy builds or reads a message itself. Every
-// connection's writes are owned by one goroutine (see wire), and nothing that
-// holds a lock ever waits on the network.
+// connection has one writer at a time (see wire), and nothing that holds a
+// lock ever waits on the network: a send under a lock at most makes one
+// non-blocking write.
 //
 // Files by role: server.go (the two listeners), hub.go (the Hub: sessions,
 // announcing child sessions, stopping the job's debugging), executor.go and
@@ -43,5 +44,7 @@
 // Console's !capture and !help, answered by the proxy), control.go (the
 // control protocol `sparkdap capture` speaks), paths.go (path mapping
 // of the traffic), ids.go and translate.go (the id table and where ids sit in
-// messages), message.go, framing.go and wire.go (the wire).
+// messages), message.go, framing.go and wire.go (the wire), jsoncodec.go
+// (generic JSON as encoding/json would make and write it, built on
+// jsontext's tokens from github.com/go-json-experiment/json).
 package dap

@@ -38,8 +38,9 @@ type ProcessInfo struct {
 // ExecutorSession is one pydevd connection: one Python worker process.
 //
 // Ownership: the goroutine running serve is the connection's only reader;
-// w's flusher (a goroutine only while there is something to write) its only
-// writer, so anyone may send under any lock. The handshake runs on a
+// w has one writer at a time (a sender's non-blocking write, or w's flusher,
+// a goroutine only while there is something left to write), and a send
+// never blocks, so anyone may send under any lock. The handshake runs on a
 // goroutine of its own beside the reader until it is done. Fields below are
 // guarded as marked: pendMu (a leaf lock) for pending, hub.mu for the
 // session's state; id, hub, w and remote never change. Callbacks of
@@ -174,23 +175,26 @@ func (es *ExecutorSession) request(command string, args any, timeout time.Durati
 			es.pending = map[int64]*pendingCall{}
 		}
 		es.pending[s] = pc
+		// Its timer is in place before the request can reach pydevd:
+		// the send may write it at once, and whoever takes pc (the
+		// answer, the connection's end) stops the timer.
+		pc.timer = time.AfterFunc(timeout, func() {
+			if p := es.takePending(s); p != nil {
+				p.cb(nil, fmt.Errorf("%s: %w (%s)", command, errTimeout, timeout))
+			}
+		})
 		es.pendMu.Unlock()
 	})
 	if err != nil {
-		es.takePending(seq)
-		// Not on this goroutine: callers may hold the Hub's lock, and cb
-		// may take it.
-		es.hub.goCallback(func() { cb(nil, err) })
-		return
-	}
-	t := time.AfterFunc(timeout, func() {
-		if p := es.takePending(seq); p != nil {
-			p.cb(nil, fmt.Errorf("%s: %w (%s)", command, errTimeout, timeout))
+		// cb runs once: if pc was registered and something else took it
+		// already (the connection's end fails every pending call), that
+		// was its call.
+		if seq == 0 || es.takePending(seq) != nil {
+			// Not on this goroutine: callers may hold the Hub's lock,
+			// and cb may take it.
+			es.hub.goCallback(func() { cb(nil, err) })
 		}
-	})
-	es.pendMu.Lock()
-	pc.timer = t
-	es.pendMu.Unlock()
+	}
 }
 
 func (es *ExecutorSession) takePending(seq int64) *pendingCall {

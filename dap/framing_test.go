@@ -94,7 +94,7 @@ func TestFramesRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	m := Message{"type": "event", "event": "output", "body": map[string]any{"output": "héllo\r\n"}}
 	body, _ := m.Encode()
-	buf.Write(appendFrame(nil, withSeq(body, 7)))
+	buf.Write(frameWithSeq(body, 7))
 	got, err := NewFrameReader(&buf, 0).ReadFrame()
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +105,9 @@ func TestFramesRoundTrip(t *testing.T) {
 	}
 	if dm.Seq() != 7 || dm.Body()["output"] != "héllo\r\n" {
 		t.Fatalf("round trip changed the message: %s", got)
+	}
+	if got := string(frameWithSeq([]byte("{}"), 12)); got != "Content-Length: 10\r\n\r\n{\"seq\":12}" {
+		t.Fatalf("empty object framed as %q", got)
 	}
 }
 

@@ -250,8 +250,11 @@ func (s *IDESession) handle(m Message) {
 		// Gone before the answer: a client that reconnects as soon as it
 		// has it must find the root free.
 		s.gone(how)
-		s.reply(newResponse(m, nil))
+		// Leaving before the answer: a send may write it at once, and a
+		// client that closes as soon as it reads it must find the
+		// session ended.
 		s.leave()
+		s.reply(newResponse(m, nil))
 		return
 	}
 	if s.leaving.Load() {

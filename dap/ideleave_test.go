@@ -247,6 +247,20 @@ func (w *leaveWalk) leave(c *dapclient.Client, how int) {
 var leaveHow = []string{"disconnects", "disconnects with terminateDebuggee", "drops its connection",
 	"disconnects with terminateDebuggee false"}
 
+// shownPIDs are the executors some IDE session shows.
+func (w *leaveWalk) shownPIDs() []int {
+	var shown []int
+	for pid := range w.execs {
+		if w.watched(pid) {
+			shown = append(shown, pid)
+		}
+	}
+	return shown
+}
+
+// countStoppedShownBy counts the executors of pids stopped now: called
+// just before a session leaves (after, the proxy may have resumed them
+// already: it does so before it answers the disconnect).
 func (w *leaveWalk) countStoppedShownBy(pids []int) {
 	for _, pid := range pids {
 		if f := w.execs[pid]; f != nil {
@@ -260,13 +274,6 @@ func (w *leaveWalk) countStoppedShownBy(pids []int) {
 // stopAll is what a session stopping the job's debugging does to the
 // model: the root and every child session are gone.
 func (w *leaveWalk) stopAll() {
-	var shown []int
-	for pid := range w.execs {
-		if w.watched(pid) {
-			shown = append(shown, pid)
-		}
-	}
-	w.countStoppedShownBy(shown)
 	w.root = nil
 	clear(w.children)
 	waitFor(w.t, "proxy lets every IDE session go", func() (bool, string) {
@@ -280,6 +287,7 @@ func (w *leaveWalk) stopAll() {
 // rootLeaves: however the root leaves, the job's debugging stops.
 func (w *leaveWalk) rootLeaves(how int) {
 	w.step("root %s", leaveHow[how])
+	w.countStoppedShownBy(w.shownPIDs())
 	w.leave(w.root, how)
 	w.stopAll()
 }
@@ -290,11 +298,15 @@ func (w *leaveWalk) rootLeaves(how int) {
 func (w *leaveWalk) childLeaves(pid, how int) {
 	w.step("child of executor %d %s", pid, leaveHow[how])
 	id := w.executorID(pid)
+	if how == 0 || how == 1 {
+		w.countStoppedShownBy(w.shownPIDs())
+	} else {
+		w.countStoppedShownBy([]int{pid})
+	}
 	w.leave(w.children[pid], how)
 	if how == 0 || how == 1 {
 		w.stopAll()
 	} else {
-		w.countStoppedShownBy([]int{pid})
 		delete(w.children, pid)
 		w.detached[pid] = true
 		waitFor(w.t, "proxy notices the child leaving", func() (bool, string) {

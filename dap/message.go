@@ -16,18 +16,11 @@ type Message map[string]any
 // DecodeMessage parses one DAP message body and checks the envelope fields
 // every message must carry.
 func DecodeMessage(body []byte) (Message, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var m Message
-	if err := dec.Decode(&m); err != nil {
+	obj, err := decodeObject(body)
+	if err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
-	if m == nil {
-		return nil, errors.New("message is not a JSON object")
-	}
-	if dec.More() {
-		return nil, errors.New("trailing data after JSON object")
-	}
+	m := Message(obj)
 	switch m.Type() {
 	case "request":
 		if m.Command() == "" {
@@ -51,7 +44,7 @@ func DecodeMessage(body []byte) (Message, error) {
 }
 
 // Encode renders the message as JSON.
-func (m Message) Encode() ([]byte, error) { return json.Marshal(map[string]any(m)) }
+func (m Message) Encode() ([]byte, error) { return appendJSON(nil, m) }
 
 func (m Message) str(key string) string {
 	s, _ := m[key].(string)

@@ -23,8 +23,10 @@ func isBadInput(err error) bool {
 }
 
 // wire is one DAP connection: its write queue (wirequeue: sends never
-// block, one flusher goroutine at a time and only while there is something
-// to write, a byte cap) and the outgoing seq counter, which is assigned
+// block; one writer at a time, the sender itself with one non-blocking
+// write when nobody is writing, else a flusher goroutine that runs only
+// while there is something to write; a byte cap) and the outgoing seq
+// counter, which is assigned
 // under the queue's lock so seq order is wire order. The connection's reader
 // is whoever serves the session (readLoop, readFrames).
 type wire struct {
@@ -52,8 +54,28 @@ func (w *wire) send(m Message, onSeq func(seq int64)) error {
 		if onSeq != nil {
 			onSeq(w.seq)
 		}
-		return appendFrame(nil, withSeq(body, w.seq))
+		return frameWithSeq(body, w.seq)
 	})
+}
+
+// frameWithSeq frames an encoded object with "seq" put first, in one
+// buffer: one copy of the body, not two.
+func frameWithSeq(body []byte, seq int64) []byte {
+	var num [20]byte
+	s := strconv.AppendInt(num[:0], seq, 10)
+	n := len(`{"seq":`) + len(s) + len(body) - 1
+	if len(body) > 2 { // not "{}"
+		n++
+	}
+	out := make([]byte, 0, len("Content-Length: \r\n\r\n")+20+n)
+	out = append(out, "Content-Length: "...)
+	out = strconv.AppendInt(out, int64(n), 10)
+	out = append(out, "\r\n\r\n{\"seq\":"...)
+	out = append(out, s...)
+	if len(body) > 2 {
+		out = append(out, ',')
+	}
+	return append(out, body[1:]...)
 }
 
 // sendWithBody is send for a message whose body is already encoded (a
@@ -83,17 +105,6 @@ func (w *wire) sendWithBody(head Message, body []byte) error {
 		out = append(out, body...)
 		return append(out, '}')
 	})
-}
-
-// withSeq puts "seq" first in an encoded object, without re-encoding it.
-func withSeq(body []byte, seq int64) []byte {
-	out := make([]byte, 0, len(body)+24)
-	out = append(out, `{"seq":`...)
-	out = strconv.AppendInt(out, seq, 10)
-	if len(body) > 2 { // not "{}"
-		out = append(out, ',')
-	}
-	return append(out, body[1:]...)
 }
 
 // close shuts the connection once; the first reason wins.

@@ -9,9 +9,10 @@ import (
 
 // peer is one TCP connection (PyCharm's or an executor's pydevd) whose
 // writes go through a wirequeue.Queue, so that a slow peer never blocks the
-// multiplexer: sends queue without blocking (callers hold p.mu), the queue's
-// flusher goroutine, running only while there is something to write, is the
-// connection's only writer, and a peer that lets too much pile up, or reads
+// multiplexer: sends never block (callers hold p.mu): the queue has one
+// writer at a time, a sender's one non-blocking write when nobody is
+// writing, else its flusher goroutine, running only while there is
+// something left to write; and a peer that lets too much pile up, or reads
 // nothing for writeTimeout, is disconnected. The connection's reader is the
 // goroutine serving it (readPyCharm, serveConn).
 type peer struct {

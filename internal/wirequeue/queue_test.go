@@ -121,3 +121,90 @@ func TestCloseAfterFlush(t *testing.T) {
 		t.Error("flusher still running after close")
 	}
 }
+
+// TestSendWritesInline: a send to an idle TCP connection is written by the
+// sender before Send returns (one non-blocking write), with no flusher
+// goroutine left behind; a connection whose Write is not its file
+// descriptor's (a pipe) still goes through the flusher.
+func TestSendWritesInline(t *testing.T) {
+	ours, theirs := pair(t)
+	q := New(ours, Options{})
+	for i := range 50 {
+		if err := q.Send([]byte{byte('a' + i%26)}); err != nil {
+			t.Fatal(err)
+		}
+		if q.Flushing() {
+			t.Fatalf("send %d: a writer still runs after Send returned", i)
+		}
+	}
+	theirs.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, 50)
+	if _, err := io.ReadFull(theirs, got); err != nil || got[49] != byte('a'+49%26) {
+		t.Fatalf("read %q, %v", got, err)
+	}
+
+	p1, p2 := net.Pipe()
+	t.Cleanup(func() { p1.Close(); p2.Close() })
+	pq := New(p1, Options{})
+	if err := pq.Send([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	p2.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(p2, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, pq)
+}
+
+// TestOrderInlineAndQueued: senders racing each other, to a peer that
+// reads slowly enough that the socket buffer fills (so inline writes end
+// partway and the flusher takes over), get every byte to the peer once and
+// in the order build numbered them.
+func TestOrderInlineAndQueued(t *testing.T) {
+	ours, theirs := pair(t)
+	q := New(ours, Options{})
+	const senders, each, size = 4, 200, 4 << 10
+	var next uint32
+	done := make(chan error, senders)
+	for range senders {
+		go func() {
+			for range each {
+				if err := q.SendWith(func() []byte {
+					b := bytes.Repeat([]byte{0}, size)
+					n := next
+					next++
+					for i := 0; i+4 <= size; i += 4 {
+						b[i], b[i+1], b[i+2], b[i+3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+					}
+					return b
+				}); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	theirs.SetReadDeadline(time.Now().Add(60 * time.Second))
+	buf := make([]byte, size)
+	for want := uint32(0); want < senders*each; want++ {
+		if want%64 == 0 {
+			time.Sleep(2 * time.Millisecond) // let the socket buffer fill now and then
+		}
+		if _, err := io.ReadFull(theirs, buf); err != nil {
+			t.Fatalf("message %d: %v", want, err)
+		}
+		for i := 0; i+4 <= size; i += 4 {
+			got := uint32(buf[i])<<24 | uint32(buf[i+1])<<16 | uint32(buf[i+2])<<8 | uint32(buf[i+3])
+			if got != want {
+				t.Fatalf("message %d: byte %d belongs to message %d", want, i, got)
+			}
+		}
+	}
+	for range senders {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdle(t, q)
+}
