@@ -663,6 +663,7 @@ def _import_debugger():
         import pydevd_pycharm
         import pydevd  # pydevd-pycharm's, which _trust_code_paths patches
 
+        _skip_network_start_sleep()
         return pydevd_pycharm
     import debugpy
 
@@ -673,7 +674,60 @@ def _import_debugger():
     import pydevd  # noqa: F401
 
     _describe_environment_only_when_logged()
+    _skip_network_start_sleep()
     return debugpy
+
+
+class _TimeWithoutStartSleep(object):
+    """pydevd's `time` while one thread runs PyDB.initialize_network: the
+    same module, except that this thread's sleep(0.1) returns at once."""
+
+    def __init__(self, real, thread):
+        self._real = real
+        self._thread = thread
+
+    def sleep(self, seconds):
+        import threading
+
+        if seconds == 0.1 and threading.get_ident() == self._thread:
+            return None
+        return self._real.sleep(seconds)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def _skip_network_start_sleep():
+    """pydevd's PyDB.initialize_network starts its reader and writer threads
+    and then sleeps 0.1 s "to give threads time to start" (debugpy's and
+    pydevd-pycharm's alike): a tenth of a second in every worker that
+    attaches, and about a third of what attaching costs once the debugger is
+    loaded. Thread.start() already returns only once the thread runs, and
+    whatever pydevd sends meanwhile waits in the writer's queue. Skip that
+    sleep, in the connecting thread only; a pydevd whose
+    initialize_network no longer sleeps 0.1 s is left alone."""
+    pydevd = sys.modules.get("pydevd")
+    pydb = getattr(pydevd, "PyDB", None)
+    orig = getattr(pydb, "initialize_network", None)
+    if orig is None or getattr(orig, "_sparkdap", False):
+        return
+    code = getattr(orig, "__code__", None)
+    if code is None or 0.1 not in code.co_consts or "sleep" not in code.co_names or "time" not in code.co_names:
+        return
+
+    def initialize_network(self, *args, **kwargs):
+        import threading
+
+        real = pydevd.time
+        pydevd.time = _TimeWithoutStartSleep(real, threading.get_ident())
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            pydevd.time = real
+
+    initialize_network._sparkdap = True
+    initialize_network.__wrapped__ = orig
+    pydb.initialize_network = initialize_network
 
 
 def _describe_environment_only_when_logged():

@@ -52,6 +52,7 @@ def manager():
         "fds": fds(),
         "trace": repr(sys.gettrace()),
         "file_validation_env": os.environ.get("PYDEVD_DISABLE_FILE_VALIDATION"),
+        "start_sleep_skipped": getattr(getattr(getattr(sys.modules.get("pydevd"), "PyDB", None), "initialize_network", None), "_sparkdap", False),
     }
     if port:
         r, w = os.pipe()
@@ -64,8 +65,19 @@ def manager():
             with remote_debug._QuietPydevd():
                 debugger = remote_debug._import_debugger()
             debugger.configure(subProcess=False)
+            import time
+
+            sleeps, real_sleep, me = [], time.sleep, threading.get_ident()
+
+            def sleep(seconds):
+                if threading.get_ident() == me:
+                    sleeps.append(seconds)
+                return real_sleep(seconds)
+
+            time.sleep = sleep
             debugger.connect(("127.0.0.1", port))
-            child = {"new_modules": sorted(set(sys.modules) - mods), "connected": debugger.is_client_connected()}
+            time.sleep = real_sleep
+            child = {"new_modules": sorted(set(sys.modules) - mods), "connected": debugger.is_client_connected(), "sleeps": sleeps}
             os.write(w, json.dumps(child).encode())
             os._exit(0)
         os.close(w)
@@ -149,12 +161,16 @@ def test_daemon_loads_debugpy_before_it_forks(tmp_path, adapter):
     assert child.get("connected"), child
     loaded = [m for m in child["new_modules"] if m.split(".")[0] in ("debugpy", "pydevd", "_pydevd_bundle", "_pydev_bundle", "pydevd_file_utils")]
     assert loaded == []
+    # Nor sleeps the 0.1 s pydevd's initialize_network gives its threads.
+    assert state["start_sleep_skipped"]
+    assert 0.1 not in child["sleeps"], child["sleeps"]
 
 
 def test_daemon_loads_pydevd_pycharm_before_it_forks(tmp_path):
     pytest.importorskip("pydevd_pycharm")
     state, _ = run_daemon(tmp_path, settings(ide="pycharm"), watch=PYCHARM_MODULES)
     assert state["loaded"] == list(PYCHARM_MODULES)
+    assert state["start_sleep_skipped"]
     assert state["threads"] == state["threads_before"] == ["MainThread"]
     assert state["fds"] == state["fds_before"]
     assert state["trace"] == "None"
