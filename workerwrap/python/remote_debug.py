@@ -655,10 +655,18 @@ def _read_archive_sources():
     linecache.updatecache = updatecache
 
 
+# pydevd's sys.breakpointhook, which its import installed in the daemon
+# (_preload_debugger) and the daemon put back the way it was: a worker
+# installs it when it imports the debugger, as it would have by importing it.
+_preloaded_breakpointhook = None
+
+
 def _import_debugger():
     """Imports the debugger this wrapper was generated for, inside _QuietPydevd
     so that its import-time chatter stays off stderr. Returns the module
     whose settrace/connect attaches, or raises."""
+    if _preloaded_breakpointhook is not None:
+        sys.breakpointhook = _preloaded_breakpointhook
     if _pycharm():
         import pydevd_pycharm
         import pydevd  # pydevd-pycharm's, which _trust_code_paths patches
@@ -1787,7 +1795,9 @@ def _preload_debugger():
     Only the import: importing debugpy, debugpy.server.api and pydevd (or
     pydevd_pycharm) starts no thread, opens no file or socket, sets no trace
     function and installs no signal or fork handler (tests check it), so a
-    fork after it is as safe as before; pydevd creates its threads and its
+    fork after it is as safe as before; the one hook it installs,
+    sys.breakpointhook, is put back here and installed by the workers that
+    attach; pydevd creates its threads and its
     socket in settrace, which only a worker calls. Fails open: a worker
     then imports the debugger itself, as without this. Returns whether the
     debugger is loaded."""
@@ -1803,6 +1813,12 @@ def _preload_debugger():
     # _connect sets it before its import: set it around this one, and leave
     # the environment of the workers as it was.
     set_env = not _pycharm() and "PYDEVD_DISABLE_FILE_VALIDATION" not in os.environ
+    # pydevd's import also makes breakpoint() its own: with debugpy's hook
+    # an unselected task's breakpoint() would be ignored, with
+    # pydevd-pycharm's it would try to connect to localhost:5678. Only a
+    # worker that attaches gets it (_import_debugger).
+    global _preloaded_breakpointhook
+    hook = sys.breakpointhook
     quiet = _QuietPydevd()
     try:
         if set_env:
@@ -1819,6 +1835,9 @@ def _preload_debugger():
     finally:
         if set_env:
             os.environ.pop("PYDEVD_DISABLE_FILE_VALIDATION", None)
+        if sys.breakpointhook is not hook:
+            _preloaded_breakpointhook = sys.breakpointhook
+            sys.breakpointhook = hook
 
 
 def _main(argv):

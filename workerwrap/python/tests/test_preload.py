@@ -52,6 +52,7 @@ def manager():
         "fds": fds(),
         "trace": repr(sys.gettrace()),
         "file_validation_env": os.environ.get("PYDEVD_DISABLE_FILE_VALIDATION"),
+        "default_breakpointhook": sys.breakpointhook is sys.__breakpointhook__,
         "start_sleep_skipped": getattr(getattr(getattr(sys.modules.get("pydevd"), "PyDB", None), "initialize_network", None), "_sparkdap", False),
     }
     if port:
@@ -64,6 +65,7 @@ def manager():
             mods = set(sys.modules)
             with remote_debug._QuietPydevd():
                 debugger = remote_debug._import_debugger()
+            hook = getattr(sys.breakpointhook, "__name__", "")
             debugger.configure(subProcess=False)
             import time
 
@@ -77,7 +79,7 @@ def manager():
             time.sleep = sleep
             debugger.connect(("127.0.0.1", port))
             time.sleep = real_sleep
-            child = {"new_modules": sorted(set(sys.modules) - mods), "connected": debugger.is_client_connected(), "sleeps": sleeps}
+            child = {"new_modules": sorted(set(sys.modules) - mods), "connected": debugger.is_client_connected(), "sleeps": sleeps, "breakpointhook": hook}
             os.write(w, json.dumps(child).encode())
             os._exit(0)
         os.close(w)
@@ -153,6 +155,8 @@ def test_daemon_loads_debugpy_before_it_forks(tmp_path, adapter):
     assert state["threads"] == state["threads_before"] == ["MainThread"]
     assert state["fds"] == state["fds_before"]
     assert state["trace"] == "None"
+    # breakpoint() in a task that is not debugged is Python's, as before.
+    assert state["default_breakpointhook"]
     # Set for pydevd's import only; a worker's environment is as it was.
     assert state["file_validation_env"] is None
     assert stderr == ""
@@ -161,6 +165,8 @@ def test_daemon_loads_debugpy_before_it_forks(tmp_path, adapter):
     assert child.get("connected"), child
     loaded = [m for m in child["new_modules"] if m.split(".")[0] in ("debugpy", "pydevd", "_pydevd_bundle", "_pydev_bundle", "pydevd_file_utils")]
     assert loaded == []
+    # Its breakpoint() is the debugger's, as when it imported debugpy itself.
+    assert child["breakpointhook"] == "debugpy_breakpointhook"
     # Nor sleeps the 0.1 s pydevd's initialize_network gives its threads.
     assert state["start_sleep_skipped"]
     assert 0.1 not in child["sleeps"], child["sleeps"]
@@ -171,6 +177,8 @@ def test_daemon_loads_pydevd_pycharm_before_it_forks(tmp_path):
     state, _ = run_daemon(tmp_path, settings(ide="pycharm"), watch=PYCHARM_MODULES)
     assert state["loaded"] == list(PYCHARM_MODULES)
     assert state["start_sleep_skipped"]
+    # pydevd-pycharm's breakpoint() would connect to localhost:5678.
+    assert state["default_breakpointhook"]
     assert state["threads"] == state["threads_before"] == ["MainThread"]
     assert state["fds"] == state["fds_before"]
     assert state["trace"] == "None"
