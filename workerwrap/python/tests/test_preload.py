@@ -40,6 +40,9 @@ def fds():
 
 
 before = {"threads": [t.name for t in threading.enumerate()], "fds": fds()}
+import builtins, warnings
+builtins_before, environ_before = set(vars(builtins)), set(os.environ)
+recursion_before, filters_before = sys.getrecursionlimit(), list(warnings.filters)
 
 
 def manager():
@@ -53,6 +56,10 @@ def manager():
         "trace": repr(sys.gettrace()),
         "file_validation_env": os.environ.get("PYDEVD_DISABLE_FILE_VALIDATION"),
         "default_breakpointhook": sys.breakpointhook is sys.__breakpointhook__,
+        "builtins": sorted(set(vars(builtins)) - builtins_before),
+        "environ": sorted(k for k in os.environ if k not in environ_before),
+        "recursion": [recursion_before, sys.getrecursionlimit()],
+        "filters": [repr(f) for f in warnings.filters if f not in filters_before],
         "start_sleep_skipped": getattr(getattr(getattr(sys.modules.get("pydevd"), "PyDB", None), "initialize_network", None), "_sparkdap", False),
     }
     if port:
@@ -66,6 +73,7 @@ def manager():
             with remote_debug._QuietPydevd():
                 debugger = remote_debug._import_debugger()
             hook = getattr(sys.breakpointhook, "__name__", "")
+            redone = {"execfile": hasattr(builtins, "execfile"), "frame_eval": os.environ.get("PYDEVD_USE_FRAME_EVAL")}
             debugger.configure(subProcess=False)
             import time
 
@@ -79,7 +87,7 @@ def manager():
             time.sleep = sleep
             debugger.connect(("127.0.0.1", port))
             time.sleep = real_sleep
-            child = {"new_modules": sorted(set(sys.modules) - mods), "connected": debugger.is_client_connected(), "sleeps": sleeps, "breakpointhook": hook}
+            child = {"new_modules": sorted(set(sys.modules) - mods), "connected": debugger.is_client_connected(), "sleeps": sleeps, "breakpointhook": hook, "redone": redone}
             os.write(w, json.dumps(child).encode())
             os._exit(0)
         os.close(w)
@@ -155,8 +163,11 @@ def test_daemon_loads_debugpy_before_it_forks(tmp_path, adapter):
     assert state["threads"] == state["threads_before"] == ["MainThread"]
     assert state["fds"] == state["fds_before"]
     assert state["trace"] == "None"
-    # breakpoint() in a task that is not debugged is Python's, as before.
+    # breakpoint() in a task that is not debugged is Python's, as before,
+    # and nothing else the import changed is left for such a task to see.
     assert state["default_breakpointhook"]
+    assert state["builtins"] == state["environ"] == state["filters"] == []
+    assert state["recursion"][0] == state["recursion"][1]
     # Set for pydevd's import only; a worker's environment is as it was.
     assert state["file_validation_env"] is None
     assert stderr == ""
@@ -167,6 +178,7 @@ def test_daemon_loads_debugpy_before_it_forks(tmp_path, adapter):
     assert loaded == []
     # Its breakpoint() is the debugger's, as when it imported debugpy itself.
     assert child["breakpointhook"] == "debugpy_breakpointhook"
+    assert child["redone"] == {"execfile": True, "frame_eval": "NO"}
     # Nor sleeps the 0.1 s pydevd's initialize_network gives its threads.
     assert state["start_sleep_skipped"]
     assert 0.1 not in child["sleeps"], child["sleeps"]
@@ -177,8 +189,11 @@ def test_daemon_loads_pydevd_pycharm_before_it_forks(tmp_path):
     state, _ = run_daemon(tmp_path, settings(ide="pycharm"), watch=PYCHARM_MODULES)
     assert state["loaded"] == list(PYCHARM_MODULES)
     assert state["start_sleep_skipped"]
-    # pydevd-pycharm's breakpoint() would connect to localhost:5678.
+    # pydevd-pycharm's breakpoint() would connect to localhost:5678, and
+    # IPython, which it imports, raises the recursion limit.
     assert state["default_breakpointhook"]
+    assert state["builtins"] == state["environ"] == state["filters"] == []
+    assert state["recursion"][0] == state["recursion"][1]
     assert state["threads"] == state["threads_before"] == ["MainThread"]
     assert state["fds"] == state["fds_before"]
     assert state["trace"] == "None"
