@@ -333,7 +333,7 @@ func TestAttachSectionRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tab.Rows) != 5 {
-		t.Fatalf("%d rows, want 5 (floor, sparkdap, bare, listen, adapter)", len(tab.Rows))
+	if len(tab.Rows) != 10 {
+		t.Fatalf("%d rows, want 10 (fresh: floor, sparkdap, bare, listen, adapter; fork: floor, sparkdap, listen, adapter, hoisted)", len(tab.Rows))
 	}
 }

@@ -56,6 +56,12 @@ type debuggeeProc struct {
 func startDebuggeeProc(py, script string, env []string, args ...string) (*debuggeeProc, error) {
 	cmd := exec.Command(py, append([]string{script}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
+	return startDebuggeeCmd(cmd)
+}
+
+// startDebuggeeCmd starts cmd, whose stdout and stderr must be unset, and
+// reads its stdout lines.
+func startDebuggeeCmd(cmd *exec.Cmd) (*debuggeeProc, error) {
 	d := &debuggeeProc{cmd: cmd, lines: make(chan string, 16), waited: make(chan error, 1), stderr: &lockedBuffer{}}
 	cmd.Stderr = d.stderr
 	out, err := cmd.StdoutPipe()

@@ -12,8 +12,15 @@
 // whether the task is debugged. A selected task's worker connects once, with
 // debugpy.connect, to the sparkdap proxy and labels itself with a custom
 // "sparkdapTask" DAP event; an unselected task installs no tracing at all.
-// Nothing runs in the daemon parent, because forking a process that has
-// threads (debugpy starts several) can deadlock the children.
+// In the daemon parent only the debugger's import runs (_preload_debugger,
+// before pyspark.daemon.manager, when the wrapper is enabled and some task
+// may be selected), so that a worker that attaches does not pay ~0.1 s
+// (debugpy) or ~0.4 s (pydevd-pycharm) importing it; everything that starts
+// threads or opens sockets (debugpy.connect, pydevd's settrace) runs in the
+// worker only, because forking a process that has threads can deadlock the
+// children. The tests check that the import starts no thread, opens no
+// descriptor and sets no trace; if it fails, one line says so and workers
+// import the debugger themselves.
 //
 // Debugging is strictly best effort. A missing debugpy, an unreachable proxy,
 // a wrong token or a proxy that never finishes the handshake costs at most the

@@ -141,16 +141,34 @@ func sparkdapLines(stderr string) map[string][]string {
 	return lines
 }
 
+// daemonPreloadFailed is the one line the daemon prints when it cannot load
+// the debugger before forking (remote_debug._preload_debugger).
+var daemonPreloadFailed = regexp.MustCompile(`^could not load the debugger in the daemon \(.*\); each worker that attaches loads it$`)
+
+// daemonLines takes the daemon's own lines (one process printing only
+// daemonPreloadFailed) out of lines, and returns them.
+func daemonLines(lines map[string][]string) []string {
+	var daemon []string
+	for pid, ls := range lines {
+		if len(ls) == 1 && daemonPreloadFailed.MatchString(ls[0]) {
+			daemon = append(daemon, ls[0])
+			delete(lines, pid)
+		}
+	}
+	return daemon
+}
+
 // checkFailOpen asserts a correct result and exactly one sparkdap line per
-// worker process, matching want.
-func checkFailOpen(t *testing.T, res jobResult, want *regexp.Regexp) {
+// worker process, matching want; it returns the daemon's lines.
+func checkFailOpen(t *testing.T, res jobResult, want *regexp.Regexp) []string {
 	t.Helper()
 	if res.Sum != wantSum || res.Count != wantCount {
 		t.Errorf("job result sum=%d count=%d, want %d and %d", res.Sum, res.Count, wantSum, wantCount)
 	}
 	lines := sparkdapLines(res.stderr)
+	daemon := daemonLines(lines)
 	if len(lines) == 0 {
-		t.Fatalf("no sparkdap: line in stderr:\n%s", res.stderr)
+		t.Fatalf("no sparkdap: line from a worker in stderr:\n%s", res.stderr)
 	}
 	for pid, ls := range lines {
 		if len(ls) != 1 {
@@ -163,6 +181,7 @@ func checkFailOpen(t *testing.T, res jobResult, want *regexp.Regexp) {
 	if strings.Contains(res.stderr, "Traceback") {
 		t.Errorf("stderr has a traceback:\n%s", res.stderr)
 	}
+	return daemon
 }
 
 func closedPort(t *testing.T) string {
@@ -247,7 +266,11 @@ func TestSparkFailOpenNoDebugpy(t *testing.T) {
 	o := NewOptions()
 	o.Proxy = a.addr()
 	res := runJob(t, se, o, 4, "PYTHONPATH="+shim)
-	checkFailOpen(t, res, regexp.MustCompile(`^debugger unavailable \(cannot import debugpy: ImportError: debugpy disabled by the sparkdap test\); task runs undebugged$`))
+	daemon := checkFailOpen(t, res, regexp.MustCompile(`^debugger unavailable \(cannot import debugpy: ImportError: debugpy disabled by the sparkdap test\); task runs undebugged$`))
+	// The daemon tried to load it once before forking, and said so once.
+	if len(daemon) != 1 || !strings.Contains(daemon[0], "ImportError: debugpy disabled by the sparkdap test") {
+		t.Errorf("daemon lines %q, want one saying why debugpy did not load", daemon)
+	}
 	if r := a.report(); len(r.hellos) == 0 || r.conns != 0 {
 		t.Errorf("got %d hellos and %d pydevd connections, want >0 and 0", len(r.hellos), r.conns)
 	}
