@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/internal/wirequeue"
 )
 
@@ -56,25 +57,6 @@ func slowRoundTrips(t *testing.T, c net.Conn, send func([]byte) error) (slow, co
 	return slow, counted
 }
 
-func dialPair(t *testing.T) (ours, theirs net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ours, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ours.Close(); theirs.Close() })
-	return ours, theirs
-}
-
 // TestNoDelayedACKStall: a peer that splits each answer in two sends,
 // Nagle on, is not held up by delayed ACKs once its connection is wrapped,
 // whether the request goes through the wrapper's Write or through a
@@ -96,7 +78,7 @@ func TestNoDelayedACKStall(t *testing.T) {
 		{"wrapped, wirequeue", true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ours, theirs := dialPair(t)
+			ours, theirs := testenv.TCPPair(t)
 			splitSender(t, theirs)
 			c := ours
 			if tc.wrap {

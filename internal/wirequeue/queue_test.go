@@ -9,27 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// pair is a loopback TCP connection: the queue's end and the peer's.
-func pair(t *testing.T) (ours, theirs net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ours, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ours.Close(); theirs.Close() })
-	return ours, theirs
-}
+	"github.com/sparkdap/sparkdap/internal/testenv"
+)
 
 func waitIdle(t *testing.T, q *Queue) {
 	t.Helper()
@@ -45,7 +27,7 @@ func waitIdle(t *testing.T, q *Queue) {
 // TestNoGoroutineWhenIdle: an idle queue runs no goroutine; one runs while
 // there is something to write and ends when it is written.
 func TestNoGoroutineWhenIdle(t *testing.T) {
-	ours, theirs := pair(t)
+	ours, theirs := testenv.TCPPair(t)
 	before := runtime.NumGoroutine()
 	qs := make([]*Queue, 200)
 	for i := range qs {
@@ -74,7 +56,7 @@ func TestNoGoroutineWhenIdle(t *testing.T) {
 // TestByteCap: a peer that reads nothing is cut off once more than
 // MaxQueued bytes wait, and later sends fail.
 func TestByteCap(t *testing.T) {
-	ours, _ := pair(t)
+	ours, _ := testenv.TCPPair(t)
 	q := New(ours, Options{MaxQueued: 1 << 20})
 	chunk := bytes.Repeat([]byte("x"), 64<<10)
 	var err error
@@ -99,7 +81,7 @@ func TestByteCap(t *testing.T) {
 
 // TestCloseAfterFlush: the last words reach the peer before the close.
 func TestCloseAfterFlush(t *testing.T) {
-	ours, theirs := pair(t)
+	ours, theirs := testenv.TCPPair(t)
 	q := New(ours, Options{WriteTimeout: 10 * time.Second})
 	n := 0
 	for i := range 100 {
@@ -127,7 +109,7 @@ func TestCloseAfterFlush(t *testing.T) {
 // goroutine left behind; a connection whose Write is not its file
 // descriptor's (a pipe) still goes through the flusher.
 func TestSendWritesInline(t *testing.T) {
-	ours, theirs := pair(t)
+	ours, theirs := testenv.TCPPair(t)
 	q := New(ours, Options{})
 	for i := range 50 {
 		if err := q.Send([]byte{byte('a' + i%26)}); err != nil {
@@ -161,7 +143,7 @@ func TestSendWritesInline(t *testing.T) {
 // partway and the flusher takes over), get every byte to the peer once and
 // in the order build numbered them.
 func TestOrderInlineAndQueued(t *testing.T) {
-	ours, theirs := pair(t)
+	ours, theirs := testenv.TCPPair(t)
 	q := New(ours, Options{})
 	const senders, each, size = 4, 200, 4 << 10
 	var next uint32

@@ -24,10 +24,9 @@ def rd():
     remote_debug._library_prefixes = None
 
 
-@pytest.fixture
-def baked(rd, monkeypatch):
-    """Bakes settings as the header of a default `sparkdap wrap` would;
-    returns the dict so a test can change it."""
+def default_settings(**over):
+    """The settings the header of a default `sparkdap wrap` bakes, with
+    `over` changed."""
     settings = {
         "ide": "dap",
         "proxy": "127.0.0.1:5678",
@@ -41,6 +40,15 @@ def baked(rd, monkeypatch):
         "wait": False,
         "post_mortem": False,
     }
+    settings.update(over)
+    return settings
+
+
+@pytest.fixture
+def baked(rd, monkeypatch):
+    """Bakes settings as the header of a default `sparkdap wrap` would;
+    returns the dict so a test can change it."""
+    settings = default_settings()
     monkeypatch.setattr(rd, "_BAKED", settings)
     for var in list(os.environ):
         if var.startswith("SPARKDAP_"):

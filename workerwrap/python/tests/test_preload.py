@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import default_settings as settings
 
 MODULE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -106,24 +107,6 @@ def manager():
 daemon.manager = manager
 remote_debug._main(["remote_debug.py"])
 """
-
-
-def settings(**over):
-    s = {
-        "ide": "dap",
-        "proxy": "127.0.0.1:5678",
-        "token_env": "SPARKDAP_TOKEN",
-        "token": None,
-        "partitions": None,
-        "stages": None,
-        "sample_rate": 1.0,
-        "connect_timeout": 3.0,
-        "handshake_timeout": 10.0,
-        "wait": False,
-        "post_mortem": False,
-    }
-    s.update(over)
-    return s
 
 
 @pytest.fixture
