@@ -85,7 +85,7 @@ func main() {
 		return bench.Fanout(ctx, cfg, logf)
 	})
 	run("scale", func() (*bench.Table, error) {
-		cfg := bench.ScaleConfig{Ns: []int{1000, 10000}, Token: token, RealNs: []int{20}, Python: python, Testdata: td}
+		cfg := bench.ScaleConfig{Ns: []int{1000, 10000}, Token: token, RealNs: []int{20, 200}, Python: python, Testdata: td}
 		if *quick {
 			cfg.Ns, cfg.RealNs = []int{200}, nil
 		}
