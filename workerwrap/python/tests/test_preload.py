@@ -20,7 +20,7 @@ DEBUGGER_MODULES = ("debugpy", "debugpy.server.api", "pydevd", "_pydevd_bundle.p
 PYCHARM_MODULES = ("pydevd_pycharm", "pydevd", "_pydevd_bundle.pydevd_comm")
 
 _DAEMON = r"""
-import json, os, sys, threading
+import gc, json, os, sys, threading
 module_dir, out, settings, port = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
 sys.path.insert(0, module_dir)
 import remote_debug
@@ -61,6 +61,8 @@ def manager():
         "environ": sorted(k for k in os.environ if k not in environ_before),
         "recursion": [recursion_before, sys.getrecursionlimit()],
         "filters": [repr(f) for f in warnings.filters if f not in filters_before],
+        "gc_frozen": gc.get_freeze_count(),
+        "gc_tracked": len(gc.get_objects()),
         "start_sleep_skipped": getattr(getattr(getattr(sys.modules.get("pydevd"), "PyDB", None), "initialize_network", None), "_sparkdap", False),
     }
     if port:
@@ -164,6 +166,10 @@ def test_daemon_loads_debugpy_before_it_forks(tmp_path, adapter):
     assert child["redone"] == {"execfile": True, "frame_eval": "NO"}
     # Nor sleeps the 0.1 s pydevd's initialize_network gives its threads.
     assert state["start_sleep_skipped"]
+    # A worker's garbage collections do not walk the daemon's objects (the
+    # debugger's among them): frozen before the fork, they are most of
+    # what the daemon holds.
+    assert state["gc_frozen"] > 2 * state["gc_tracked"], (state["gc_frozen"], state["gc_tracked"])
     assert 0.1 not in child["sleeps"], child["sleeps"]
 
 
@@ -196,6 +202,7 @@ def test_daemon_loads_pydevd_pycharm_before_it_forks(tmp_path):
 def test_daemon_leaves_the_debugger_alone(tmp_path, cfg, env):
     state, stderr = run_daemon(tmp_path, cfg, env=env)
     assert state["loaded"] == []
+    assert state["gc_frozen"] == 0
     assert stderr == ""
 
 
