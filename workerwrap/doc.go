@@ -20,7 +20,9 @@
 // worker only, because forking a process that has threads can deadlock the
 // children. The tests check that the import starts no thread, opens no
 // descriptor and sets no trace; if it fails, one line says so and workers
-// import the debugger themselves.
+// import the debugger themselves. After the import the daemon freezes its
+// objects (gc.freeze), so that the garbage collections of workers nobody
+// debugs do not walk the debugger's objects and copy the daemon's pages.
 //
 // Debugging is strictly best effort. A missing debugpy, an unreachable proxy,
 // a wrong token or a proxy that never finishes the handshake costs at most the
