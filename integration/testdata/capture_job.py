@@ -35,11 +35,19 @@ def tripled(s: pd.Series) -> pd.Series:
 df = spark.range(0, 4, numPartitions=2).selectExpr("CASE WHEN id = 3 THEN 'x' ELSE CAST(id AS STRING) END AS s")
 
 
+def report(line):
+    # One write per line: PySpark runs the driver with PYTHONUNBUFFERED, so
+    # print("CASE", name, ...) writes each word on its own, and the JVM's log
+    # lines on the same pipe can land between them.
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def attempt(name, action):
     try:
-        print("CASE", name, "OK", action(), flush=True)
+        report(f"CASE {name} OK {action()}")
     except Exception as exc:  # each case fails, as the job would without sparkdap
-        print("CASE", name, "FAILED", type(exc).__name__, flush=True)
+        report(f"CASE {name} FAILED {type(exc).__name__}")
 
 
 attempt("udf", df.select(udf(parse_amount, "long")("s")).collect)

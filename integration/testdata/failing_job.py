@@ -15,7 +15,10 @@ spark = SparkSession.builder.appName("sparkdap-failing").getOrCreate()
 try:
     spark.sparkContext.parallelize(range(40), 4).map(checked_ratio).sum()
 except Exception as exc:  # the job fails, as it would without sparkdap
-    print("JOB FAILED:", "bad row 13" in str(exc))
+    # One write: the driver runs unbuffered (PySpark sets PYTHONUNBUFFERED),
+    # and the JVM's log lines share the pipe.
+    sys.stdout.write(f"JOB FAILED: {'bad row 13' in str(exc)}\n")
+    sys.stdout.flush()
     sys.exit(3)
 finally:
     spark.stop()
