@@ -240,7 +240,10 @@ func printedResult(t *testing.T, out string) map[string]any {
 	lines := strings.Split(out, "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		var m map[string]any
-		if strings.HasPrefix(lines[i], "{") && json.Unmarshal([]byte(lines[i]), &m) == nil {
+		// The first JSON value on the line, not the whole line: the driver
+		// runs unbuffered (PySpark sets PYTHONUNBUFFERED), so print() writes
+		// the newline on its own and a JVM log line can follow the JSON.
+		if strings.HasPrefix(lines[i], "{") && json.NewDecoder(strings.NewReader(lines[i])).Decode(&m) == nil {
 			return m
 		}
 	}
