@@ -34,7 +34,8 @@
 // announcing child sessions, stopping the job's debugging), executor.go and
 // hello.go (one pydevd connection and its admission), ide.go (one IDE
 // session: requests, attach, disconnect and its grace), events.go (pydevd's
-// events relayed and kept for replay), allow.go (the allowlist of what an
+// events relayed and kept for replay), heldoutput.go (a worker's output
+// held, capped, until the child session that will show it is ready), allow.go (the allowlist of what an
 // executor may say to the IDE), breakpoints.go and fanout.go (the breakpoint
 // registry, its fan-out and merged answers, what "verified" may claim),
 // refusals.go (breakpoints no executor could bind), release.go (letting

@@ -107,7 +107,11 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		return
 	}
 	target := h.eventTargetLocked(es)
+	if m.Event() == "output" && h.holdOutputLocked(es, target, m) {
+		return
+	}
 	if target == nil {
+		es.logger().Debug().Str("event", m.Event()).Msg("dropping event: no IDE session shows this executor")
 		return
 	}
 	if !target.configured && (m.Event() == "stopped" || m.Event() == "continued") {
@@ -119,6 +123,15 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 			Msg("held until the IDE session's configurationDone")
 		return
 	}
+	h.relayEventLocked(es, m, target)
+	if m.Event() == "thread" && body["reason"] == "exited" {
+		h.ids.ReleaseOne(kindThread, es.id, tid)
+	}
+}
+
+// relayEventLocked sends target the allowed event m of es, translated:
+// global ids, local paths, and in the merged view its executor's label.
+func (h *Hub) relayEventLocked(es *ExecutorSession, m Message, target *IDESession) {
 	out := deepCopy(m).(Message)
 	if err := h.ids.globalize(es.id, out["body"]); err != nil {
 		es.logger().Warn().Err(err).Str("event", m.Event()).Msg("dropping event")
@@ -132,9 +145,6 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		h.mergedViewLocked(es, out)
 	}
 	_ = target.w.send(out, nil)
-	if m.Event() == "thread" && body["reason"] == "exited" {
-		h.ids.ReleaseOne(kindThread, es.id, tid)
-	}
 }
 
 // learnStopLocationLocked asks pydevd where a thread stopped (its top

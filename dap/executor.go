@@ -84,6 +84,7 @@ type ExecutorSession struct {
 	midLine     bool                        // output so far did not end a line (merged-mode prefixes)
 	stoppedAt   string                      // where it stopped, for the status view
 	outputBytes int64                       // output text relayed, for the status view
+	held        *heldOutput                 // output waiting for its IDE session (heldoutput.go); nil for none
 	announced   bool                        // the IDE has been told (startDebugging sent)
 	announce    *time.Timer
 	announceGen uint64      // counts startDebugging requests sent for it (and their cancellations)

@@ -438,6 +438,8 @@ func (h *Hub) ideConfigured(s *IDESession) {
 	defer h.mu.Unlock()
 	s.configured = true
 	if !s.isRoot() {
+		// Output first: it came before the stops.
+		h.sendHeldOutputLocked(s.executor, s)
 		h.replayStopsLocked(s.executor, s)
 		return
 	}
@@ -445,6 +447,7 @@ func (h *Hub) ideConfigured(s *IDESession) {
 		if s.childMode {
 			h.announceLocked(es)
 		} else {
+			h.sendHeldOutputLocked(es, s)
 			h.replayStopsLocked(es, s)
 		}
 	}

@@ -86,6 +86,7 @@ func (h *Hub) releaseLocked(es *ExecutorSession) {
 	}
 	h.clearSentLocked(es, nil)
 	h.resumeLocked(es)
+	es.dropHeldOutputLocked()
 }
 
 // watchedLocked reports whether some IDE session shows es, now or once
