@@ -98,6 +98,26 @@ func TestSparkVSCodeDisconnectStopsTheJob(t *testing.T) {
 		}
 	}
 
+	// local[2] runs two tasks at once, and every element goes through the
+	// breakpoint: the other worker stops too. The user presses Disconnect
+	// once VS Code shows both. Pressed sooner, the other worker can reach
+	// the breakpoint in the instant the Disconnect is handled, before its
+	// breakpoints are cleared: the proxy resumes such a stop itself (the
+	// safety net, dap's TestStopWithNoSessionIsResumed), but the check below could
+	// not tell it from a breakpoint left in place.
+	select {
+	case other := <-ide.Stops():
+		if other.Err != nil {
+			t.Fatalf("VS Code could not show the other worker's stop: %v", other.Err)
+		}
+		if other.Session == st.Session {
+			t.Fatalf("a second stop in %q before anything was continued", st.Session.Name)
+		}
+	case <-job.done:
+		t.Fatalf("the job ended (%v) with one worker stopped", job.err)
+	case <-ctx.Done():
+		t.Fatal("VS Code showed no stop of the other worker")
+	}
 	sent := st.Session.Disconnect()
 	stoppedAt := time.Now()
 	if _, ok := sent["terminateDebuggee"]; ok {
