@@ -111,7 +111,11 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		return
 	}
 	if target == nil {
-		es.logger().Debug().Str("event", m.Event()).Msg("dropping event: no IDE session shows this executor")
+		if !es.unshownLogged {
+			es.unshownLogged = true
+			es.logger().Debug().Str("event", m.Event()).
+				Msg("dropping events while no IDE session shows this executor (said once per executor)")
+		}
 		return
 	}
 	if !target.configured && (m.Event() == "stopped" || m.Event() == "continued") {
