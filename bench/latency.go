@@ -158,13 +158,23 @@ func (p *latencyPath) request(ctx context.Context, kind string) (time.Duration, 
 
 // setupDirect: the bench is the adapter; the debuggee's debugpy.connect
 // reaches the bench's listener and the client does the adapter handshake.
-func setupDirect(ctx context.Context, cfg LatencyConfig, p *latencyPath, script string, line int) error {
+// With relay, it reaches the listener through a byte relay child.
+func setupDirect(ctx context.Context, cfg LatencyConfig, p *latencyPath, script string, line int, relay bool) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	p.cleanup = append(p.cleanup, func() { ln.Close() })
-	d, err := startDebuggeeProc(cfg.Python, script, []string{"SPARKDAP_TOKEN=" + cfg.Token}, "connect", ln.Addr().String(), "1")
+	addr := ln.Addr().String()
+	if relay {
+		r, err := StartProxy(ctx, ProxyConfig{RelayTo: addr})
+		if err != nil {
+			return err
+		}
+		p.cleanup = append(p.cleanup, r.Close)
+		addr = r.ExecutorAddr
+	}
+	d, err := startDebuggeeProc(cfg.Python, script, []string{"SPARKDAP_TOKEN=" + cfg.Token}, "connect", addr, "1")
 	if err != nil {
 		return err
 	}
@@ -303,6 +313,7 @@ func Latency(ctx context.Context, cfg LatencyConfig, logf func(string, ...any)) 
 	}
 	paths := []*latencyPath{
 		{key: "a", name: "(a) direct: client ↔ pydevd", how: "bench is the adapter; TCP_NODELAY on pydevd's socket (as the wrapper sets it); client re-arms TCP_QUICKACK"},
+		{key: "a1", name: "(a1) direct through a byte relay", how: "as (a), through a child process that copies bytes both ways and parses nothing: the floor of any proxy in its own process"},
 		{key: "b", name: "(b) through sparkdap", how: "proxy child (dap.Hub as `serve` builds it, path mapping on); TCP_NODELAY on pydevd's socket (as the wrapper sets it); proxy re-arms TCP_QUICKACK"},
 		{key: "b0", name: "(b0) through sparkdap, bare debugpy.connect", how: "as (b) but no TCP_NODELAY: a worker that calls debugpy.connect itself, without the wrapper"},
 		{key: "c", name: "(c) through debugpy's adapter, as shipped", how: "debugpy.listen + wait_for_client (runs python -m debugpy.adapter); nothing changed"},
@@ -320,7 +331,9 @@ func Latency(ctx context.Context, cfg LatencyConfig, logf func(string, ...any)) 
 		var err error
 		switch p.key {
 		case "a":
-			err = setupDirect(setupCtx, cfg, p, script, line)
+			err = setupDirect(setupCtx, cfg, p, script, line, false)
+		case "a1":
+			err = setupDirect(setupCtx, cfg, p, script, line, true)
 		case "b":
 			err = setupProxy(setupCtx, cfg, p, script, line, true)
 		case "b0":
@@ -405,6 +418,15 @@ func Latency(ctx context.Context, cfg LatencyConfig, logf func(string, ...any)) 
 		worstBC1 = max(worstBC1, b/float64(by["c1"].samples[k].Median()))
 	}
 	t.Note("goal b/a ≤ 1.2 at p50: worst request kind %.3f — %s", worstBA, goal(worstBA <= 1.2))
+	var worstA1, worstBA1 float64
+	for _, k := range latencyKinds {
+		a1 := float64(by["a1"].samples[k].Median())
+		worstA1 = max(worstA1, a1/float64(by["a"].samples[k].Median()))
+		if k != "threads" { // answered by the proxy itself: no second hop
+			worstBA1 = max(worstBA1, float64(by["b"].samples[k].Median())/a1)
+		}
+	}
+	t.Note("a second hop alone, with nothing parsed (a1/a, worst kind): %.3f; what sparkdap adds over that floor (b/a1, worst relayed kind): %.3f", worstA1, worstBA1)
 	t.Note("goal b/c ≤ 0.5 at p50: worst %.3f against debugpy as shipped (%s), %.3f against debugpy with the wrapper's TCP_NODELAY fix (%s)",
 		worstBC, goal(worstBC <= 0.5), worstBC1, goal(worstBC1 <= 0.5))
 	t.Note("requests are sequential (one in flight), rounds of %d per kind rotate through the paths; paths slower than 5 ms at warm-up get %d samples per kind", batch, cfg.SlowRequests)

@@ -43,6 +43,9 @@ type ProxyConfig struct {
 	Root string `json:"root"`
 	// Tunnel, when set, also carries executors through an SSH gateway.
 	Tunnel *TunnelConfig `json:"tunnel,omitempty"`
+	// RelayTo, when set, makes the child a byte relay to this address
+	// instead of a proxy (relay.go); its listener is the ExecutorAddr.
+	RelayTo string `json:"relayTo,omitempty"`
 }
 
 // TunnelConfig is serve --ssh … in agent mode.
@@ -102,6 +105,9 @@ func runChild() error {
 	var cfg ProxyConfig
 	if err := json.Unmarshal([]byte(os.Getenv(childConfigEnv)), &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	if cfg.RelayTo != "" {
+		return runRelay(cfg.RelayTo)
 	}
 	var paths *pathmap.Mapper
 	if cfg.Root != "" {
