@@ -70,27 +70,30 @@ type ExecutorSession struct {
 	unadmitted func()
 
 	// Guarded by hub.mu.
-	proc          ProcessInfo
-	task          TaskInfo
-	paths         *pathmap.Cache              // its roots and path translations (own leaf lock)
-	sent          map[string]*sentBreakpoints // breakpoint key → where it was sent, so clearing reaches it all
-	refusals      map[string]*bpAnswers       // breakpoint key → what pydevd answered to its latest request
-	ready         bool                        // handshake done: gets fan-outs and routed requests
-	detached      bool                        // its child IDE session ended: no more breakpoints
-	threads       map[int64]string            // local thread id → name ("" until a threads answer names it)
-	stopped       map[int64]Message           // local thread id → its last stopped event, as pydevd sent it
-	bpIDs         map[int64]int64             // pydevd breakpoint id → global breakpoint id
-	overrides     map[string]*bpEntry         // breakpoints its child session set for it alone
-	midLine       bool                        // output so far did not end a line (merged-mode prefixes)
-	stoppedAt     string                      // where it stopped, for the status view
-	outputBytes   int64                       // output text relayed, for the status view
-	held          *heldOutput                 // output waiting for its IDE session (heldoutput.go); nil for none
-	unshownLogged bool                        // said that its events reach no IDE session
-	announced     bool                        // the IDE has been told (startDebugging sent)
-	announce      *time.Timer
-	announceGen   uint64      // counts startDebugging requests sent for it (and their cancellations)
-	childWait     *time.Timer // lets it go if its child session does not attach in time
-	childKey      string      // the one-time value its awaited child session must attach with; "" for none
+	proc        ProcessInfo
+	task        TaskInfo
+	paths       *pathmap.Cache              // its roots and path translations (own leaf lock)
+	sent        map[string]*sentBreakpoints // breakpoint key → where it was sent, so clearing reaches it all
+	refusals    map[string]*bpAnswers       // breakpoint key → what pydevd answered to its latest request
+	ready       bool                        // handshake done: gets fan-outs and routed requests
+	detached    bool                        // its child IDE session ended: no more breakpoints
+	threads     map[int64]string            // local thread id → name ("" until a threads answer names it)
+	stopped     map[int64]Message           // local thread id → its last stopped event, as pydevd sent it
+	bpIDs       map[int64]int64             // pydevd breakpoint id → global breakpoint id
+	overrides   map[string]*bpEntry         // breakpoints its child session set for it alone
+	midLine     bool                        // output so far did not end a line (merged-mode prefixes)
+	stoppedAt   string                      // where it stopped, for the status view
+	outputBytes int64                       // output text relayed, for the status view
+	announced   bool                        // the IDE has been told (startDebugging sent)
+	announce    *time.Timer
+	announceGen uint64      // counts startDebugging requests sent for it (and their cancellations)
+	childWait   *time.Timer // lets it go if its child session does not attach in time
+	childKey    string      // the one-time value its awaited child session must attach with; "" for none
+
+	// Its output while no IDE session shows it yet (heldoutput.go), also
+	// guarded by hub.mu.
+	held          *heldOutput // waiting for its IDE session; nil for none
+	unshownLogged bool        // said that its events reach no IDE session
 
 	// Its threads as the merged view shows them (threads.go), also
 	// guarded by hub.mu.
