@@ -34,18 +34,19 @@
 // announcing child sessions, stopping the job's debugging), executor.go and
 // hello.go (one pydevd connection and its admission), ide.go (one IDE
 // session: requests, attach, disconnect and its grace), events.go (pydevd's
-// events relayed and kept for replay), heldoutput.go (a worker's output
-// held, capped, until the child session that will show it is ready), allow.go (the allowlist of what an
-// executor may say to the IDE), breakpoints.go and fanout.go (the breakpoint
-// registry, its fan-out and merged answers, what "verified" may claim),
-// refusals.go (breakpoints no executor could bind), release.go (letting
-// executors go when nobody watches them), threads.go (merged threads from
-// what the proxy knows; continue-all and pause-all), capture.go (sparkdapCapture:
-// a stopped frame's call fetched to a capture file), console.go (the Debug
-// Console's !capture and !help, answered by the proxy), control.go (the
-// control protocol `sparkdap capture` speaks), paths.go (path mapping
-// of the traffic), ids.go and translate.go (the id table and where ids sit in
-// messages), message.go, framing.go and wire.go (the wire), jsoncodec.go
-// (generic JSON as encoding/json would make and write it, built on
-// jsontext's tokens from github.com/go-json-experiment/json).
+// events relayed and kept for replay), heldoutput.go (a worker's output held,
+// capped, until the child session that will show it is ready), allow.go (the
+// allowlist of what an executor may say to the IDE), breakpoints.go and
+// fanout.go (the breakpoint registry, its fan-out and merged answers, what
+// "verified" may claim), refusals.go (breakpoints no executor could bind),
+// release.go (letting executors go when nobody watches them), threads.go
+// (merged threads from what the proxy knows; continue-all and pause-all),
+// capture.go (sparkdapCapture: a stopped frame's call fetched to a capture
+// file), console.go (the Debug Console's !capture and !help, answered by the
+// proxy), control.go (the control protocol `sparkdap capture` speaks),
+// paths.go (path mapping of the traffic), ids.go and translate.go (the id
+// table and where ids sit in messages), message.go, framing.go and wire.go
+// (the wire), jsoncodec.go (generic JSON as encoding/json would make and
+// write it, built on jsontext's tokens from
+// github.com/go-json-experiment/json).
 package dap
