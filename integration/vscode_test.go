@@ -103,8 +103,8 @@ func TestSparkVSCodeDisconnectStopsTheJob(t *testing.T) {
 	// once VS Code shows both. Pressed sooner, the other worker can reach
 	// the breakpoint in the instant the Disconnect is handled, before its
 	// breakpoints are cleared: the proxy resumes such a stop itself (the
-	// safety net, dap's TestStopWithNoSessionIsResumed), but the check below could
-	// not tell it from a breakpoint left in place.
+	// safety net, dap's TestStopWithNoSessionIsResumed), but the check
+	// below could not tell it from a breakpoint left in place.
 	select {
 	case other := <-ide.Stops():
 		if other.Err != nil {
