@@ -12,17 +12,15 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/workerwrap"
 )
 
 // AttachConfig sizes the attach-cost benchmark.
 type AttachConfig struct {
 	Python   string
 	Testdata string // absolute path of bench/testdata
-	// WrapperDir is workerwrap/python: the sparkdap row imports debugpy
-	// the way the worker wrapper does.
-	WrapperDir string
-	Rounds     int
-	Token      string
+	Rounds   int
+	Token    string
 }
 
 // The two ways a worker starts: a fresh Python process, or (as PySpark
@@ -233,6 +231,18 @@ func Attach(ctx context.Context, cfg AttachConfig, logf func(string, ...any)) (*
 		return nil, err
 	}
 	defer ide.Close()
+	// The sparkdap rows run the wrapper `sparkdap wrap` renders, settings
+	// baked in its header, as Spark would import it.
+	wrapperDir, err := os.MkdirTemp("", "sparkdap-bench-attach-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(wrapperDir)
+	o := workerwrap.NewOptions()
+	o.Proxy = px.ExecutorAddr
+	if err := workerwrap.WriteFile(filepath.Join(wrapperDir, workerwrap.FileName), o); err != nil {
+		return nil, err
+	}
 	daemons := map[string]*forkDaemon{}
 	defer func() {
 		for _, d := range daemons {
@@ -241,7 +251,7 @@ func Attach(ctx context.Context, cfg AttachConfig, logf func(string, ...any)) (*
 	}()
 	for _, preload := range []string{"none", "sparkdap", "debugpy"} {
 		d, err := startForkDaemon(ctx, cfg.Python, daemonScript,
-			[]string{"SPARKDAP_TOKEN=" + cfg.Token, "SPARKDAP_BENCH_WRAPPER_DIR=" + cfg.WrapperDir}, preload)
+			[]string{"SPARKDAP_TOKEN=" + cfg.Token, "SPARKDAP_BENCH_WRAPPER_DIR=" + wrapperDir}, preload)
 		if err != nil {
 			return nil, err
 		}
@@ -263,7 +273,7 @@ func Attach(ctx context.Context, cfg AttachConfig, logf func(string, ...any)) (*
 		return timeWorker(ctx, cfg.Python, script, nil, nil, "none", "-", "0")
 	}
 	paths[1].run = func(ctx context.Context) (time.Duration, error) {
-		return timeWorker(ctx, cfg.Python, script, []string{"SPARKDAP_TOKEN=" + cfg.Token, "SPARKDAP_BENCH_WRAPPER_DIR=" + cfg.WrapperDir}, nil, "idle", px.ExecutorAddr, "1")
+		return timeWorker(ctx, cfg.Python, script, []string{"SPARKDAP_TOKEN=" + cfg.Token, "SPARKDAP_BENCH_WRAPPER_DIR=" + wrapperDir}, nil, "idle", px.ExecutorAddr, "1")
 	}
 	paths[2].run = func(ctx context.Context) (time.Duration, error) {
 		return timeWorker(ctx, cfg.Python, script, []string{"SPARKDAP_TOKEN=" + cfg.Token}, nil, "idle", px.ExecutorAddr, "1")

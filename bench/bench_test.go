@@ -328,8 +328,7 @@ func TestAttachSectionRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	td := testdata(t)
-	tab, err := Attach(ctx, AttachConfig{Python: python, Testdata: td,
-		WrapperDir: filepath.Join(td, "..", "..", "workerwrap", "python"), Rounds: 1, Token: "t"}, t.Logf)
+	tab, err := Attach(ctx, AttachConfig{Python: python, Testdata: td, Rounds: 1, Token: "t"}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

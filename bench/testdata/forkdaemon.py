@@ -8,8 +8,8 @@ usage: forkdaemon.py PRELOAD
                      imports the debugger)
           sparkdap   the daemon loads it as sparkdap's worker wrapper does
                      (remote_debug._preload_debugger, from
-                     SPARKDAP_BENCH_WRAPPER_DIR), settings baked as
-                     `sparkdap wrap` would
+                     SPARKDAP_BENCH_WRAPPER_DIR, where the bench
+                     renders the wrapper as `sparkdap wrap` does)
           debugpy    the daemon imports debugpy and debugpy.server.api
                      (which loads pydevd): a DIY recipe with its import
                      hoisted out of the worker function
@@ -71,22 +71,11 @@ def worker(mode, addr):
 
 def preload(kind):
     if kind == "sparkdap":
+        # The wrapper as `sparkdap wrap` renders it (the bench writes it
+        # there), its settings baked in its header.
         sys.path.insert(0, os.environ["SPARKDAP_BENCH_WRAPPER_DIR"])
         import remote_debug
 
-        remote_debug._BAKED = {
-            "ide": "dap",
-            "proxy": "127.0.0.1:1",  # each FORK names the proxy
-            "token_env": "SPARKDAP_TOKEN",
-            "token": None,
-            "partitions": None,
-            "stages": None,
-            "sample_rate": 1.0,
-            "connect_timeout": 3.0,
-            "handshake_timeout": 10.0,
-            "wait": False,
-            "post_mortem": False,
-        }
         if not remote_debug._preload_debugger():
             raise SystemExit("remote_debug._preload_debugger did not load the debugger")
     elif kind == "debugpy":

@@ -153,7 +153,7 @@ func main() {
 		return bench.Storm(ctx, cfg, logf)
 	})
 	run("attach", func() (*bench.Table, error) {
-		cfg := bench.AttachConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "workerwrap", "python"), Rounds: 15, Token: token}
+		cfg := bench.AttachConfig{Python: python, Testdata: td, Rounds: 15, Token: token}
 		if *quick {
 			cfg.Rounds = 3
 		}
