@@ -1878,10 +1878,10 @@ def _preload_debugger():
     function and installs no signal or fork handler (tests check it), so a
     fork after it is as safe as before; what else it changes in the
     process (sys.breakpointhook, builtins, ...: _ImportEffects) is taken
-    back here and made again by the workers that attach; pydevd creates its threads and its
-    socket in settrace, which only a worker calls. Fails open: a worker
-    then imports the debugger itself, as without this. Returns whether the
-    debugger is loaded."""
+    back here and made again by the workers that attach; pydevd creates
+    its threads and its socket in settrace, which only a worker calls.
+    Fails open: a worker then imports the debugger itself, as without this.
+    Returns whether the debugger is loaded."""
     if _disabled_by_env():
         return False
     try:
