@@ -51,12 +51,10 @@ const MaxControlRequestBytes = 4 << 10
 // stopped workers with their stacks.
 const maxControlAnswerBytes = 8 << 20
 
-// maxControlTextRunes caps each string of an answer: a path, or an error
-// message with the executor's words in it.
-const maxControlTextRunes = 4096
-
-// clean cleans every string of a (see above).
-func (a *ControlAnswer) clean() { worker.CleanAll(a, maxControlTextRunes) }
+// clean cleans every string of a (see above), each capped at
+// worker.MaxMessageRunes: a path, or an error message with the executor's
+// words in it.
+func (a *ControlAnswer) clean() { worker.CleanAll(a, worker.MaxMessageRunes) }
 
 // controlReadTimeout bounds how long a control connection may take to
 // send its request.

@@ -26,6 +26,9 @@ const (
 	MaxTextRunes = 200
 	// MaxPathRunes caps a path shown to people.
 	MaxPathRunes = 1024
+	// MaxMessageRunes caps a line that may quote the cluster among other
+	// things: an error message, a line of a report.
+	MaxMessageRunes = 4096
 )
 
 // Clean returns s fit for one line of a terminal or an IDE's label: valid
