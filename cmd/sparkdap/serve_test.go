@@ -101,6 +101,7 @@ func TestServeRefusesWeakTokens(t *testing.T) {
 	}{
 		{name: "--token", args: []string{"--token", "s3cret"}, want: "--token: token too weak"},
 		{name: "6 digits", args: []string{"--token", "493027"}, want: "--token: token too weak"},
+		{name: "PyCharm mode", args: []string{"--ide-kind", "pycharm", "--token", "s3cret"}, want: "--token: token too weak"},
 		{name: "--token-file", args: []string{"--token-file", weakFile}, want: "--token-file " + weakFile + ": token too weak"},
 		{name: "$SPARKDAP_TOKEN", env: map[string]string{tokenEnv: "s3cret"}, want: "$SPARKDAP_TOKEN: token too weak"},
 		{name: "--ide-token", args: []string{"--token", strong, "--ide-token", "ide"}, want: "--ide-token: token too weak"},
