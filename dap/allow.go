@@ -98,20 +98,13 @@ func allowedResponse(req, m Message) Message {
 	return out
 }
 
-// confineSourceLocked removes from a source object (and the sources nested
-// in it) every executor path the mapper does not map to a file under the
-// roots. The executor chooses its paths, and one naming a laptop file
-// (~/.ssh/id_rsa) would make the IDE open it. Such a source is shown by
-// name, its text fetched from the executor through the sourceReference
-// pydevd gives every path it cannot map.
+// confineSourceLocked removes from a source object its executor path when
+// the mapper does not map it to a file under the roots (mapPathsLocked
+// walks to the sources nested in it). The executor chooses its paths, and
+// one naming a laptop file (~/.ssh/id_rsa) would make the IDE open it.
+// Such a source is shown by name, its text fetched from the executor
+// through the sourceReference pydevd gives every path it cannot map.
 func (h *Hub) confineSourceLocked(es *ExecutorSession, src map[string]any) {
-	if nested, ok := src["sources"].([]any); ok {
-		for _, item := range nested {
-			if n, ok := item.(map[string]any); ok {
-				h.confineSourceLocked(es, n)
-			}
-		}
-	}
 	p, has := src["path"]
 	if !has || h.mappableLocked(es, p) {
 		return

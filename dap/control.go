@@ -36,6 +36,13 @@ const (
 	ControlCapture = "capture"
 )
 
+// Every string of an answer is cluster text or may hold some (a stack
+// frame's name, an executor's error message quoted in Error), and the
+// client prints them to a terminal: the answer is cleaned as a whole
+// (worker.CleanAll) where the proxy encodes it and again where a client
+// decodes it, so neither a front end that forgot a field nor a proxy of
+// another version gets a control character to the terminal.
+
 // MaxControlRequestBytes bounds one control request: it names an
 // operation and a few numbers.
 const MaxControlRequestBytes = 4 << 10
@@ -43,6 +50,11 @@ const MaxControlRequestBytes = 4 << 10
 // maxControlAnswerBytes bounds what ControlCall reads back: a list of
 // stopped workers with their stacks.
 const maxControlAnswerBytes = 8 << 20
+
+// clean cleans every string of a (see above), each capped at
+// worker.MaxMessageRunes: a path, or an error message with the executor's
+// words in it.
+func (a *ControlAnswer) clean() { worker.CleanAll(a, worker.MaxMessageRunes) }
 
 // controlReadTimeout bounds how long a control connection may take to
 // send its request.
@@ -336,6 +348,7 @@ func serveControlConn(c net.Conn, answer func(ControlRequest, error) ControlAnsw
 	_ = c.SetReadDeadline(time.Now().Add(controlReadTimeout))
 	req, err := readControlRequest(c)
 	ans := answer(req, err)
+	ans.clean()
 	b, _ := json.Marshal(ans)
 	_, _ = c.Write(append(b, '\n'))
 	if err != nil {
@@ -457,6 +470,7 @@ func ControlCall(ctx context.Context, path string, req ControlRequest) (ControlA
 	if err := json.Unmarshal(raw, &ans); err != nil {
 		return ControlAnswer{}, fmt.Errorf("control socket %s: not an answer (%w): %q", filepath.Base(path), err, truncate(string(raw), 200))
 	}
+	ans.clean()
 	if ans.Error != "" {
 		return ans, &ControlError{Code: ans.Code, Message: ans.Error}
 	}

@@ -44,12 +44,47 @@ func (h *Hub) breakpointTargetsLocked(es *ExecutorSession, e *bpEntry) []string 
 	return out
 }
 
-// mapPathsLocked makes the executor paths in a message body safe for the
-// IDE, in one walk: a path the mapper maps to a developer's file becomes
-// that file; any other is removed (confineSourceLocked), so the IDE shows
-// the source by name and fetches its code from the executor through its
-// sourceReference. Without a mapper (serve --no-path-mapping: the workers
-// run here, as the developer) paths pass unchanged.
+// pathCarrier is a DAP object type with fields that hold a path the IDE
+// may open.
+type pathCarrier int
+
+const (
+	// carriesSource: a Source; its path (and those of its nested sources).
+	carriesSource pathCarrier = iota + 1
+	// carriesModule: a Module; its path and symbolFilePath.
+	carriesModule
+)
+
+// pathKeys names every field of a DAP response or event body whose value
+// is such an object, or a list of them, wherever it appears: the one
+// table of where an executor's paths may reach the IDE.
+//
+//	source    StackFrame, Scope, Breakpoint (setBreakpoints and the
+//	          breakpoint event), the output and loadedSource events, the
+//	          locations response
+//	sources   the loadedSources response, a Source's nested sources
+//	location  a disassemble response's DisassembledInstruction
+//	module    the module event
+//	modules   the modules response
+var pathKeys = map[string]pathCarrier{
+	"source":   carriesSource,
+	"sources":  carriesSource,
+	"location": carriesSource,
+	"module":   carriesModule,
+	"modules":  carriesModule,
+}
+
+// modulePathFields are the fields of a Module that hold a path.
+var modulePathFields = []string{"path", "symbolFilePath"}
+
+// mapPathsLocked makes the executor paths in a message body (a response
+// to the IDE or an event) safe for the IDE, in one walk over every object
+// pathKeys names: a path the mapper maps to a developer's file becomes
+// that file; any other is removed, so a Source is shown by name with its
+// code fetched from the executor through its sourceReference
+// (confineSourceLocked), and a Module shows no path. Without a mapper
+// (serve --no-path-mapping: the workers run here, as the developer) paths
+// pass unchanged.
 func (h *Hub) mapPathsLocked(es *ExecutorSession, v any) {
 	if h.cfg.Paths == nil {
 		return
@@ -57,27 +92,13 @@ func (h *Hub) mapPathsLocked(es *ExecutorSession, v any) {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, e := range t {
-			switch k {
-			case "source":
-				if src, ok := e.(map[string]any); ok {
-					h.confineSourceLocked(es, src)
-					h.localizeSourceLocked(es, src)
+			if kind, ok := pathKeys[k]; ok {
+				for _, obj := range objectsIn(e) {
+					h.mapObjectPathsLocked(es, kind, obj)
 				}
-			case "sources":
-				if list, ok := e.([]any); ok {
-					for _, item := range list {
-						if src, ok := item.(map[string]any); ok {
-							h.confineSourceLocked(es, src)
-						}
-					}
-				}
-			case "module":
-				if mod, ok := e.(map[string]any); ok {
-					h.mapModulePathLocked(es, mod)
-				}
-			default:
-				h.mapPathsLocked(es, e)
 			}
+			// Then what the object holds: a Source's nested sources.
+			h.mapPathsLocked(es, e)
 		}
 	case []any:
 		for _, e := range t {
@@ -86,16 +107,50 @@ func (h *Hub) mapPathsLocked(es *ExecutorSession, v any) {
 	}
 }
 
-// mapModulePathLocked turns a module's executor path into the developer's
-// file, or drops it when there is none.
-func (h *Hub) mapModulePathLocked(es *ExecutorSession, mod map[string]any) {
-	if p, ok := mod["path"].(string); ok && p != "" {
-		if r := h.mapRemoteLocked(es, p); r.Err == nil {
-			mod["path"] = r.Mapping.Local
+// objectsIn is v when it is an object, the objects of v when it is a list.
+func objectsIn(v any) []map[string]any {
+	switch t := v.(type) {
+	case map[string]any:
+		return []map[string]any{t}
+	case []any:
+		out := make([]map[string]any, 0, len(t))
+		for _, e := range t {
+			if m, ok := e.(map[string]any); ok {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// mapObjectPathsLocked maps or removes the paths of one object of kind.
+func (h *Hub) mapObjectPathsLocked(es *ExecutorSession, kind pathCarrier, obj map[string]any) {
+	switch kind {
+	case carriesSource:
+		h.confineSourceLocked(es, obj)
+		h.localizeSourceLocked(es, obj)
+	case carriesModule:
+		for _, f := range modulePathFields {
+			h.mapModulePathLocked(es, obj, f)
+		}
+	}
+}
+
+// mapModulePathLocked turns a module's executor path in field into the
+// developer's file, or drops it when there is none.
+func (h *Hub) mapModulePathLocked(es *ExecutorSession, mod map[string]any, field string) {
+	p, has := mod[field]
+	if !has {
+		return
+	}
+	if s, ok := p.(string); ok && s != "" {
+		if r := h.mapRemoteLocked(es, s); r.Err == nil {
+			mod[field] = r.Mapping.Local
 			return
 		}
 	}
-	delete(mod, "path")
+	delete(mod, field)
 }
 
 func (h *Hub) localizeSourceLocked(es *ExecutorSession, src map[string]any) {

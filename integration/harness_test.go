@@ -24,7 +24,7 @@ import (
 )
 
 // testToken is what the proxy expects from workers unless a test says otherwise.
-const testToken = "integration-token-4b1d"
+const testToken = "1e6b4d2a9c0f83e7b5a1d4c9f2e07b36"
 
 var (
 	// binDir holds the sparkdap binary, built once per `go test` run by the

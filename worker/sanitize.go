@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"reflect"
 	"strings"
 	"unicode/utf8"
 )
@@ -25,6 +26,9 @@ const (
 	MaxTextRunes = 200
 	// MaxPathRunes caps a path shown to people.
 	MaxPathRunes = 1024
+	// MaxMessageRunes caps a line that may quote the cluster among other
+	// things: an error message, a line of a report.
+	MaxMessageRunes = 4096
 )
 
 // Clean returns s fit for one line of a terminal or an IDE's label: valid
@@ -122,4 +126,64 @@ func (t TaskInfo) Clean() TaskInfo {
 	t.Host = Clean(t.Host, MaxHostRunes)
 	t.Label = Clean(t.Label, MaxLabelRunes)
 	return t
+}
+
+// CleanAll cleans (Clean, at most max runes) every string v reaches
+// through pointers, structs, slices, arrays and maps: for a message made
+// of what executors said, cleaned as a whole where it is encoded or
+// decoded, so that no field, including one added later, reaches a
+// terminal raw. v must be a pointer; unexported fields are left alone.
+func CleanAll(v any, max int) {
+	cleanValue(reflect.ValueOf(v), max, 0)
+}
+
+// maxCleanDepth bounds CleanAll's walk: a message is a few levels deep,
+// and a cyclic value must not recurse forever.
+const maxCleanDepth = 32
+
+func cleanValue(v reflect.Value, max, depth int) {
+	if depth > maxCleanDepth {
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			cleanValue(v.Elem(), max, depth+1)
+		}
+	case reflect.Interface:
+		// What an interface holds is not addressable: clean a copy and
+		// put it back.
+		if !v.IsNil() && v.CanSet() {
+			e := reflect.New(v.Elem().Type()).Elem()
+			e.Set(v.Elem())
+			cleanValue(e, max, depth+1)
+			v.Set(e)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				cleanValue(v.Field(i), max, depth+1)
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			cleanValue(v.Index(i), max, depth+1)
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			e := reflect.New(v.Type().Elem()).Elem()
+			e.Set(v.MapIndex(k))
+			cleanValue(e, max, depth+1)
+			ck := k
+			if k.Kind() == reflect.String {
+				ck = reflect.ValueOf(Clean(k.String(), max)).Convert(k.Type())
+				v.SetMapIndex(k, reflect.Value{})
+			}
+			v.SetMapIndex(ck, e)
+		}
+	case reflect.String:
+		if v.CanSet() {
+			v.SetString(Clean(v.String(), max))
+		}
+	}
 }

@@ -113,3 +113,39 @@ func FuzzClean(f *testing.F) {
 		}
 	})
 }
+
+// TestCleanAll: every string a message reaches is cleaned, in nested
+// structs, pointers, slices, maps (keys too) and interfaces; numbers and
+// unexported fields are left alone.
+func TestCleanAll(t *testing.T) {
+	type inner struct {
+		Name  string
+		Line  int
+		Notes []string
+	}
+	type kind string
+	type msg struct {
+		Error  string
+		Kind   kind
+		Items  []inner
+		Ptr    *inner
+		Nil    *inner
+		Map    map[string]any
+		Any    any
+		hidden string
+	}
+	bad := "\x1b]52;c;ZWNobyBoaQ==\x07\x1b]0;pwned\x07\r\x1b[2Ksparkdap: ok"
+	m := &msg{Error: bad, Kind: kind(bad), Items: []inner{{Name: bad, Line: 7, Notes: []string{bad}}}, Ptr: &inner{Name: bad},
+		Map: map[string]any{bad: bad, "n": []any{bad, 3.0}, "s": inner{Name: bad}}, Any: bad, hidden: bad}
+	CleanAll(m, 100)
+	got := fmt.Sprintf("%v %v %v %v %v %v", m.Error, m.Kind, m.Items, *m.Ptr, m.Map, m.Any)
+	if r := controlIn(got); r != -1 || strings.Contains(got, "\x1b") {
+		t.Errorf("control %U left in %q", r, got)
+	}
+	if m.Items[0].Line != 7 || m.hidden != bad || m.Nil != nil {
+		t.Errorf("changed what it must not: %+v", m)
+	}
+	if m.Error != Clean(bad, 100) {
+		t.Errorf("Error = %q, want Clean's %q", m.Error, Clean(bad, 100))
+	}
+}

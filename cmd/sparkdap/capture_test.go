@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -149,6 +151,60 @@ func TestCaptureCommandErrors(t *testing.T) {
 			rc := run(append([]string{"capture", "--control", path}, tc.args...), &out, &errb)
 			if rc != 1 || !strings.Contains(errb.String(), tc.want) {
 				t.Fatalf("status %d, stderr %q; want 1 and %q", rc, errb.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestCaptureCommandPrintsNoControls: whatever a proxy's answer holds of
+// an executor's words (its label, frames, why its stack is unknown, why a
+// capture failed) reaches the terminal without a byte the terminal acts
+// on: no clipboard write (OSC 52), window title (OSC 0) or erased line.
+// The answers are written raw, as a proxy that never cleaned them would.
+func TestCaptureCommandPrintsNoControls(t *testing.T) {
+	const bad = "boom\x1b]52;c;cm0gLXJmIH4K\x07\x1b]0;pwned\x07\r\x1b[2Ksparkdap: all good\n\u009b2J"
+	workers, _ := json.Marshal(dap.ControlAnswer{Workers: []dap.StoppedWorker{{Executor: 3, Label: bad, Thread: 1, ThreadName: bad,
+		StackError: bad, Frames: []dap.WorkerFrame{{Name: bad, File: bad, Line: 5}}, Top: 0}}})
+	failed, _ := json.Marshal(dap.ControlAnswer{Error: "capture failed: executor 3: evaluate: " + bad, Code: dap.CodeFailed})
+	captured, _ := json.Marshal(dap.ControlAnswer{Capture: &dap.CaptureResult{Path: "/c/" + bad, Function: bad, Summary: "captured " + bad}})
+	dir := shortDir(t)
+	for _, tc := range []struct {
+		name   string
+		answer []byte
+		args   []string
+	}{
+		{"workers", workers, nil},
+		{"capture failed", failed, []string{"--executor", "3"}},
+		{"captured", captured, []string{"--executor", "3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "")+".sock")
+			l, err := net.Listen("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go func() {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				_, _ = io.Copy(io.Discard, io.LimitReader(c, 4096)) // the request, up to its CloseWrite
+				_, _ = c.Write(append(tc.answer, '\n'))
+			}()
+			var out, errb bytes.Buffer
+			run(append([]string{"capture", "--control", path}, tc.args...), &out, &errb)
+			all := out.String() + errb.String()
+			if !strings.Contains(all, "boom") {
+				t.Fatalf("the answer is not shown: %q", all)
+			}
+			for _, line := range strings.SplitAfter(all, "\n") {
+				for _, r := range strings.TrimSuffix(line, "\n") {
+					if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+						t.Fatalf("control %U printed: %q", r, all)
+					}
+				}
 			}
 		})
 	}

@@ -26,7 +26,7 @@ func wrapperIn(t *testing.T) string {
 }
 
 func TestConfPrintsOverridesNotToken(t *testing.T) {
-	t.Setenv("SPARKDAP_TOKEN", "s3cret-value")
+	t.Setenv("SPARKDAP_TOKEN", "5ec4e7d1a90b2f6c83e0d5a7b1c94f20")
 	dir := filepath.Join(t.TempDir(), "sd")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestConfPrintsOverridesNotToken(t *testing.T) {
 			t.Errorf("conf output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "SPARKDAP_PROXY") || strings.Contains(out, "s3cret") {
+	if strings.Contains(out, "SPARKDAP_PROXY") || strings.Contains(out, "5ec4e7d1a90b2f6c83e0d5a7b1c94f20") {
 		t.Errorf("conf output has an unrequested override or the token:\n%s", out)
 	}
 }
@@ -83,7 +83,7 @@ func TestConfRefusesMissingWrapper(t *testing.T) {
 // the wrapper they are all applied, without it none.
 func TestConfSnippetFailsOpen(t *testing.T) {
 	py := debugpyPython(t)
-	t.Setenv("SPARKDAP_TOKEN", "tok-1")
+	t.Setenv("SPARKDAP_TOKEN", "70c1b3e9d2a84f65b0e7c3d91a2f5b86")
 	path := wrapperIn(t)
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"conf", "-wrapper", path, "--partitions", "0"}, &stdout, &stderr); code != 0 {
@@ -137,7 +137,7 @@ class SparkSession:
 		"spark.python.daemon.module":            "remote_debug",
 		"spark.executorEnv.PYTHONPATH":          filepath.Dir(path),
 		"spark.executorEnv.SPARKDAP_PARTITIONS": "0",
-		"spark.executorEnv.SPARKDAP_TOKEN":      "tok-1",
+		"spark.executorEnv.SPARKDAP_TOKEN":      "70c1b3e9d2a84f65b0e7c3d91a2f5b86",
 	}
 	for k, v := range want {
 		if conf[k] != v {
@@ -163,7 +163,7 @@ func TestConfConnectScript(t *testing.T) {
 	if err != nil {
 		t.Skipf("needs bash: %v", err)
 	}
-	t.Setenv("SPARKDAP_TOKEN", "s3cret-tok")
+	t.Setenv("SPARKDAP_TOKEN", "e2b8d0f4a6c1937e5d0b2f8a4c6e1d39")
 	path := wrapperIn(t)
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"conf", "-connect", "-wrapper", path, "--partitions", "0,2", "--proxy", "127.0.0.1:7000"}, &stdout, &stderr); code != 0 {
@@ -173,7 +173,7 @@ func TestConfConnectScript(t *testing.T) {
 	if err := os.WriteFile(script, stdout.Bytes(), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(stdout.String(), "s3cret") {
+	if strings.Contains(stdout.String(), "e2b8d0f4a6c1937e5d0b2f8a4c6e1d39") {
 		t.Errorf("the script contains the token:\n%s", stdout.String())
 	}
 
@@ -215,7 +215,7 @@ func TestConfConnectScript(t *testing.T) {
 		"PYSPARK_PYTHON=" + py + "\n",
 		"SPARKDAP_PARTITIONS=0,2\n",
 		"SPARKDAP_PROXY=127.0.0.1:7000\n",
-		"SPARKDAP_TOKEN=s3cret-tok\n",
+		"SPARKDAP_TOKEN=e2b8d0f4a6c1937e5d0b2f8a4c6e1d39\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the server got\n%s\nwant it to contain %q", got, want)
@@ -241,7 +241,7 @@ func TestConfConnectScript(t *testing.T) {
 // one intended difference is the token: submit bakes it into the wrapper it
 // generates, conf passes it from the environment.
 func TestConfPrintsWhatSubmitSets(t *testing.T) {
-	t.Setenv("SPARKDAP_TOKEN", "tok-conf")
+	t.Setenv("SPARKDAP_TOKEN", "c7a2e5f1b0d94c83a6e2f7b1d0c5a948")
 	app := filepath.Join(t.TempDir(), "proj", "loans.py")
 	wrapDir := filepath.Join(t.TempDir(), "wrap")
 	if err := os.MkdirAll(wrapDir, 0o755); err != nil {

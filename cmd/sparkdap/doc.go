@@ -19,6 +19,9 @@
 //	--token-env VAR         the variable holding the executors' token (wrap, conf, submit)
 //	--ide-token TOKEN       the IDE token, its value (serve, doctor, paths)
 //	--ide-token-env VAR     the variable holding the IDE token (vscode writes ${env:VAR})
+//	--allow-weak-token      accept a token under 128 bits of entropy (serve: the
+//	                        executors' and the IDE token; wrap, conf, submit: the
+//	                        token baked into the wrapper)
 //	--map REMOTE=LOCAL      a path rule in the proxy (serve)
 //	--path-mapping R=L      a debugpy pathMappings entry in launch.json (vscode)
 //	--ssh, --ssh-identity, --ssh-known-hosts, --ssh-timeout

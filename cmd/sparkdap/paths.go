@@ -12,6 +12,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/dap"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 func init() {
@@ -56,6 +57,9 @@ func pathsRun(o *pathsOptions, args []string, stdout io.Writer) error {
 	}{&reports}); err != nil {
 		return err
 	}
+	// The executors' paths, roots and pydevd's reasons are cluster text,
+	// printed to a terminal.
+	worker.CleanAll(&reports, worker.MaxMessageRunes)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -42,6 +42,7 @@ type serveOptions struct {
 	token, tokenFile    string
 	ideToken            string
 	ideTokenFile        string
+	allowWeakToken      bool
 	readyFile           string
 	maxSessions         int
 	maxMessageBytes     int
@@ -69,6 +70,7 @@ func newServeCmd(stderr io.Writer) *cmdSpec {
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the access token from this file")
 	defString(fs, &f.ideToken, "ide-token", "", "")
 	fs.StringVar(&f.ideTokenFile, "ide-token-file", "", "read the IDE token from this file")
+	defBool(fs, &f.allowWeakToken, "allow-weak-token", "the executors' and the IDE token (serve refuses to start with a weaker one otherwise)")
 	fs.StringVar(&f.readyFile, "ready-file", "", "once listening, write {\"ide\",\"executors\",\"token\"} as JSON to this file (mode 0600)")
 	fs.IntVar(&f.maxSessions, "max-sessions", 0, "debug at most this many executors at once; others run undebugged (0 = no limit)")
 	fs.IntVar(&f.maxMessageBytes, "max-message-bytes", dap.DefaultMaxMessageBytes, "largest DAP message accepted from any peer")
@@ -85,7 +87,7 @@ func newServeCmd(stderr io.Writer) *cmdSpec {
 	fs.StringVar(&f.live, "live", "auto", "live status view at the bottom of the terminal: auto (when stderr is a terminal), on or off")
 	f.tun = addTunnelFlags(fs)
 	f.pyc = addPyCharmFlags(fs)
-	c.usage(stderr, "usage: sparkdap serve [flags]\n\nExamples:\n  SPARKDAP_TOKEN=s3cret sparkdap serve --ide 127.0.0.1:4711 --executors 127.0.0.1:5678\n  sparkdap serve --root ~/src/myjob --map '/tmp/spark-[^/]+/userFiles-[0-9a-f-]+=/home/me/src/myjob'\n  sparkdap serve --root ~/src/myjob --ssh me@edge.example.com --remote-listen 0.0.0.0:5678\n  sparkdap serve --ide-kind pycharm --pycharm 127.0.0.1:12345\n\nFlags:\n")
+	c.usage(stderr, "usage: sparkdap serve [flags]\n\nExamples:\n  SPARKDAP_TOKEN=$(openssl rand -hex 16) sparkdap serve --ide 127.0.0.1:4711 --executors 127.0.0.1:5678\n  sparkdap serve --root ~/src/myjob --map '/tmp/spark-[^/]+/userFiles-[0-9a-f-]+=/home/me/src/myjob'\n  sparkdap serve --root ~/src/myjob --ssh me@edge.example.com --remote-listen 0.0.0.0:5678\n  sparkdap serve --ide-kind pycharm --pycharm 127.0.0.1:12345\n\nFlags:\n")
 	c.run = func(args []string, _, stderr io.Writer) error { return serveRun(f, args, stderr) }
 	return c
 }
@@ -108,13 +110,26 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	token, generated, err := resolveToken(f.token, f.tokenFile)
+	token, from, err := resolveToken(f.token, f.tokenFile)
 	if err != nil {
 		return err
 	}
-	ideToken, err := resolveIDEToken(f.ideToken, f.ideTokenFile)
+	generated := from == ""
+	ideToken, ideFrom, err := resolveIDEToken(f.ideToken, f.ideTokenFile)
 	if err != nil {
 		return err
+	}
+	for _, t := range []struct{ token, from, risk string }{{token, from, executorTokenRisk}, {ideToken, ideFrom, ideTokenRisk}} {
+		if t.from == "" {
+			continue // generated, or no IDE token
+		}
+		warning, err := checkToken(t.token, t.from, t.risk, f.allowWeakToken)
+		if err != nil {
+			return err
+		}
+		if warning != "" {
+			fmt.Fprintln(stderr, warning)
+		}
 	}
 	for _, a := range []string{f.ide, f.executors} {
 		if err := warnIfPublic(a, logger); err != nil {
@@ -232,51 +247,54 @@ func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 
 // resolveToken picks the executors' token: flag, file, environment, or a
 // fresh random one (reported so the user can pass it to the wrapper).
-func resolveToken(flagToken, file string) (token string, generated bool, err error) {
+// from names where it came from, for messages; "" for a generated one.
+func resolveToken(flagToken, file string) (token, from string, err error) {
 	switch {
 	case flagToken != "" && file != "":
-		return "", false, errors.New("give --token or --token-file, not both")
+		return "", "", errors.New("give --token or --token-file, not both")
 	case flagToken != "":
-		return flagToken, false, nil
+		return flagToken, "--token", nil
 	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", false, fmt.Errorf("--token-file: %w", err)
-		}
-		t := strings.TrimSpace(string(b))
-		if t == "" {
-			return "", false, fmt.Errorf("--token-file %s is empty", file)
-		}
-		return t, false, nil
+		t, err := readTokenFile("token-file", file)
+		return t, "--token-file " + file, err
 	case os.Getenv(tokenEnv) != "":
-		return os.Getenv(tokenEnv), false, nil
+		return os.Getenv(tokenEnv), "$" + tokenEnv, nil
 	}
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
-		return "", false, fmt.Errorf("generate token: %w", err)
+		return "", "", fmt.Errorf("generate token: %w", err)
 	}
-	return hex.EncodeToString(b), true, nil
+	return hex.EncodeToString(b), "", nil
 }
 
-// resolveIDEToken picks the IDE token: flag, file, environment, or none.
-func resolveIDEToken(flagToken, file string) (string, error) {
+// resolveIDEToken picks the IDE token: flag, file, environment, or none;
+// from names where it came from ("" for none).
+func resolveIDEToken(flagToken, file string) (token, from string, err error) {
 	switch {
 	case flagToken != "" && file != "":
-		return "", errors.New("give --ide-token or --ide-token-file, not both")
+		return "", "", errors.New("give --ide-token or --ide-token-file, not both")
 	case flagToken != "":
-		return flagToken, nil
+		return flagToken, "--ide-token", nil
 	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("--ide-token-file: %w", err)
-		}
-		t := strings.TrimSpace(string(b))
-		if t == "" {
-			return "", fmt.Errorf("--ide-token-file %s is empty", file)
-		}
-		return t, nil
+		t, err := readTokenFile("ide-token-file", file)
+		return t, "--ide-token-file " + file, err
+	case os.Getenv(ideTokenEnv) != "":
+		return os.Getenv(ideTokenEnv), "$" + ideTokenEnv, nil
 	}
-	return os.Getenv(ideTokenEnv), nil
+	return "", "", nil
+}
+
+// readTokenFile reads the token in file, given by flag --name.
+func readTokenFile(name, file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--%s: %w", name, err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("--%s %s is empty", name, file)
+	}
+	return t, nil
 }
 
 // warnIfPublic checks an address parses, and says so loudly when it is not

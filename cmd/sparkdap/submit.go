@@ -101,6 +101,11 @@ func submitRun(o *submitOptions, sparkArgs []string, stdout, stderr io.Writer) e
 	// page keep. The same on local, standalone and YARN (see SECURITY.md).
 	if opts.Token == "" {
 		opts.Token = os.Getenv(opts.TokenEnv)
+		if opts.Token != "" {
+			if err := wf.checkBakedToken(opts.Token); err != nil {
+				return err
+			}
+		}
 	}
 	if err := workerwrap.WriteFile(wrapper, opts); err != nil {
 		return err

@@ -27,9 +27,10 @@ var vocab = map[string]string{
 	"ide-kind": "`kind` of front end: dap (VS Code, nvim-dap, any DAP client; workers load debugpy) or pycharm (PyCharm's Python Debug Server; workers load pydevd-pycharm)",
 	// Tokens: --X-token is a token's value, --X-token-file a file holding
 	// it, --X-token-env the name of a variable holding it.
-	"token":     "the executors' access `token` (default: $" + tokenEnv + ")",
-	"token-env": "environment `variable` holding the executors' access token, here and on the executors",
-	"ide-token": "the IDE `token` DAP clients present as the \"sparkdapToken\" attach argument (default: $" + ideTokenEnv + ", else none)",
+	"token":            "the executors' access `token` (default: $" + tokenEnv + ")",
+	"token-env":        "environment `variable` holding the executors' access token, here and on the executors",
+	"ide-token":        "the IDE `token` DAP clients present as the \"sparkdapToken\" attach argument (default: $" + ideTokenEnv + ", else none)",
+	"allow-weak-token": "accept a token under 128 bits of entropy, as estimated from its length and kinds of characters (whoever reaches the executor port can test guesses at the executors' token offline)",
 	// SSH gateway.
 	"ssh":             "reach executors through this SSH gateway: `user@host[:port]`",
 	"ssh-identity":    "private key `file` for --ssh, like ssh -i (repeatable; default: ssh-agent, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)",

@@ -29,15 +29,15 @@ func TestWrapWritesFile(t *testing.T) {
 }
 
 func TestWrapEmbedToken(t *testing.T) {
-	t.Setenv("MY_TOK", "s3cret-value")
+	t.Setenv("MY_TOK", "5ec4e7d1a90b2f6c83e0d5a7b1c94f20")
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"wrap", "-o", "-", "--token-env", "MY_TOK", "--embed-token"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), `"token": "s3cret-value"`) {
+	if !strings.Contains(stdout.String(), `"token": "5ec4e7d1a90b2f6c83e0d5a7b1c94f20"`) {
 		t.Error("token not embedded")
 	}
-	if strings.Contains(stderr.String(), "s3cret") {
+	if strings.Contains(stderr.String(), "5ec4e7d1a90b2f6c83e0d5a7b1c94f20") {
 		t.Error("token printed on stderr")
 	}
 }
@@ -86,7 +86,7 @@ func fakeSparkSubmit(t *testing.T, code string) (bin, record string) {
 
 func TestSubmitRunsSparkSubmit(t *testing.T) {
 	bin, record := fakeSparkSubmit(t, "0")
-	t.Setenv("SPARKDAP_TOKEN", "tok-1")
+	t.Setenv("SPARKDAP_TOKEN", "70c1b3e9d2a84f65b0e7c3d91a2f5b86")
 	t.Setenv("PYTHONPATH", "/existing")
 	var stdout, stderr bytes.Buffer
 	err := runSubmit([]string{"-spark-submit", bin, "--partitions", "1", "--", "--master", "local[2]", "--py-files", "dep.py", "app.py", "arg1"},
@@ -104,7 +104,7 @@ func TestSubmitRunsSparkSubmit(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	got := strings.Join(lines, " ")
 	for _, want := range []string{"--master local[2] --py-files dep.py,/", "/remote_debug.py --conf spark.python.daemon.module=remote_debug --conf spark.executorEnv.PYTHONPATH=/",
-		" app.py arg1 PYTHONPATH=/", ":/existing TOKEN=tok-1"} {
+		" app.py arg1 PYTHONPATH=/", ":/existing TOKEN=70c1b3e9d2a84f65b0e7c3d91a2f5b86"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("spark-submit got %q, want it to contain %q", got, want)
 		}
@@ -169,7 +169,7 @@ func TestSubmitKeepsTheTokenOffTheCommandLine(t *testing.T) {
 		if err := os.WriteFile(bin, script, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		t.Setenv("SPARKDAP_TOKEN", "tok-secret")
+		t.Setenv("SPARKDAP_TOKEN", "a3f9c0e7b1d54e28c6f0a9b7d3e1c254")
 		args := []string{"-spark-submit", bin, "--", "--master", "yarn", "app.py"}
 		if dry {
 			args = append([]string{"-n"}, args...)
@@ -186,11 +186,11 @@ func TestSubmitKeepsTheTokenOffTheCommandLine(t *testing.T) {
 			}
 			argv, _, _ = strings.Cut(string(b), "PYTHONPATH=")
 			wrapper, err := os.ReadFile(kept)
-			if err != nil || !strings.Contains(string(wrapper), `"token": "tok-secret"`) {
+			if err != nil || !strings.Contains(string(wrapper), `"token": "a3f9c0e7b1d54e28c6f0a9b7d3e1c254"`) {
 				t.Errorf("the shipped wrapper does not carry the token (%v)", err)
 			}
 		}
-		if strings.Contains(argv, "tok-secret") || strings.Contains(argv, "SPARKDAP_TOKEN") {
+		if strings.Contains(argv, "a3f9c0e7b1d54e28c6f0a9b7d3e1c254") || strings.Contains(argv, "SPARKDAP_TOKEN") {
 			t.Errorf("dry run %v: spark-submit arguments %q carry the token", dry, argv)
 		}
 	}

@@ -25,6 +25,8 @@ type wrapFlags struct {
 	wait             bool
 	postMortem       bool
 	ide              string
+	allowWeakToken   bool
+	stderr           io.Writer // takes the weak-token warning
 }
 
 // addWrapFlags declares the wrapper's flags in c; stderr takes the
@@ -32,10 +34,11 @@ type wrapFlags struct {
 func addWrapFlags(c *cmdSpec, stderr io.Writer) *wrapFlags {
 	d := workerwrap.NewOptions()
 	fs := c.fs
-	w := &wrapFlags{fs: fs}
+	w := &wrapFlags{fs: fs, stderr: stderr}
 	defString(fs, &w.proxy, "proxy", d.Proxy, "")
 	defString(fs, &w.tokenEnv, "token-env", d.TokenEnv, "")
 	defBool(fs, &w.embedToken, "embed-token", "")
+	defBool(fs, &w.allowWeakToken, "allow-weak-token", "the token baked into the wrapper")
 	defString(fs, &w.partitions, "partitions", "", "")
 	defString(fs, &w.stages, "stages", "", "")
 	defFloat(fs, &w.sampleRate, "sample-rate", d.SampleRate, "")
@@ -74,11 +77,24 @@ func (w *wrapFlags) options() (workerwrap.Options, error) {
 		if o.Token == "" {
 			return o, fmt.Errorf("--embed-token: $%s is empty or unset", w.tokenEnv)
 		}
+		if err := w.checkBakedToken(o.Token); err != nil {
+			return o, err
+		}
 	}
 	if err := o.Validate(); err != nil {
 		return o, withWrapFlagNames(err)
 	}
 	return o, nil
+}
+
+// checkBakedToken refuses to bake a weak token from $--token-env into the
+// wrapper, as serve refuses to start with one, unless --allow-weak-token.
+func (w *wrapFlags) checkBakedToken(token string) error {
+	warning, err := checkToken(token, "$"+w.tokenEnv, executorTokenRisk, w.allowWeakToken)
+	if warning != "" {
+		fmt.Fprintln(w.stderr, warning)
+	}
+	return err
 }
 
 // wrapSettingFlags names the flag that sets each workerwrap.Options field.
