@@ -301,12 +301,11 @@ func (h *Hub) Stats() Stats {
 func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo, token string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	hello, ok := h.claimHelloLocked(es.remote, proc.PID)
-	if ok {
-		if err := h.admission.CheckPydevdToken(hello, token); err != nil {
-			return err
-		}
-	} else {
+	hello, ok, err := h.claimHelloLocked(es.remote, proc.PID, token)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		if err := h.admission.CheckToken(token); err != nil {
 			return err
 		}
