@@ -187,6 +187,10 @@ type Hub struct {
 	// limit (its lock is a leaf: called under mu). Sessions it counts are
 	// len(executors).
 	admission *worker.Registry
+
+	// frameAlloc, if set before serving, is every connection's
+	// FrameReader.onAlloc (tests).
+	frameAlloc func(capacity int)
 }
 
 // NewHub returns a Hub with cfg's settings.
