@@ -75,10 +75,11 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 	return &FrameReader{r: br, max: max}
 }
 
-// LimitUntil bounds bodies to n bytes until admitted is set; from the
-// next frame after that, the reader's own limit applies.
+// LimitUntil bounds bodies to n bytes (or the reader's own limit, if
+// lower) until admitted is set; from the next frame after that, the
+// reader's own limit applies.
 func (fr *FrameReader) LimitUntil(admitted *atomic.Bool, n int) {
-	fr.admitted, fr.preMax = admitted, n
+	fr.admitted, fr.preMax = admitted, min(n, fr.max)
 }
 
 // wait blocks until the next frame's first byte has arrived. It parks in

@@ -77,6 +77,12 @@ func TestFrameReaderLimitUntilAdmitted(t *testing.T) {
 		{"over it after admission", []string{frame(100), frame(1000)}, 1, 2, io.EOF},
 		{"over the own limit after admission", []string{frame(100), frame(1001)}, 1, 1, ErrMessageTooLarge},
 	}
+	// An own limit below the lower one is kept before admission too.
+	small := NewFrameReader(strings.NewReader(frame(60)), 50)
+	small.LimitUntil(new(atomic.Bool), 100)
+	if _, err := small.ReadFrame(); !errors.Is(err, ErrMessageTooLarge) {
+		t.Errorf("a 60-byte frame under limits 50 and 100 before admission: %v", err)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var admitted atomic.Bool
