@@ -299,7 +299,10 @@ func (es *ExecutorSession) newReader() (*FrameReader, bool) {
 	// Header lines are short and bodies are read straight into their own
 	// buffer, so a small read buffer does; it is per idle connection.
 	br := bufio.NewReaderSize(es.w.conn, 256)
-	return NewFrameReader(br, es.hub.cfg.MaxMessageBytes), worker.IsHello(br)
+	fr := NewFrameReader(br, es.hub.cfg.MaxMessageBytes)
+	fr.LimitUntil(&es.authorized, maxUnauthorizedMessageBytes)
+	fr.onAlloc = es.hub.frameAlloc
+	return fr, worker.IsHello(br)
 }
 
 // end finishes the session once its connection stopped reading.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // DefaultMaxMessageBytes bounds one message body. debugpy can produce large
@@ -18,6 +19,27 @@ const DefaultMaxMessageBytes = 16 << 20
 // maxHeaderBytes bounds the header block, which in practice is one line.
 const maxHeaderBytes = 4096
 
+// Until a peer is admitted (an executor presented a token that could be
+// valid, an IDE attached) its messages are bounded far below
+// MaxMessageBytes, so that the connections waiting for admission (up to
+// Config.MaxUnadmitted of them) cannot make the proxy hold much: a peer
+// that holds no token gets no more than this, each byte of which it must
+// send (bodies grow as they arrive, see readBody).
+const (
+	// maxUnauthorizedMessageBytes: an executor says nothing before its
+	// token but its answer to pydevdAuthorize (some 200 bytes).
+	maxUnauthorizedMessageBytes = 4 << 10
+	// maxUnattachedMessageBytes: an IDE sends initialize and attach before
+	// it is attached; attach carries the user's launch configuration
+	// (VS Code's is under 1 KiB), hence the margin.
+	maxUnattachedMessageBytes = 64 << 10
+)
+
+// bodyChunk is the first buffer a body gets: a body larger than that
+// grows, doubling, only as its bytes arrive, never to the length a peer
+// declares before sending it.
+const bodyChunk = 4 << 10
+
 // ErrMessageTooLarge is returned when a peer announces a body over the limit.
 var ErrMessageTooLarge = errors.New("message exceeds the size limit")
 
@@ -25,10 +47,20 @@ var ErrMessageTooLarge = errors.New("message exceeds the size limit")
 var ErrMalformedFrame = errors.New("malformed frame")
 
 // FrameReader reads Content-Length framed messages. Unlike go-dap's reader it
-// has a configurable limit and reports malformed headers precisely.
+// has a configurable limit, a lower one until its peer is admitted
+// (LimitUntil), reports malformed headers precisely, and never allocates a
+// body's declared length before the body arrives. It is used by one
+// goroutine, the connection's reader.
 type FrameReader struct {
 	r   *bufio.Reader
 	max int
+	// Until admitted is set (by anyone; it is read before each frame),
+	// bodies are bounded by preMax instead of max.
+	admitted *atomic.Bool
+	preMax   int
+	// onAlloc, if set, is told the capacity of each body buffer the
+	// reader makes (tests measure what a peer can make it hold).
+	onAlloc func(capacity int)
 }
 
 // NewFrameReader reads frames from r, refusing bodies over max bytes.
@@ -41,6 +73,13 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 		br = bufio.NewReaderSize(r, 4096)
 	}
 	return &FrameReader{r: br, max: max}
+}
+
+// LimitUntil bounds bodies to n bytes (or the reader's own limit, if
+// lower) until admitted is set; from the next frame after that, the
+// reader's own limit applies.
+func (fr *FrameReader) LimitUntil(admitted *atomic.Bool, n int) {
+	fr.admitted, fr.preMax = admitted, min(n, fr.max)
 }
 
 // wait blocks until the next frame's first byte has arrived. It parks in
@@ -101,14 +140,43 @@ func (fr *FrameReader) ReadFrame() ([]byte, error) {
 	if length < 0 {
 		return nil, fmt.Errorf("%w: missing Content-Length header", ErrMalformedFrame)
 	}
-	if length > fr.max {
-		return nil, fmt.Errorf("%w: %d bytes announced, limit %d", ErrMessageTooLarge, length, fr.max)
+	max, before := fr.max, ""
+	if fr.admitted != nil && !fr.admitted.Load() {
+		max, before = fr.preMax, " before admission"
 	}
-	body := make([]byte, length)
-	if _, err := io.ReadFull(fr.r, body); err != nil {
-		return nil, fmt.Errorf("reading %d-byte body: %w", length, noEOF(err))
+	if length > max {
+		return nil, fmt.Errorf("%w: %d bytes announced, limit %d%s", ErrMessageTooLarge, length, max, before)
 	}
-	return body, nil
+	return fr.readBody(length)
+}
+
+// readBody reads a body of length bytes into a buffer that grows as they
+// arrive: bodyChunk first, then doubling up to length. What a peer can
+// make the reader hold is about twice what it sent, whatever it declared;
+// a complete body costs at most one copy of itself on the way.
+func (fr *FrameReader) readBody(length int) ([]byte, error) {
+	body := make([]byte, min(length, bodyChunk))
+	fr.alloc(len(body))
+	for got := 0; ; {
+		n, err := io.ReadFull(fr.r, body[got:])
+		got += n
+		if err != nil {
+			return nil, fmt.Errorf("reading %d-byte body: %w", length, noEOF(err))
+		}
+		if got == length {
+			return body, nil
+		}
+		grown := make([]byte, min(2*len(body), length))
+		copy(grown, body)
+		body = grown
+		fr.alloc(len(body))
+	}
+}
+
+func (fr *FrameReader) alloc(capacity int) {
+	if fr.onAlloc != nil {
+		fr.onAlloc(capacity)
+	}
 }
 
 // appendFrame frames body for the wire. Header and body go out in one write:

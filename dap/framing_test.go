@@ -3,8 +3,11 @@ package dap
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -52,6 +55,96 @@ func TestFrameReader(t *testing.T) {
 			}
 			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
 				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestFrameReaderLimitUntilAdmitted: before the peer is admitted its
+// bodies are bounded by the lower limit; from the frame after admission
+// on, by the reader's own.
+func TestFrameReaderLimitUntilAdmitted(t *testing.T) {
+	frame := func(n int) string { return fmt.Sprintf("Content-Length: %d\r\n\r\n%s", n, strings.Repeat(" ", n)) }
+	tests := []struct {
+		name  string
+		in    []string // frames
+		admit int      // admitted after reading this many frames; -1 never
+		want  int      // frames read before the error
+		err   error
+	}{
+		{"within the lower limit", []string{frame(100), frame(100)}, -1, 2, io.EOF},
+		{"over it before admission", []string{frame(100), frame(101)}, -1, 1, ErrMessageTooLarge},
+		{"over it after admission", []string{frame(100), frame(1000)}, 1, 2, io.EOF},
+		{"over the own limit after admission", []string{frame(100), frame(1001)}, 1, 1, ErrMessageTooLarge},
+	}
+	// An own limit below the lower one is kept before admission too.
+	small := NewFrameReader(strings.NewReader(frame(60)), 50)
+	small.LimitUntil(new(atomic.Bool), 100)
+	if _, err := small.ReadFrame(); !errors.Is(err, ErrMessageTooLarge) {
+		t.Errorf("a 60-byte frame under limits 50 and 100 before admission: %v", err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var admitted atomic.Bool
+			fr := NewFrameReader(strings.NewReader(strings.Join(tt.in, "")), 1000)
+			fr.LimitUntil(&admitted, 100)
+			n := 0
+			var err error
+			for ; ; n++ {
+				if n == tt.admit {
+					admitted.Store(true)
+				}
+				if _, err = fr.ReadFrame(); err != nil {
+					break
+				}
+			}
+			if n != tt.want || !errors.Is(err, tt.err) {
+				t.Fatalf("%d frames, then %v; want %d, then %v", n, err, tt.want, tt.err)
+			}
+		})
+	}
+}
+
+// TestFrameReaderGrowsAsBytesArrive: a peer that declares a huge body and
+// sends part of it makes the reader hold about twice what it sent, never
+// the length it declared; the whole body, once sent, comes out intact.
+func TestFrameReaderGrowsAsBytesArrive(t *testing.T) {
+	const declared = DefaultMaxMessageBytes
+	for _, sent := range []int{0, 1, bodyChunk, bodyChunk + 1, 64 << 10, 1<<20 + 3} {
+		t.Run(fmt.Sprint(sent), func(t *testing.T) {
+			pr, pw := io.Pipe()
+			fr := NewFrameReader(pr, 0)
+			var mu sync.Mutex
+			largest := 0
+			fr.onAlloc = func(c int) { mu.Lock(); largest = max(largest, c); mu.Unlock() }
+			body := bytes.Repeat([]byte("0123456789abcdef"), declared/16)
+			done := make(chan error, 1)
+			go func() {
+				b, err := fr.ReadFrame()
+				if err == nil && !bytes.Equal(b, body) {
+					err = errors.New("the body came out changed")
+				}
+				done <- err
+			}()
+			// A pipe's Write returns once the reader took every byte.
+			if _, err := pw.Write([]byte(fmt.Sprintf("Content-Length: %d\r\n\r\n", declared))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pw.Write(body[:sent]); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			held := largest
+			mu.Unlock()
+			if held > max(bodyChunk, 2*sent) {
+				t.Errorf("%d bytes into a %d-byte body the reader holds a %d-byte buffer, want at most %d",
+					sent, declared, held, max(bodyChunk, 2*sent))
+			}
+			if _, err := pw.Write(body[sent:]); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
@@ -112,23 +205,59 @@ func TestFramesRoundTrip(t *testing.T) {
 }
 
 // FuzzFrameReader feeds arbitrary bytes to the reader and decoder: they may
-// fail, but must not panic, hang, or allocate past the limit.
+// fail, but must not panic, hang, or allocate past the limit or far past
+// the input.
 func FuzzFrameReader(f *testing.F) {
 	f.Add([]byte("Content-Length: 2\r\n\r\n{}"))
 	f.Add([]byte("Content-Length: 47\r\n\r\n{\"seq\":1,\"type\":\"request\",\"command\":\"threads\"}"))
 	f.Add([]byte("Content-Length: 99999999999999999999\r\n\r\n"))
 	f.Add([]byte("Content-Length: 5\r\n\r\n{nope"))
+	f.Add([]byte("Content-Length: 60000\r\n\r\n{}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fr := NewFrameReader(bytes.NewReader(data), 1<<16)
-		for range 100 {
-			b, err := fr.ReadFrame()
-			if err != nil {
-				return
-			}
-			if len(b) > 1<<16 {
-				t.Fatalf("frame of %d bytes passed a %d limit", len(b), 1<<16)
-			}
-			_, _ = DecodeMessage(b)
-		}
+		fuzzFrames(t, data, 0)
 	})
+}
+
+// FuzzFrameReaderUntilAdmitted is FuzzFrameReader with a lower limit until
+// the peer is admitted, after admitAfter frames.
+func FuzzFrameReaderUntilAdmitted(f *testing.F) {
+	f.Add([]byte("Content-Length: 2\r\n\r\n{}Content-Length: 5000\r\n\r\n"), uint8(1))
+	f.Add([]byte("Content-Length: 2\r\n\r\n{}Content-Length: 5000\r\n\r\n"), uint8(2))
+	f.Add([]byte("Content-Length: 5000\r\n\r\n{}"), uint8(255))
+	f.Fuzz(func(t *testing.T, data []byte, admitAfter uint8) {
+		fuzzFrames(t, data, int(admitAfter)+1)
+	})
+}
+
+// fuzzFrames reads frames from data, under a limit of 64 KiB, and of
+// 1 KiB until frame admitAt-1 was read if admitAt > 0.
+func fuzzFrames(t *testing.T, data []byte, admitAt int) {
+	const limit, preLimit = 1 << 16, 1 << 10
+	var admitted atomic.Bool
+	fr := NewFrameReader(bytes.NewReader(data), limit)
+	if admitAt > 0 {
+		fr.LimitUntil(&admitted, preLimit)
+	}
+	held := 0
+	fr.onAlloc = func(c int) { held = c }
+	for i := 1; i <= 100; i++ {
+		if i == admitAt {
+			admitted.Store(true)
+		}
+		now := limit
+		if admitAt > 0 && !admitted.Load() {
+			now = preLimit
+		}
+		b, err := fr.ReadFrame()
+		if held > now || held > max(2*len(data), bodyChunk) {
+			t.Fatalf("a %d-byte buffer under a %d-byte limit from %d bytes of input", held, now, len(data))
+		}
+		if err != nil {
+			return
+		}
+		if len(b) > now {
+			t.Fatalf("frame of %d bytes passed a %d limit", len(b), now)
+		}
+		_, _ = DecodeMessage(b)
+	}
 }

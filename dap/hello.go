@@ -45,10 +45,21 @@ func (h *Hub) acceptHello(remote string, hello worker.Hello) error {
 }
 
 // claimHelloLocked takes the hello of the process behind a pydevd
-// connection. Callers hold h.mu.
-func (h *Hub) claimHelloLocked(remote string, pid int64) (worker.Hello, bool) {
+// connection (ok), if the connection presented that hello's pydevd token.
+// A hello pending for the pid under another token stays for its own
+// worker's debugger (worker.Registry.ClaimWithToken) and the connection is
+// refused (err); with none pending, both are zero and the caller checks
+// the connection as a plain debugpy.connect. Callers hold h.mu.
+func (h *Hub) claimHelloLocked(remote string, pid int64, token string) (hello worker.Hello, ok bool, err error) {
 	key, ip := helloKey(remote, pid)
-	return h.admission.Claim(key, ip, pid)
+	hello, err = h.admission.ClaimWithToken(key, ip, pid, token)
+	switch {
+	case errors.Is(err, worker.ErrNotPending):
+		return worker.Hello{}, false, nil
+	case err != nil:
+		return worker.Hello{}, false, err
+	}
+	return hello, true, nil
 }
 
 // serveHello answers a hello connection and closes it.

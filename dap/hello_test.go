@@ -14,6 +14,7 @@ import (
 	godap "github.com/google/go-dap"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/worker"
 )
@@ -231,5 +232,46 @@ func TestHelloPydevdTokenIsOneTime(t *testing.T) {
 	}
 	if attached(dialFake(t, addr, derived.(string), 62)) {
 		t.Error("a hello's pydevd token admitted a second connection")
+	}
+}
+
+// TestPendingHelloNotDisplaced: a second hello naming a pending worker's
+// address and pid (through an SSH tunnel every worker has the agent's
+// address, so a token holder need only name a pid) is refused, with a
+// summary line saying why; neither it nor a debugger that names the pid
+// with the token itself uses up the real worker's hello, whose debugger is
+// then admitted with its task.
+func TestPendingHelloNotDisplaced(t *testing.T) {
+	var summary syncbuf.Buffer
+	p := startProxy(t, func(c *Config) { c.Summary = &summary })
+	addr := p.srv.ExecutorAddr().String()
+	key := helloTokenKey(addr, 71)
+	if got := sayHello(t, addr, map[string]any{"token": testToken, "pid": 71, "host": "real-node"}); got != "OK" {
+		t.Fatalf("the real worker's hello: %q", got)
+	}
+	real, _ := helloTokens.LoadAndDelete(key)
+
+	got := sayHello(t, addr, map[string]any{"token": testToken, "pid": 71, "host": "posing"})
+	helloTokens.Delete(key)
+	if !strings.HasPrefix(got, "REFUSED") || !strings.Contains(got, "already waiting") {
+		t.Errorf("a second hello for a pending pid: %q, want REFUSED, already waiting", got)
+	}
+	if s := summary.String(); !strings.Contains(s, "pid 71 refused: a hello from this address and pid is already waiting") {
+		t.Errorf("summary %q does not say why the second hello was refused", s)
+	}
+	posing := dialFake(t, addr, testToken, 71)
+	posing.waitRequest("configurationDone", nil)
+	posing.waitClosed()
+	if strings.Contains(posing.commands(), "attach") {
+		t.Error("a debugger naming a pending pid with the token itself was admitted")
+	}
+
+	f := dialFake(t, addr, real.(string), 71)
+	f.waitRequest("configurationDone", nil)
+	if !strings.Contains(f.commands(), "attach") {
+		t.Fatalf("the real worker's debugger was refused: %s", f.commands())
+	}
+	if ex := p.hub.Executors(); len(ex) != 1 || ex[0].Task.Host != "real-node" {
+		t.Errorf("executors %+v, want the real worker's with its hello's task", ex)
 	}
 }

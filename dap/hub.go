@@ -187,6 +187,10 @@ type Hub struct {
 	// limit (its lock is a leaf: called under mu). Sessions it counts are
 	// len(executors).
 	admission *worker.Registry
+
+	// frameAlloc, if set before serving, is every connection's
+	// FrameReader.onAlloc (tests).
+	frameAlloc func(capacity int)
 }
 
 // NewHub returns a Hub with cfg's settings.
@@ -301,12 +305,11 @@ func (h *Hub) Stats() Stats {
 func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo, token string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	hello, ok := h.claimHelloLocked(es.remote, proc.PID)
-	if ok {
-		if err := h.admission.CheckPydevdToken(hello, token); err != nil {
-			return err
-		}
-	} else {
+	hello, ok, err := h.claimHelloLocked(es.remote, proc.PID, token)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		if err := h.admission.CheckToken(token); err != nil {
 			return err
 		}

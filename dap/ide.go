@@ -40,6 +40,10 @@ type IDESession struct {
 	// unadmitted gives back its place among connections not yet attached
 	// (Hub.holdUnadmitted); nil outside ServeIDE. Set before serving.
 	unadmitted func()
+	// admitted is attached, set on the reader goroutine (attach) before
+	// it reads the next message, which may then be as large as
+	// Config.MaxMessageBytes allows.
+	admitted atomic.Bool
 
 	goneOnce sync.Once
 	// leaving is set once the session has ended (disconnect answered, or
@@ -69,7 +73,10 @@ func (s *IDESession) fail(req Message, format string, args ...any) {
 // serve reads the client's messages until it leaves.
 func (s *IDESession) serve(ctx context.Context) {
 	done := make(chan error, 1)
-	go func() { done <- s.w.readLoop(s.hub.cfg.MaxMessageBytes, s.handle) }()
+	fr := NewFrameReader(s.w.conn, s.hub.cfg.MaxMessageBytes)
+	fr.LimitUntil(&s.admitted, maxUnattachedMessageBytes)
+	fr.onAlloc = s.hub.frameAlloc
+	go func() { done <- s.w.readFrames(fr, s.handle) }()
 	var reason error
 	select {
 	case reason = <-done:
@@ -422,6 +429,7 @@ func (s *IDESession) attach(m Message) {
 	}
 	s.attached = true
 	h.mu.Unlock()
+	s.admitted.Store(true)
 	if s.unadmitted != nil {
 		s.unadmitted()
 	}

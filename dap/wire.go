@@ -28,7 +28,7 @@ func isBadInput(err error) bool {
 // while there is something to write; a byte cap) and the outgoing seq
 // counter, which is assigned
 // under the queue's lock so seq order is wire order. The connection's reader
-// is whoever serves the session (readLoop, readFrames).
+// is whoever serves the session (readFrames).
 type wire struct {
 	conn net.Conn
 	q    *wirequeue.Queue
@@ -123,12 +123,8 @@ func (w *wire) closedErr() error { return w.q.Err() }
 // sendRaw queues bytes that are not a DAP message (the hello reply).
 func (w *wire) sendRaw(b []byte) { _ = w.q.Send(b) }
 
-// readLoop decodes messages until the connection ends and hands each to
+// readFrames decodes messages until the connection ends and hands each to
 // handle, in order, on the caller's goroutine. It returns why it stopped.
-func (w *wire) readLoop(maxBytes int, handle func(Message)) error {
-	return w.readFrames(NewFrameReader(w.conn, maxBytes), handle)
-}
-
 func (w *wire) readFrames(fr *FrameReader, handle func(Message)) error {
 	for {
 		var body []byte

@@ -1,5 +1,7 @@
 package pycharm
 
+import "time"
+
 // SetMaxPendingHellos lowers the cap on pending hellos for a test; the
 // returned func restores it.
 func SetMaxPendingHellos(n int) func() {
@@ -7,3 +9,15 @@ func SetMaxPendingHellos(n int) func() {
 	maxPendingHellos = n
 	return func() { maxPendingHellos = old }
 }
+
+// SetIdentifyTimeout changes how long a new connection has to say which
+// process it is, for a test; the returned func restores it.
+func SetIdentifyTimeout(d time.Duration) func() {
+	old := identifyTimeout
+	identifyTimeout = d
+	return func() { identifyTimeout = old }
+}
+
+// MaxUnidentifiedBytes is what a pydevd connection may send before its
+// answer to the proxy's probe.
+const MaxUnidentifiedBytes = maxUnidentifiedBytes

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sort"
 	"strconv"
@@ -62,8 +63,21 @@ type Config struct {
 const probeSeq = 1
 
 // identifyTimeout bounds a new connection's first bytes and pydevd's answer
-// to the probe.
-const identifyTimeout = 15 * time.Second
+// to the probe (a var for tests).
+var identifyTimeout = 15 * time.Second
+
+// Until a pydevd connection is tied to its hello (its answer to the probe
+// names the connect guard), it has proved nothing, so what it may make the
+// proxy read and hold is small: a small read buffer, and a budget for
+// everything it sends up to that answer, the answer included (pydevd's
+// thread list, a few hundred bytes a thread, and the thread and process
+// events it may send first). Lines grow as their bytes arrive. Once
+// joined, lines up to MaxLineBytes are read through a larger buffer.
+const (
+	unidentifiedReadBuffer = 4 << 10
+	maxUnidentifiedBytes   = 64 << 10
+	joinedReadBuffer       = 64 << 10
+)
 
 // maxPendingHellos bounds the hellos waiting for their pydevd connection (a
 // var for tests).
@@ -299,12 +313,18 @@ func (p *Proxy) serveConn(conn net.Conn) {
 	if _, err := conn.Write(Message{ID: CmdListThreads, Seq: probeSeq}.Marshal()); err != nil {
 		return
 	}
-	br := bufio.NewReaderSize(conn, 64<<10)
+	// Owned by this goroutine: lr.N is the budget left to a connection
+	// not yet identified.
+	lr := &io.LimitedReader{R: conn, N: maxUnidentifiedBytes}
+	br := bufio.NewReaderSize(lr, unidentifiedReadBuffer)
 	if _, err := br.Peek(1); err != nil {
 		log.Debug().Err(err).Msg("connection closed before it said anything")
 		return
 	}
 	if worker.IsHello(br) {
+		// The hello bounds its own lines (worker.Registry.Handshake); the
+		// connection closes after it.
+		lr.N = math.MaxInt64
 		p.serveHello(conn, br, log)
 		return
 	}
@@ -313,8 +333,11 @@ func (p *Proxy) serveConn(conn net.Conn) {
 	var pid int64
 	var nonce string
 	for pid == 0 {
-		m, err := ReadMessage(br, MaxLineBytes)
+		m, err := ReadMessage(br, maxUnidentifiedBytes)
 		if err != nil {
+			if lr.N <= 0 {
+				err = fmt.Errorf("more than %d bytes before its answer to the proxy's probe", maxUnidentifiedBytes)
+			}
 			log.Warn().Err(err).Msg("pydevd connection ended before it said which process it is")
 			return
 		}
@@ -341,6 +364,10 @@ func (p *Proxy) serveConn(conn net.Conn) {
 		log.Warn().Err(err).Int64("pid", pid).Msg("pydevd connection refused; the worker runs undebugged")
 		return
 	}
+	lr.N = math.MaxInt64
+	// Large reads bypass the small buffer (bufio reads straight into a
+	// caller's buffer at least as large as its own).
+	br = bufio.NewReaderSize(br, joinedReadBuffer)
 	log = log.With().Int64("pid", pid).Str("label", e.label).Logger()
 	log.Info().Msg("executor joined the PyCharm session")
 	p.summary("worker %s pid %d attached (%s)", e.hello.Host, pid, e.hello.Label)

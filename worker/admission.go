@@ -19,6 +19,14 @@ var (
 	ErrTooManyPending = errors.New("too many workers connecting at once")
 	// ErrSessionLimit is what every SessionLimitError is (errors.Is).
 	ErrSessionLimit = errors.New("session limit reached")
+	// ErrAlreadyPending refuses a hello whose key (address and pid) a
+	// hello from another connection holds: the first keeps its place.
+	ErrAlreadyPending = errors.New("a hello from this address and pid is already waiting for its debugger " +
+		"(the worker said hello twice, or another process holding the token posed as it)")
+	// ErrNotPending: no hello waits under the key a debugger's connection
+	// named (ClaimWithToken); the caller checks it as a worker that said
+	// no hello.
+	ErrNotPending = errors.New("no hello pending")
 )
 
 // SessionLimitError refuses a worker because Max sessions are admitted or
@@ -105,19 +113,23 @@ func AddrKey(ip string, pid int64) string { return ip + "\x00" + strconv.FormatI
 var ErrUnverified = errors.New("hello not verified")
 
 // Accept keeps a verified hello (from Handshake) under key, from the
-// address from, until Claim or its TTL. A second hello under a pending key
-// replaces the first without counting again (a worker that retried). active
-// is how many sessions the caller has admitted.
+// address from, until Claim or its TTL. A hello under a key already pending
+// is refused with ErrAlreadyPending and the first is left as it was: a key
+// names a process (AddrKey), and a process says one hello, so a second one
+// under its key comes from someone else (through an SSH tunnel every
+// worker has the agent's address, so anyone holding the token could pose
+// as a pid) and must not take the real worker's place. active is how many
+// sessions the caller has admitted.
 func (r *Registry) Accept(key, from string, hello Hello, active int) error {
 	if !hello.verified {
 		return ErrUnverified
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if old, again := r.pending[key]; again {
-		old.timer.Stop()
-		delete(r.pending, key)
-	} else if err := r.roomLocked(active); err != nil {
+	if _, taken := r.pending[key]; taken {
+		return ErrAlreadyPending
+	}
+	if err := r.roomLocked(active); err != nil {
 		return err
 	}
 	p := &pending{from: from, hello: hello}
@@ -159,7 +171,9 @@ func (r *Registry) roomLocked(active int) error {
 }
 
 // Claim takes the hello pending under key, once: only a connection from the
-// same address, for the same pid, gets it; another leaves it pending.
+// same address, for the same pid, gets it; another leaves it pending. Use
+// it where the key itself is the secret (AcceptNonce's); where it is not
+// (AddrKey), ClaimWithToken.
 func (r *Registry) Claim(key, from string, pid int64) (Hello, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -170,6 +184,27 @@ func (r *Registry) Claim(key, from string, pid int64) (Hello, bool) {
 	p.timer.Stop()
 	delete(r.pending, key)
 	return p.hello, true
+}
+
+// ClaimWithToken is Claim for a debugger's connection that presented the
+// access token presented: it takes the hello only if presented is the
+// pydevd token that hello derived (CheckPydevdToken), and otherwise leaves
+// it pending for the real worker's debugger, so that a connection naming
+// someone else's pid cannot use up their hello. Errors: ErrNotPending when
+// no hello from this address and pid waits, else CheckPydevdToken's.
+func (r *Registry) ClaimWithToken(key, from string, pid int64, presented string) (Hello, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pending[key]
+	if !ok || p.from != from || p.hello.PID != pid {
+		return Hello{}, ErrNotPending
+	}
+	if err := r.CheckPydevdToken(p.hello, presented); err != nil {
+		return Hello{}, err
+	}
+	p.timer.Stop()
+	delete(r.pending, key)
+	return p.hello, nil
 }
 
 // CheckPydevdToken checks the access token a pydevd connection presented

@@ -77,16 +77,44 @@ func TestPendingCap(t *testing.T) {
 	if _, err := r.AcceptNonce("ip", hello("", 3), 0); !errors.Is(err, ErrTooManyPending) {
 		t.Errorf("third pending hello: %v, want ErrTooManyPending", err)
 	}
-	// A retried hello under a pending key replaces it without counting.
+}
+
+// TestPendingHelloKeepsItsPlace: a second hello under a pending key (the
+// same address and pid: through a tunnel, anyone holding the token can
+// name another worker's pid) is refused and the first stays as it was,
+// for its own debugger; a connection naming that pid with any other token
+// cannot use it up either.
+func TestPendingHelloKeepsItsPlace(t *testing.T) {
+	r := NewRegistry(Config{Token: "s3cret", MaxPending: 1, MaxSessions: 1})
 	k := AddrKey("ip", 9)
-	r2 := NewRegistry(Config{MaxPending: 1, MaxSessions: 1})
-	for range 3 {
-		if err := r2.Accept(k, "ip", hello("", 9), 0); err != nil {
-			t.Fatalf("retried hello: %v", err)
+	real := Hello{TaskInfo: TaskInfo{PID: 9, Host: "real"}, verified: true, pydevdToken: "real-once"}
+	if err := r.Accept(k, "ip", real, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		posing := Hello{TaskInfo: TaskInfo{PID: 9, Host: "posing"}, verified: true, pydevdToken: "posing-once"}
+		if err := r.Accept(k, "ip", posing, 0); !errors.Is(err, ErrAlreadyPending) {
+			t.Fatalf("hello %d under a pending key: %v, want ErrAlreadyPending", i+2, err)
 		}
 	}
-	if n := len(r2.Pending()); n != 1 {
-		t.Errorf("%d pending after three hellos from one process", n)
+	for _, bad := range []string{"posing-once", "s3cret", ""} {
+		if _, err := r.ClaimWithToken(k, "ip", 9, bad); err == nil || errors.Is(err, ErrNotPending) {
+			t.Errorf("claim with token %q: %v, want a token refusal", bad, err)
+		}
+	}
+	if p := r.Pending(); len(p) != 1 || p[0].Host != "real" {
+		t.Fatalf("pending %+v, want the first hello alone", p)
+	}
+	got, err := r.ClaimWithToken(k, "ip", 9, "real-once")
+	if err != nil || got.Host != "real" {
+		t.Fatalf("the real worker's claim: %+v, %v", got, err)
+	}
+	if _, err := r.ClaimWithToken(k, "ip", 9, "real-once"); !errors.Is(err, ErrNotPending) {
+		t.Errorf("second claim: %v, want ErrNotPending", err)
+	}
+	// Once claimed, the key is free for the next hello of that pid.
+	if err := r.Accept(k, "ip", real, 0); err != nil {
+		t.Errorf("hello after the claim: %v", err)
 	}
 }
 

@@ -95,15 +95,21 @@ func isNonce(s string) bool {
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-// readLine reads one line of at most maxHelloBytes, newline included.
-func readLine(br *bufio.Reader) ([]byte, error) {
+// maxFirstLineBytes bounds a hello's first line, "SPARKDAP/2 HELLO
+// <nonce>\n" (50 bytes): it comes from a peer that has proved nothing yet.
+const maxFirstLineBytes = 128
+
+// readLine reads one line of at most max bytes, newline included. The line
+// grows as its bytes arrive (one bufio buffer at a time), so a peer holds
+// no more of the proxy's memory than it sent.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxHelloBytes {
-			return nil, fmt.Errorf("%w: longer than %d bytes", ErrBadHello, maxHelloBytes)
+		if len(line)+len(chunk) > max {
+			return nil, fmt.Errorf("%w: longer than %d bytes", ErrBadHello, max)
 		}
+		line = append(line, chunk...)
 		if err == nil {
 			return line, nil
 		}
@@ -122,13 +128,15 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 // are ErrOldHello, ErrBadHello, ErrNoToken, ErrBadProof (errors.Is), or
 // reading failed.
 func (r *Registry) Handshake(br *bufio.Reader, send func([]byte)) (Hello, error) {
-	line, err := readLine(br)
-	if err != nil {
-		return Hello{}, err
-	}
-	if strings.HasPrefix(string(line), helloV1Prefix) {
+	// An old hello's one line is long (it carried the whole description):
+	// told by its prefix, before the first line's bound.
+	if b, err := br.Peek(len(helloV1Prefix)); err == nil && string(b) == helloV1Prefix {
 		send([]byte(helloV1Prefix + "REFUSED " + ErrOldHello.Error() + "\n"))
 		return Hello{}, ErrOldHello
+	}
+	line, err := readLine(br, maxFirstLineBytes)
+	if err != nil {
+		return Hello{}, err
 	}
 	wn, ok := strings.CutPrefix(strings.TrimRight(string(line), "\r\n"), HelloPrefix+"HELLO ")
 	if !ok || !isNonce(wn) {

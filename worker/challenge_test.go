@@ -219,3 +219,64 @@ func TestHandshakeRefusesBadFirstLines(t *testing.T) {
 		}
 	}
 }
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// endless is a line that never ends: head, then 1 MiB of "a".
+func endless(head string) io.Reader {
+	return io.MultiReader(strings.NewReader(head), io.LimitReader(repeatA{}, 1<<20))
+}
+
+type repeatA struct{}
+
+func (repeatA) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
+}
+
+// TestHelloLinesBounded: a peer that has proved nothing can make the
+// proxy read (and hold) little: the first line is refused once past a
+// nonce's length, the description line past maxHelloBytes; an old hello is
+// still told apart, however long its line.
+func TestHelloLinesBounded(t *testing.T) {
+	const buf = 256 // the DAP front end's read buffer
+	wn := strings.Repeat("a1", 16)
+	for _, tt := range []struct {
+		name string
+		in   io.Reader
+		want error
+		most int // bytes the proxy may read
+	}{
+		{"endless first line", endless(HelloPrefix + "HELLO "), ErrBadHello, maxFirstLineBytes + buf},
+		{"endless nonce-less line", endless(HelloPrefix), ErrBadHello, maxFirstLineBytes + buf},
+		{"endless description", endless(HelloPrefix + "HELLO " + wn + "\n" + HelloPrefix + `{"pid":7,"x":"`), ErrBadHello, maxHelloBytes + 2*buf},
+		{"long old hello", endless(helloV1Prefix + `{"token":"t","pid":7,"x":"`), ErrOldHello, buf},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &countingReader{r: tt.in}
+			br := bufio.NewReaderSize(src, buf)
+			if !IsHello(br) {
+				t.Fatal("not taken for a hello")
+			}
+			_, err := NewRegistry(Config{Token: "s3cret"}).Handshake(br, func([]byte) {})
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("%v, want %v", err, tt.want)
+			}
+			if src.n > tt.most {
+				t.Errorf("the proxy read %d bytes before refusing, want at most %d", src.n, tt.most)
+			}
+		})
+	}
+}

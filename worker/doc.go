@@ -9,8 +9,9 @@
 // (pathmap.Roots). A Registry admits it: proof, a cap on pending hellos,
 // the session limit; it keeps
 // each accepted hello, under a key the front end chooses or a one-time
-// nonce it draws, until the worker's debugger connection claims it or its
-// own TTL timer expires it. Label is the one task label format people see.
+// nonce it draws, until the worker's debugger connection claims it (with
+// the hello's one-time token, where the key is no secret) or its own TTL
+// timer expires it; no other connection replaces or uses it up. Label is the one task label format people see.
 //
 // A new front end recognises the hello (IsHello), runs the Registry's
 // Handshake, asks it to admit (Accept or AcceptNonce), answers with Reply,

@@ -30,7 +30,9 @@ import (
 // arrives; the wrapper skips anything before each "SPARKDAP/2 " line.
 const HelloPrefix = "SPARKDAP/2 "
 
-// maxHelloBytes bounds the hello line.
+// maxHelloBytes bounds the hello's description line, which comes before
+// its proof is checked: its roots list the worker's sys.path, which a job
+// with many --py-files makes long.
 const maxHelloBytes = 64 << 10
 
 // DefaultHelloTTL is how long an accepted hello waits for its debugger's
@@ -105,7 +107,7 @@ var ErrBadHello = errors.New("bad hello")
 // ErrBadHello (errors.Is) unless reading failed. The Hello it returns is
 // not verified.
 func ReadHello(br *bufio.Reader) (Hello, error) {
-	line, err := readLine(br)
+	line, err := readLine(br, maxHelloBytes)
 	if err != nil {
 		return Hello{}, err
 	}
