@@ -5,16 +5,20 @@
 # The proxy does not rely on anything being installed on the executor: it
 # sends this file's source inside a DAP evaluate, run by pydevd in the
 # stopped thread, which execs it into a module of its own in sys.modules
-# (once per source version) and calls start(). start() pickles, with the
-# cloudpickle PySpark ships, the call's DATA (arguments, closure values,
-# plain-data globals) and apart from it the function's CODE, and keeps
-# DATA+CODE here (the header says where DATA ends). The cluster is not
-# trusted (SECURITY.md): replay unpickles DATA with an allowlist and takes
-# the function from the developer's own source, and CODE only when told to
-# trust it; so modules, functions and classes are named in the header's
-# "references", never pickled into DATA. The proxy then fetches the bytes
-# with chunk() in pieces small enough for an evaluate answer, and drop()
-# forgets them. Every answer is base64 text:
+# (once per source version) and calls start(). start() encodes the call's
+# DATA (arguments, closure values, plain-data globals) as tagged JSON, and
+# apart from it pickles, with the cloudpickle PySpark ships, the function
+# and any value DATA cannot hold (CODE); it keeps DATA+CODE here (the
+# header says where DATA ends). The cluster is not trusted (SECURITY.md):
+# replay unpickles nothing from it unless the developer passes
+# --trust-captured-code, so DATA holds only what loaders that cannot run
+# code or touch raw memory rebuild (JSON, .npy without pickles, Arrow
+# IPC), the function comes from the developer's own source, and modules,
+# functions and classes are named in the header's "references". A value
+# DATA cannot hold is a placeholder there that names it, and a note says,
+# at capture time, that replaying it takes --trust-captured-code. The
+# proxy then fetches the bytes with chunk() in pieces small enough for an
+# evaluate answer, and drop() forgets them. Every answer is base64 text:
 # pydevd shows a str result as its repr, and base64 has nothing repr
 # escapes.
 #
@@ -101,8 +105,8 @@ def _npy(arr):
 
 
 class _Encoder:
-    """Encodes values as DATA's tagged JSON (sparkdap_replay.decode_value
-    reads it back). A JSON array is a list, an object a tagged value
+    """Encodes values as DATA's tagged JSON (sparkdap_replay.Decoder reads
+    it back, and documents the tags). A JSON array is a list, an object a tagged value
     {"$t": tag, ...}; None, bool, int, str and finite floats are
     themselves. A value of another type is pickled apart (pickled, key ->
     bytes: CODE carries them) and a placeholder names where it was and its
