@@ -17,7 +17,7 @@ const ConsolePrefix = "!"
 const ConsoleHelp = `sparkdap commands for the Debug Console (anything else goes to Python):
   !capture              capture the function of the selected stopped frame and the arguments it holds,
                         to a file for 'sparkdap replay' (your data: written only on this machine, mode 0600)
-  !capture maxBytes=N   the same, refused if the pickled call is over N bytes
+  !capture maxBytes=N   the same, refused if the captured call is over N bytes
   !help                 this list`
 
 // IsConsoleCommand reports whether a console line is sparkdap's.

@@ -16,8 +16,8 @@ import (
 // user's data.
 const CaptureCommand = "sparkdapCapture"
 
-// DefaultCaptureMaxBytes is Config.CaptureMaxBytes's default: the pickled
-// data and function together, before base64.
+// DefaultCaptureMaxBytes is Config.CaptureMaxBytes's default: the encoded
+// data and the pickled function together, before base64.
 const DefaultCaptureMaxBytes = capture.DefaultMaxBytes
 
 // CaptureFormat names the capture file's layout (sparkdap_replay.py checks

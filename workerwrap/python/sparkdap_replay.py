@@ -105,6 +105,10 @@ class _Malformed(ReplayError):
     pass
 
 
+class _NeedsTrust(ReplayError):
+    """A value the capture carries only pickled, without TRUST_FLAG."""
+
+
 def _refuse_constant(name):
     raise _Malformed("a bare %s (the capture tags non-finite floats)" % name)
 
@@ -197,11 +201,21 @@ class Decoder:
             if not isinstance(doc, dict) or set(doc) - set(_DOC_KEYS) or not isinstance(doc.get("args"), list):
                 raise _Malformed("no call's arguments")
             out = {"args": [self.value(v, 0) for v in doc["args"]]}
+            out["left_out"] = []
             for k in ("kwargs", "closure", "globals"):
                 m = doc.get(k) or {}
                 if not isinstance(m, dict):
                     raise _Malformed("%s that is no object" % k)
-                out[k] = dict((name, self.value(v, 0)) for name, v in m.items())
+                out[k] = {}
+                for name, v in m.items():
+                    try:
+                        out[k][name] = self.value(v, 0)
+                    except _NeedsTrust as exc:
+                        if k != "globals":
+                            raise
+                        # The local file may define it; the call may not
+                        # need it.
+                        out["left_out"].append("%s; it was left out: the call fails if it needs it" % exc)
             it = doc.get("iterator_arg")
             if it is not None and (type(it) is not int or not 0 <= it < len(out["args"])):
                 raise _Malformed("iterator_arg %r" % (it,))
@@ -363,7 +377,7 @@ class Decoder:
     def _pickled(self, j, depth):
         where, tname = str(j["where"]), str(j["type"])
         if self.values is None:
-            raise ReplayError(
+            raise _NeedsTrust(
                 "%s is a %s, which the capture carries only pickled, and replay unpickles nothing from the cluster unless you pass %s "
                 "(only for a capture from a cluster you trust)" % (where, tname, TRUST_FLAG)
             )
@@ -730,7 +744,7 @@ def run(cap, force=False, trust=False, out=None):
     if it is not None:
         args[it] = iter(args[it])
     out.write("sparkdap replay: %s\n" % which)
-    for n in notes:
+    for n in data["left_out"] + notes:
         out.write("sparkdap replay: note: %s\n" % n)
     out.flush()
     try:

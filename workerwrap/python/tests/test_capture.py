@@ -694,3 +694,16 @@ def test_pycharm_frame_found_by_id_on_the_stopped_stack(monkeypatch):
     assert found is me
     with pytest.raises(sc.CaptureError, match="not a frame of this stopped thread"):
         sc._find_frame(id(me))  # no longer on this stack
+
+
+def test_a_global_of_an_unsupported_type_is_left_out_without_trust(tmp_path):
+    src = "class Config:\n    rate = 3\n\nCFG = Config()\n\ndef apply(x):\n    return x\n\ndef use(x):\n    return x * CFG.rate\n"
+    ns, path = load_script(tmp_path, src)
+    for fn, want_rc, want in ((ns["apply"], 0, "returned 2"), (ns["use"], 1, "raised NameError")):
+        header, payload = stop_in(fn, (2,))
+        rc, out = replay(as_file(header, payload, path))
+        assert rc == want_rc and want in out, out
+        if fn is ns["use"]:
+            assert "note: global 'CFG' is a __main__.Config, which the capture carries only pickled" in out and "it was left out" in out, out
+            rc, out = replay(as_file(header, payload, path), trust=True)
+            assert rc == 0 and "returned 6" in out, out
