@@ -249,6 +249,7 @@ func startCaptureWorker(t *testing.T, py, script string, p *proxy) (*syncbuf.Buf
 func consoleCapturePath(t *testing.T, result string) string {
 	t.Helper()
 	_, path, ok := strings.Cut(result, "replay: sparkdap replay ")
+	path, _, _ = strings.Cut(path, "\n") // notes follow
 	if !ok || path == "" {
 		t.Fatalf("!capture answered %q, without the replay command", result)
 	}
@@ -315,7 +316,7 @@ func checkCaptureFile(t *testing.T, path, local string) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Format != "sparkdap-capture/2" || !strings.Contains(doc.Contains, "the arguments of the function parse") ||
+	if doc.Format != "sparkdap-capture/3" || !strings.Contains(doc.Contains, "the arguments of the function parse") ||
 		!strings.Contains(doc.Contains, "only with --trust-captured-code") ||
 		doc.LocalFile != local || doc.Data == "" || doc.Code == "" || strings.Join(doc.Parameters, ",") != "row,scale" || doc.Versions["python"] == "" {
 		t.Errorf("capture file: %+v", doc)

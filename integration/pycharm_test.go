@@ -293,7 +293,7 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	if b, err := os.ReadFile(capPath); err != nil || json.Unmarshal(b, &doc) != nil {
 		t.Fatalf("capture file %s: %v", capPath, err)
 	}
-	if doc.Format != "sparkdap-capture/2" || doc.LocalFile != localMath || doc.Data == "" || doc.Code == "" {
+	if doc.Format != "sparkdap-capture/3" || doc.LocalFile != localMath || doc.Data == "" || doc.Code == "" {
 		t.Errorf("capture file: %+v", doc)
 	}
 	if rc, o := replay(t, ctx, capPath); rc != 0 || !strings.Contains(o, "returned 40") || !strings.Contains(o, "your local source") {
