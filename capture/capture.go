@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/safefile"
+	"github.com/sparkdap/sparkdap/worker"
 	pysrc "github.com/sparkdap/sparkdap/workerwrap/python"
 )
 
@@ -78,8 +79,8 @@ type Result struct {
 	Function string
 	Task     string
 	// Notes are the executor's notes on the capture (a value replay needs
-	// --trust-captured-code for, a global left out), as it wrote them:
-	// Summary cleans them for a console.
+	// --trust-captured-code for, a global left out), cleaned of control
+	// characters and bounded in number and length: the executor wrote them.
 	Notes []string
 }
 
@@ -281,13 +282,13 @@ func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 }
 
 // notes reads the header's notes: the strings of a JSON array, at most
-// maxNotes of them.
+// maxNotes of them, cleaned.
 func notes(v any) []string {
 	list, _ := v.([]any)
 	var out []string
 	for _, n := range list {
 		if s, ok := n.(string); ok && len(out) < maxNotes {
-			out = append(out, s)
+			out = append(out, worker.Clean(s, maxNoteRunes))
 		}
 	}
 	return out
@@ -307,6 +308,9 @@ func Split(header map[string]any, payload []byte) (data, code []byte, err error)
 // maxNotes bounds how many of the executor's notes a capture's answer
 // carries.
 const maxNotes = 20
+
+// maxNoteRunes bounds one note as shown.
+const maxNoteRunes = 4 * worker.MaxTextRunes
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 

@@ -54,7 +54,7 @@ func (f *fakeWorker) Eval(ctx context.Context, expr string) (string, error) {
 
 func TestRun(t *testing.T) {
 	header := func(payload, data int) map[string]any {
-		return map[string]any{"payloadBytes": payload, "dataBytes": data, "pickler": "cloudpickle",
+		return map[string]any{"payloadBytes": payload, "dataBytes": data, "pickler": "cloudpickle", "notes": []any{"x\x1b]0;t\x07y", 3},
 			"function": map[string]any{"name": "<lambda>", "file": "/exec/job.py"}}
 	}
 	empty := make([]string, 200)
@@ -137,6 +137,11 @@ func TestRun(t *testing.T) {
 				doc["localFile"] != "/local/job.py" || doc["format"] != Format || doc["task"] != "stage 1" || res.Bytes != 6 ||
 				!strings.HasPrefix(filepath.Base(res.Path), "lambda-e3-") {
 				t.Errorf("capture %s: %s", res.Path, b)
+			}
+			// The executor's notes, cleaned of control characters; a note
+			// that is no string is dropped.
+			if len(res.Notes) != 1 || strings.ContainsAny(res.Notes[0], "\x1b\x07") || !strings.HasPrefix(res.Notes[0], "x") {
+				t.Errorf("notes %q", res.Notes)
 			}
 		})
 	}

@@ -78,7 +78,7 @@ func Summary(body map[string]any) string {
 			line += fmt.Sprintf("\nnote: %d more notes are in the capture file", len(notes)-i)
 			break
 		}
-		line += "\nnote: " + worker.Clean(note, 4*worker.MaxTextRunes)
+		line += "\nnote: " + worker.Clean(note, maxNoteRunes)
 	}
 	return line
 }

@@ -286,6 +286,7 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 		t.Fatalf("!capture: stdout %q stderr %q err %v", out, errOut, err)
 	}
 	_, capPath, _ := strings.Cut(strings.TrimSpace(out), "replay: sparkdap replay ")
+	capPath, _, _ = strings.Cut(capPath, "\n") // notes follow
 	if filepath.Dir(capPath) != j.capDir {
 		t.Fatalf("!capture wrote %q, want a file in %s", capPath, j.capDir)
 	}

@@ -707,3 +707,30 @@ def test_a_global_of_an_unsupported_type_is_left_out_without_trust(tmp_path):
             assert "note: global 'CFG' is a __main__.Config, which the capture carries only pickled" in out and "it was left out" in out, out
             rc, out = replay(as_file(header, payload, path), trust=True)
             assert rc == 0 and "returned 6" in out, out
+
+
+def test_decoder_fails_only_with_replay_errors_on_mutated_data():
+    """DATA comes from the cluster: whatever bytes it holds, decoding ends
+    in a value or a ReplayError, never another exception. Seeded byte
+    mutations of a document with every tag, bounded in count."""
+    import random
+
+    cp, _ = sc._cloudpickle()
+    enc = sc._Encoder(cp)
+    raw = json.dumps({"args": [enc.encode(v, "a") for v in _supported_values() + [Config(1)]]}, allow_nan=False).encode()
+    rnd = random.Random(17)
+    for _ in range(400):
+        b = bytearray(raw)
+        for _ in range(rnd.randint(1, 4)):
+            i = rnd.randrange(len(b))
+            op = rnd.randrange(3)
+            if op == 0:
+                b[i] = rnd.randrange(256)
+            elif op == 1:
+                del b[i : i + rnd.randint(1, 20)]
+            else:
+                b[i:i] = rnd.choice([b"[", b"]", b"{", b'"$t"', b"null", b"-1", b'"pickled"', b"1e400", b'"AAAA"'])
+        try:
+            sr.Decoder().document(bytes(b))
+        except sr.ReplayError:
+            pass
