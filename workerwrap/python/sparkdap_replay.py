@@ -392,7 +392,11 @@ def load(path):
     with open(path, "r", encoding="utf-8") as f:
         cap = json.load(f)
     if not isinstance(cap, dict) or cap.get("format") != FORMAT:
-        raise ReplayError("%s is not a sparkdap capture this replay reads (format %r, want %r)" % (path, cap.get("format") if isinstance(cap, dict) else None, FORMAT))
+        have = cap.get("format") if isinstance(cap, dict) else None
+        why = ""
+        if have in ("sparkdap-capture/1", "sparkdap-capture/2"):
+            why = ": its data is a pickle, which replay no longer reads from a cluster; capture the call again"
+        raise ReplayError("%s is not a sparkdap capture this replay reads (format %r, want %r)%s" % (path, have, FORMAT, why))
     # The executor wrote most of it: check the shapes replay relies on.
     info = cap.get("function")
     ok = isinstance(info, dict) and isinstance(info.get("firstLine", 0), int) and isinstance(info.get("qualname", ""), str)

@@ -633,7 +633,7 @@ def test_malformed_capture_is_refused(tmp_path, capsys):
     header, payload = stop_in(ns["parse"], ("5",))
     good = as_file(header, payload, path)
     for name, change in (
-        ("format", lambda c: c.update(format="sparkdap-capture/1")),
+        ("format", lambda c: c.update(format="sparkdap-capture/2")),
         ("firstLine", lambda c: c["function"].update(firstLine="3")),
         ("freeVars", lambda c: c["function"].update(freeVars=[1])),
         ("importable", lambda c: c["function"].update(importable="os.system")),
@@ -645,7 +645,10 @@ def test_malformed_capture_is_refused(tmp_path, capsys):
         f = tmp_path / ("%s.json" % name)
         f.write_text(json.dumps(cap))
         assert sr.main([str(f)]) == 2, name
-        assert "sparkdap replay: " in capsys.readouterr().out, name
+        out = capsys.readouterr().out
+        assert "sparkdap replay: " in out, name
+        if name == "format":
+            assert "its data is a pickle, which replay no longer reads from a cluster; capture the call again" in out, out
     f = tmp_path / "good.json"
     f.write_text(json.dumps(good))
     assert sr.main([str(f)]) == 0
