@@ -23,8 +23,9 @@ type replayOptions struct {
 func newReplayCmd(stderr io.Writer) *cmdSpec {
 	o := &replayOptions{}
 	c := &cmdSpec{fs: newFlagSet("replay", stderr)}
-	defString(c.fs, &o.python, "python", "python3", "to replay in; it needs the capture's Python major.minor, and numpy, pandas, pyarrow or pyspark when the captured values are of theirs")
-	c.fs.BoolVar(&o.force, "force", false, "replay a capture made by another Python major.minor anyway")
+	defString(c.fs, &o.python, "python", "python3", "to replay in; it needs numpy, pandas, pyarrow or pyspark when the captured values are of theirs, "+
+		"and with --trust-captured-code the capture's Python major.minor")
+	c.fs.BoolVar(&o.force, "force", false, "with --trust-captured-code, unpickle a capture made by another Python major.minor anyway")
 	c.fs.BoolVar(&o.trust, "trust-captured-code", false, "unpickle what the capture carries pickled: the function, run when there is no local source, "+
 		"and the values of types its data cannot hold; the cluster chose those bytes, so only for a capture from a cluster you trust")
 	c.fs.StringVar(&o.debug, "debug", "", "run under debugpy listening on `HOST:PORT` and wait for your IDE to attach there before the call")

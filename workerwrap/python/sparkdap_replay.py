@@ -14,7 +14,8 @@
 #     tagged JSON, decoded by Decoder: Python scalars and containers,
 #     datetime, Decimal, UUID, Row, numpy arrays as .npy without pickles,
 #     pandas and pyarrow values as Arrow IPC; a value of another type is a
-#     placeholder, refused with its name and type;
+#     placeholder, refused with its name and type (a global: left out,
+#     with a note);
 #   - the function comes from the developer's own source: imported from
 #     their local module when it was pickled by reference (a module outside
 #     the standard library and site-packages), else compiled from the local
@@ -410,15 +411,21 @@ def load(path):
     return cap
 
 
-def check_python(cap, force):
-    want = cap.get("versions", {}).get("python", "")
+def check_python(cap, force, trust):
+    """A warning when the capture was made by another Python major.minor,
+    or ReplayError: its pickles (loaded only with TRUST_FLAG) need the same
+    one unless forced; the data and your local source do not."""
+    want = str(cap.get("versions", {}).get("python", ""))
     have = "%d.%d" % sys.version_info[:2]
-    if ".".join(want.split(".")[:2]) != have:
-        msg = "the capture was made by Python %s and this is Python %s: pickled code and data need the same major.minor" % (want, sys.version.split()[0])
-        if not force:
-            raise ReplayError(msg + " (run replay with that Python, --python, or --force to try anyway)")
-        return "warning: " + msg
-    return None
+    if ".".join(want.split(".")[:2]) == have:
+        return None
+    msg = "the capture was made by Python %s and this is Python %s" % (want, sys.version.split()[0])
+    if not trust:
+        return "warning: %s: your function may behave differently here" % msg
+    msg += ": the capture's pickles need the same major.minor"
+    if not force:
+        raise ReplayError(msg + " (run replay with that Python, --python, or --force to try anyway)")
+    return "warning: " + msg
 
 
 def _unpickle(raw):
@@ -719,7 +726,7 @@ def run(cap, force=False, trust=False, out=None):
     out = out or sys.stdout
     notes = []
     try:
-        warn = check_python(cap, force)
+        warn = check_python(cap, force, trust)
         if warn:
             out.write(warn + "\n")
         code = load_code(cap) if trust else None

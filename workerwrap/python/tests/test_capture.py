@@ -291,14 +291,19 @@ def test_unpicklable_argument_is_named(tmp_path):
     assert "argument 'lock' is a _thread.lock, which a capture carries only pickled, and it cannot be pickled" in str(err)
 
 
-def test_other_python_is_refused_unless_forced(tmp_path):
+def test_other_python_warns_and_refuses_pickles_unless_forced(tmp_path):
+    """The data is JSON and the function your source: another Python
+    replays them with a warning. The pickles --trust-captured-code loads
+    need the same major.minor, unless forced."""
     ns, path = load_script(tmp_path, JOB)
     header, payload = stop_in(ns["parse"], ("1",))
     header["versions"]["python"] = "3.%d.0" % (sys.version_info[1] + 1)
     cap = as_file(header, payload, path)
     rc, out = replay(cap)
-    assert rc == 2 and "need the same major.minor" in out and "--force" in out, out
-    rc, out = replay(cap, force=True)
+    assert rc == 0 and "warning: the capture was made by Python 3.%d.0" % (sys.version_info[1] + 1) in out and "returned 2" in out, out
+    rc, out = replay(cap, trust=True)
+    assert rc == 2 and "pickles need the same major.minor" in out and "--force" in out, out
+    rc, out = replay(cap, trust=True, force=True)
     assert rc == 0 and "warning:" in out and "returned 2" in out, out
 
 
