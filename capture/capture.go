@@ -15,17 +15,23 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/safefile"
+	"github.com/sparkdap/sparkdap/worker"
 	pysrc "github.com/sparkdap/sparkdap/workerwrap/python"
 )
 
 // Format names the capture file's layout (sparkdap_replay.py checks it).
-const Format = "sparkdap-capture/2"
+const Format = "sparkdap-capture/3"
 
-// DefaultMaxBytes is the default cap on a capture: the pickled data and
-// function together, before base64.
+// DefaultMaxBytes is the default cap on a capture: the encoded data and
+// the pickled function together, before base64.
 const DefaultMaxBytes = 64 << 20
 
-// ChunkBytes is how much of the pickle one evaluate fetches: its base64
+// DefaultTimeout bounds a whole capture (start, every chunk, drop's
+// request): an executor that answers slowly, or with more chunks than
+// announced, cannot keep the proxy fetching.
+const DefaultTimeout = 5 * time.Minute
+
+// ChunkBytes is how much of the capture one evaluate fetches: its base64
 // (a third more) stays far below either wire's message limit.
 const ChunkBytes = 512 << 10
 
@@ -49,8 +55,10 @@ type Request struct {
 	// Frame is the frame's id as the executor's pydevd knows it (DAP: its
 	// frameId; pydevd's line protocol: id(frame)).
 	Frame int64
-	// MaxBytes caps the pickled call (DefaultMaxBytes when <= 0).
+	// MaxBytes caps the captured call (DefaultMaxBytes when <= 0).
 	MaxBytes int
+	// Timeout bounds the whole capture (DefaultTimeout when <= 0).
+	Timeout time.Duration
 	// Dir is the capture directory; empty refuses with ErrNoDir.
 	Dir string
 	// Executor names the executor in the file (the DAP proxy's executor
@@ -70,11 +78,19 @@ type Result struct {
 	Bytes    int
 	Function string
 	Task     string
+	// Notes are the executor's notes on the capture (a value replay needs
+	// --trust-captured-code for, a global left out), cleaned of control
+	// characters and bounded in number and length: the executor wrote them.
+	Notes []string
 }
 
 // Body is the result as the DAP answer's body (and Summary's input).
 func (r Result) Body() map[string]any {
-	return map[string]any{"path": r.Path, "bytes": r.Bytes, "function": r.Function, "task": r.Task}
+	b := map[string]any{"path": r.Path, "bytes": r.Bytes, "function": r.Function, "task": r.Task}
+	if len(r.Notes) > 0 {
+		b["notes"] = r.Notes
+	}
+	return b
 }
 
 // module is the name the capture code gets in the worker's sys.modules,
@@ -128,8 +144,24 @@ type start struct {
 	Header map[string]any `json:"header"`
 }
 
+// stopped is why ctx ended, as an ErrCapture.
+func stopped(ctx context.Context) error {
+	if err := context.Cause(ctx); errors.Is(err, ErrCapture) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrCapture, context.Cause(ctx))
+}
+
+// evalBytes evaluates expr and decodes its base64 value. Past Run's time
+// bound it fails with the bound's error, whatever the evaluator did.
 func evalBytes(ctx context.Context, ev Evaluator, expr string) ([]byte, error) {
+	if ctx.Err() != nil {
+		return nil, stopped(ctx)
+	}
 	v, err := ev.Eval(ctx, expr)
+	if ctx.Err() != nil {
+		return nil, stopped(ctx)
+	}
 	if err != nil {
 		if errors.Is(err, ErrCapture) {
 			return nil, err
@@ -139,8 +171,12 @@ func evalBytes(ctx context.Context, ev Evaluator, expr string) ([]byte, error) {
 	return Decode(v)
 }
 
+// MaxChunks is how many chunks a capture of maxBytes takes at most.
+func MaxChunks(maxBytes int) int { return (maxBytes + ChunkBytes - 1) / ChunkBytes }
+
 // Run fetches the capture through ev and writes it to req.Dir. It waits
-// for the executor (several round trips): call it on no lock.
+// for the executor (several round trips, bounded in number by the size
+// cap and in time by req.Timeout): call it on no lock.
 func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 	if req.Dir == "" {
 		return Result{}, ErrNoDir
@@ -149,6 +185,12 @@ func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w: the executor did not send the capture within %v", ErrCapture, timeout))
+	defer cancel()
 	raw, err := evalBytes(ctx, ev, StartExpr(req.Frame, maxBytes))
 	if err != nil {
 		return Result{}, err
@@ -165,24 +207,44 @@ func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 		// happened here.
 		_, _ = ev.Eval(context.WithoutCancel(ctx), CallExpr(fmt.Sprintf("drop(%d)", st.ID)))
 	}()
+	want, ok := toInt(st.Header["payloadBytes"])
+	if !ok || want < 0 || want > int64(maxBytes) {
+		return Result{}, fmt.Errorf("%w: the executor announced %v bytes, over the cap of %d bytes", ErrCapture, st.Header["payloadBytes"], maxBytes)
+	}
+	if st.Chunks < 0 || st.Chunks > MaxChunks(maxBytes) || int64(st.Chunks) > want || (want > 0 && st.Chunks == 0) {
+		return Result{}, fmt.Errorf("%w: the executor announced %d chunks for %d bytes (at most %d chunks of %d bytes under the cap)",
+			ErrCapture, st.Chunks, want, MaxChunks(maxBytes), ChunkBytes)
+	}
 	var payload []byte
 	for i := 0; i < st.Chunks; i++ {
 		b, err := evalBytes(ctx, ev, CallExpr(fmt.Sprintf("chunk(%d, %d)", st.ID, i)))
 		if err != nil {
+			if ctx.Err() != nil {
+				return Result{}, fmt.Errorf("%w (%d of %d chunks fetched)", err, i, st.Chunks)
+			}
 			return Result{}, err
+		}
+		if len(b) == 0 || len(b) > ChunkBytes {
+			return Result{}, fmt.Errorf("%w: the executor answered chunk %d of %d with %d bytes (want 1 to %d)", ErrCapture, i, st.Chunks, len(b), ChunkBytes)
 		}
 		payload = append(payload, b...)
 		if len(payload) > maxBytes {
 			return Result{}, fmt.Errorf("%w: the executor sent more than the cap of %d bytes", ErrCapture, maxBytes)
 		}
 	}
-	if want, _ := toInt(st.Header["payloadBytes"]); int(want) != len(payload) {
+	if int(want) != len(payload) {
 		return Result{}, fmt.Errorf("%w: got %d bytes of the %d the executor announced", ErrCapture, len(payload), want)
 	}
 	doc := st.Header
 	data, code, err := Split(doc, payload)
 	if err != nil {
 		return Result{}, err
+	}
+	if !json.Valid(data) {
+		// Replay would refuse it too; refusing here says so at capture
+		// time, and keeps a pickle (an older sparkdap's, or a hostile
+		// executor's) out of the file.
+		return Result{}, fmt.Errorf("%w: the executor's data is not JSON (a capture by another sparkdap version, or not by sparkdap)", ErrCapture)
 	}
 	fn, _ := doc["function"].(map[string]any)
 	remote, _ := fn["file"].(string)
@@ -193,10 +255,11 @@ func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 	name, _ := fn["name"].(string)
 	doc["format"] = Format
 	doc["contains"] = fmt.Sprintf("the arguments of the function %s as executor %v held them when it stopped in it, with the closure values "+
-		"and the plain-data globals it reads (data: %v pickle, base64; your data, as the executor had it); the names of the modules, "+
-		"functions and classes it refers to (references); and the function itself pickled by value (code: %v pickle, base64), "+
-		"which sparkdap replay unpickles only with --trust-captured-code and otherwise takes from your local source (localFile, importable)",
-		name, req.Executor, doc["pickler"], doc["pickler"])
+		"and the plain-data globals it reads (data: tagged JSON, base64; your data, as the executor had it); the names of the modules, "+
+		"functions and classes it refers to (references); and, pickled (code: %v pickle, base64), the function itself and any value "+
+		"the data could not hold (notes name them): sparkdap replay unpickles code only with --trust-captured-code and otherwise "+
+		"takes the function from your local source (localFile, importable)",
+		name, req.Executor, doc["pickler"])
 	doc["task"] = req.Label
 	doc["executor"] = req.Executor
 	doc["capturedAt"] = time.Now().UTC().Format(time.RFC3339)
@@ -215,12 +278,25 @@ func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 	if err := safefile.WriteFile(path, out, 0o600); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrCapture, err)
 	}
-	return Result{Path: path, Bytes: len(payload), Function: name, Task: req.Label}, nil
+	return Result{Path: path, Bytes: len(payload), Function: name, Task: req.Label, Notes: notes(doc["notes"])}, nil
+}
+
+// notes reads the header's notes: the strings of a JSON array, at most
+// maxNotes of them, cleaned.
+func notes(v any) []string {
+	list, _ := v.([]any)
+	var out []string
+	for _, n := range list {
+		if s, ok := n.(string); ok && len(out) < maxNotes {
+			out = append(out, worker.Clean(s, maxNoteRunes))
+		}
+	}
+	return out
 }
 
 // Split cuts the executor's bytes into DATA and CODE at the header's
-// dataBytes: they are kept apart in the file so that replay can unpickle
-// the data without the code.
+// dataBytes: they are kept apart in the file so that replay can decode
+// the data without touching the code.
 func Split(header map[string]any, payload []byte) (data, code []byte, err error) {
 	n, ok := toInt(header["dataBytes"])
 	if !ok || n < 0 || int(n) > len(payload) {
@@ -228,6 +304,13 @@ func Split(header map[string]any, payload []byte) (data, code []byte, err error)
 	}
 	return payload[:n], payload[n:], nil
 }
+
+// maxNotes bounds how many of the executor's notes a capture's answer
+// carries.
+const maxNotes = 20
+
+// maxNoteRunes bounds one note as shown.
+const maxNoteRunes = 4 * worker.MaxTextRunes
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeWorker answers the capture code's calls as a worker's pydevd would
@@ -18,9 +19,11 @@ type fakeWorker struct {
 	chunks []string
 	quote  bool
 	calls  []string
+	// stall makes every chunk wait for the capture's time bound.
+	stall bool
 }
 
-func (f *fakeWorker) Eval(_ context.Context, expr string) (string, error) {
+func (f *fakeWorker) Eval(ctx context.Context, expr string) (string, error) {
 	f.calls = append(f.calls, expr)
 	enc := func(b []byte) string {
 		s := base64.StdEncoding.EncodeToString(b)
@@ -34,6 +37,10 @@ func (f *fakeWorker) Eval(_ context.Context, expr string) (string, error) {
 		b, _ := json.Marshal(f.start)
 		return enc(b), nil
 	case strings.Contains(expr, ".chunk("):
+		if f.stall {
+			<-ctx.Done()
+			return "", ctx.Err()
+		}
 		i := len(f.calls) - 2
 		if i >= len(f.chunks) {
 			return "", errors.New("no such chunk")
@@ -47,9 +54,10 @@ func (f *fakeWorker) Eval(_ context.Context, expr string) (string, error) {
 
 func TestRun(t *testing.T) {
 	header := func(payload, data int) map[string]any {
-		return map[string]any{"payloadBytes": payload, "dataBytes": data, "pickler": "cloudpickle",
+		return map[string]any{"payloadBytes": payload, "dataBytes": data, "pickler": "cloudpickle", "notes": []any{"x\x1b]0;t\x07y", 3},
 			"function": map[string]any{"name": "<lambda>", "file": "/exec/job.py"}}
 	}
+	empty := make([]string, 200)
 	for _, tc := range []struct {
 		name     string
 		start    map[string]any
@@ -57,21 +65,35 @@ func TestRun(t *testing.T) {
 		maxBytes int
 		noDir    bool
 		quote    bool
+		stall    bool
 		want     string // error text; "" = success
 		dropped  bool
 	}{
-		{name: "bare values", start: map[string]any{"id": 3, "chunks": 2, "header": header(6, 2)}, chunks: []string{"DDc", "ode"}, dropped: true},
-		{name: "quoted values", quote: true, start: map[string]any{"id": 3, "chunks": 1, "header": header(6, 2)}, chunks: []string{"DDcode"}, dropped: true},
+		{name: "bare values", start: map[string]any{"id": 3, "chunks": 2, "header": header(6, 2)}, chunks: []string{"{}c", "ode"}, dropped: true},
+		{name: "quoted values", quote: true, start: map[string]any{"id": 3, "chunks": 1, "header": header(6, 2)}, chunks: []string{"{}code"}, dropped: true},
 		{name: "no dir", noDir: true, want: "no capture directory"},
 		{name: "worker refuses", start: map[string]any{"error": "the capture is over the cap of 5 bytes"}, want: "capture failed: the capture is over the cap of 5 bytes"},
-		{name: "over the cap", maxBytes: 4, start: map[string]any{"id": 1, "chunks": 2, "header": header(6, 2)}, chunks: []string{"DDc", "ode"},
+		{name: "over the cap", maxBytes: 4, start: map[string]any{"id": 1, "chunks": 1, "header": header(3, 2)}, chunks: []string{"{}code"},
 			want: "more than the cap of 4 bytes", dropped: true},
-		{name: "short", start: map[string]any{"id": 1, "chunks": 1, "header": header(9, 2)}, chunks: []string{"DDcode"},
+		{name: "short", start: map[string]any{"id": 1, "chunks": 1, "header": header(9, 2)}, chunks: []string{"{}code"},
 			want: "got 6 bytes of the 9", dropped: true},
-		{name: "chunk fails", start: map[string]any{"id": 1, "chunks": 2, "header": header(6, 2)}, chunks: []string{"DDc"},
+		{name: "chunk fails", start: map[string]any{"id": 1, "chunks": 2, "header": header(6, 2)}, chunks: []string{"{}c"},
 			want: "no such chunk", dropped: true},
-		{name: "bad split", start: map[string]any{"id": 1, "chunks": 1, "header": header(6, 7)}, chunks: []string{"DDcode"},
+		{name: "bad split", start: map[string]any{"id": 1, "chunks": 1, "header": header(6, 7)}, chunks: []string{"{}code"},
 			want: "the data is 7 of 6 bytes", dropped: true},
+		// An executor that answers empty chunks until the client gives up.
+		{name: "more chunks than the cap allows", maxBytes: 2 * ChunkBytes, start: map[string]any{"id": 1, "chunks": 3, "header": header(6, 2)},
+			chunks: empty, want: "announced 3 chunks for 6 bytes (at most 2 chunks", dropped: true},
+		{name: "more chunks than bytes", start: map[string]any{"id": 1, "chunks": 7, "header": header(6, 2)},
+			chunks: empty, want: "announced 7 chunks for 6 bytes", dropped: true},
+		{name: "empty chunk", start: map[string]any{"id": 1, "chunks": 2, "header": header(6, 2)},
+			chunks: empty, want: "answered chunk 0 of 2 with 0 bytes", dropped: true},
+		{name: "announced over the cap", maxBytes: 4, start: map[string]any{"id": 1, "chunks": 1, "header": header(6, 2)},
+			chunks: []string{"{}code"}, want: "announced 6 bytes, over the cap of 4 bytes", dropped: true},
+		{name: "stalls past the time bound", stall: true, start: map[string]any{"id": 1, "chunks": 2, "header": header(6, 2)},
+			want: "did not send the capture within 1s (0 of 2 chunks fetched)", dropped: true},
+		{name: "data is a pickle", start: map[string]any{"id": 1, "chunks": 1, "header": header(6, 2)}, chunks: []string{"\x80\x04code"},
+			want: "the executor's data is not JSON", dropped: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -80,7 +102,10 @@ func TestRun(t *testing.T) {
 			if tc.noDir {
 				req.Dir = ""
 			}
-			w := &fakeWorker{start: tc.start, chunks: tc.chunks, quote: tc.quote}
+			if tc.stall {
+				req.Timeout = time.Second
+			}
+			w := &fakeWorker{start: tc.start, chunks: tc.chunks, quote: tc.quote, stall: tc.stall}
 			res, err := Run(context.Background(), w, req)
 			if dropped := len(w.calls) > 0 && strings.Contains(w.calls[len(w.calls)-1], ".drop("); dropped != tc.dropped {
 				t.Errorf("calls %q: dropped %v, want %v", w.calls, dropped, tc.dropped)
@@ -108,10 +133,15 @@ func TestRun(t *testing.T) {
 			if err := json.Unmarshal(b, &doc); err != nil {
 				t.Fatal(err)
 			}
-			if doc["data"] != base64.StdEncoding.EncodeToString([]byte("DD")) || doc["code"] != base64.StdEncoding.EncodeToString([]byte("code")) ||
+			if doc["data"] != base64.StdEncoding.EncodeToString([]byte("{}")) || doc["code"] != base64.StdEncoding.EncodeToString([]byte("code")) ||
 				doc["localFile"] != "/local/job.py" || doc["format"] != Format || doc["task"] != "stage 1" || res.Bytes != 6 ||
 				!strings.HasPrefix(filepath.Base(res.Path), "lambda-e3-") {
 				t.Errorf("capture %s: %s", res.Path, b)
+			}
+			// The executor's notes, cleaned of control characters; a note
+			// that is no string is dropped.
+			if len(res.Notes) != 1 || strings.ContainsAny(res.Notes[0], "\x1b\x07") || !strings.HasPrefix(res.Notes[0], "x") {
+				t.Errorf("notes %q", res.Notes)
 			}
 		})
 	}

@@ -17,7 +17,7 @@ const ConsolePrefix = "!"
 const ConsoleHelp = `sparkdap commands for the Debug Console (anything else goes to Python):
   !capture              capture the function of the selected stopped frame and the arguments it holds,
                         to a file for 'sparkdap replay' (your data: written only on this machine, mode 0600)
-  !capture maxBytes=N   the same, refused if the pickled call is over N bytes
+  !capture maxBytes=N   the same, refused if the captured call is over N bytes
   !help                 this list`
 
 // IsConsoleCommand reports whether a console line is sparkdap's.
@@ -42,9 +42,10 @@ func ParseArgs(args []string) (int64, error) {
 	return maxBytes, nil
 }
 
-// Summary is the line a capture's answer body becomes in the console
-// (and in `sparkdap capture`): what, from where, to which file, and the
-// command that replays it.
+// Summary is the text a capture's answer body becomes in the console
+// (and in `sparkdap capture`): a line saying what, from where, to which
+// file, and the command that replays it, then a "note:" line for each of
+// the executor's notes.
 func Summary(body map[string]any) string {
 	path, _ := body["path"].(string)
 	fn, _ := body["function"].(string)
@@ -57,7 +58,29 @@ func Summary(body map[string]any) string {
 	if task != "" {
 		from = " (" + task + ")"
 	}
-	return fmt.Sprintf("captured %s%s to %s (%d bytes) — replay: sparkdap replay %s", fn, from, path, n, ShellQuote(path))
+	line := fmt.Sprintf("captured %s%s to %s (%d bytes) — replay: sparkdap replay %s", fn, from, path, n, ShellQuote(path))
+	// The executor's notes: above all, a value the capture carries only
+	// pickled, which replay runs only with --trust-captured-code. Cleaned
+	// like the name, and bounded in number.
+	var notes []string
+	switch v := body["notes"].(type) {
+	case []string:
+		notes = v
+	case []any:
+		for _, n := range v {
+			if s, ok := n.(string); ok {
+				notes = append(notes, s)
+			}
+		}
+	}
+	for i, note := range notes {
+		if i == maxNotes {
+			line += fmt.Sprintf("\nnote: %d more notes are in the capture file", len(notes)-i)
+			break
+		}
+		line += "\nnote: " + worker.Clean(note, maxNoteRunes)
+	}
+	return line
 }
 
 // ShellQuote quotes p for a POSIX shell when it needs it, so the replay

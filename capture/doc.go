@@ -3,11 +3,12 @@
 // (issue 17). It is the part both front ends share: the Python
 // expressions that load workerwrap/python/sparkdap_capture.py into the
 // worker and fetch its answer in chunks, the size checks, the split of
-// the pickle into data and code, and the capture file. Each front end
-// supplies an Evaluator: "evaluate this expression in the stopped frame"
-// over its own wire (DAP's evaluate request, pydevd's
-// CMD_EVALUATE_EXPRESSION), and decides when to call Run — never under
-// a lock of its own, since Run waits on several round trips.
+// the executor's bytes into data (tagged JSON) and code (a pickle), and
+// the capture file. Each front end supplies an Evaluator: "evaluate this
+// expression in the stopped frame" over its own wire (DAP's evaluate
+// request, pydevd's CMD_EVALUATE_EXPRESSION), and decides when to call
+// Run — never under a lock of its own, since Run waits on several round
+// trips.
 //
 // Files by role:
 //   - capture.go: Evaluator, Run (start, chunks, drop; size cap; data and
@@ -16,6 +17,9 @@
 //   - console.go: the Debug Console commands (!capture, !help) both front
 //     ends answer themselves, their arguments and the summary line.
 //
-// Nothing here unpickles: the capture's bytes come from the cluster, and
-// only sparkdap_replay.py reads them, with an allowlist (SECURITY.md).
+// Nothing here unpickles: the capture's bytes come from the cluster. Only
+// sparkdap_replay.py reads them; it decodes the data with loaders that
+// cannot run code, and unpickles the code only with --trust-captured-code
+// (SECURITY.md). The fetch is bounded by size, chunk count and time, so
+// an executor cannot keep the proxy fetching.
 package capture

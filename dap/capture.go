@@ -16,8 +16,8 @@ import (
 // user's data.
 const CaptureCommand = "sparkdapCapture"
 
-// DefaultCaptureMaxBytes is Config.CaptureMaxBytes's default: the pickled
-// data and function together, before base64.
+// DefaultCaptureMaxBytes is Config.CaptureMaxBytes's default: the encoded
+// data and the pickled function together, before base64.
 const DefaultCaptureMaxBytes = capture.DefaultMaxBytes
 
 // CaptureFormat names the capture file's layout (sparkdap_replay.py checks
@@ -86,8 +86,9 @@ type evaluator struct {
 }
 
 // Eval runs one evaluate in the executor's frame and waits for it (at most
-// the proxy's RequestTimeout). Its value is the str's repr, in quotes.
-func (e evaluator) Eval(_ context.Context, expr string) (string, error) {
+// the proxy's RequestTimeout, and no longer than ctx). Its value is the
+// str's repr, in quotes.
+func (e evaluator) Eval(ctx context.Context, expr string) (string, error) {
 	type result struct {
 		m   Message
 		err error
@@ -96,7 +97,13 @@ func (e evaluator) Eval(_ context.Context, expr string) (string, error) {
 	// "clipboard": pydevd shows the whole string, not a shortened repr.
 	e.es.request("evaluate", map[string]any{"expression": expr, "frameId": e.frame, "context": "clipboard"}, e.h.cfg.RequestTimeout,
 		func(m Message, err error) { ch <- result{m, err} })
-	r := <-ch
+	var r result
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		// The answer, when it comes, lands in ch's buffer and is dropped.
+		return "", fmt.Errorf("%w: executor %d: %w", ErrCapture, e.es.id, context.Cause(ctx))
+	}
 	if r.err != nil {
 		return "", fmt.Errorf("%w: executor %d: %w", ErrCapture, e.es.id, r.err)
 	}

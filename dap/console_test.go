@@ -14,7 +14,7 @@ import (
 
 // fakeCaptures makes the fake pydevd answer the capture code's evaluates
 // (capture.go) as the real capture code does for a function named
-// compute whose pickle is payload; it counts the starts.
+// compute whose data is payload; it counts the starts.
 func fakeCaptures(f *fakePydevd, payload string) *int {
 	starts := new(int)
 	f.SetTamper(func(req fakepydevd.Message, resp map[string]any) {
@@ -53,7 +53,7 @@ func TestConsoleCommands(t *testing.T) {
 	c := p.ide(false, nil)
 	ctx := p.ctx
 	f := p.executor(101, nil)
-	starts := fakeCaptures(f, "PICKLE")
+	starts := fakeCaptures(f, `[1,22]`)
 	f.stop()
 	tid := stoppedOn(ctx, t, c)
 	frames, err := c.StackTrace(ctx, tid)
@@ -83,7 +83,7 @@ func TestConsoleCommands(t *testing.T) {
 		t.Fatalf("capture written to %s, want it in %s", path, capDir)
 	}
 	b, err := os.ReadFile(path)
-	if err != nil || !strings.Contains(string(b), base64.StdEncoding.EncodeToString([]byte("PICKLE"))) {
+	if err != nil || !strings.Contains(string(b), base64.StdEncoding.EncodeToString([]byte(`[1,22]`))) {
 		t.Fatalf("capture file: %v %s", err, b)
 	}
 	if *starts != 1 {
@@ -157,6 +157,13 @@ func TestCaptureSummary(t *testing.T) {
 			"captured parse (exec 1 · pid 7) to /c/parse-e1.json (12 bytes) — replay: sparkdap replay /c/parse-e1.json"},
 		{map[string]any{"path": "/my caps/it's.json", "function": "f\x1b]0;pwned\x07", "bytes": 1},
 			`captured f�]0;pwned� to /my caps/it's.json (1 bytes) — replay: sparkdap replay '/my caps/it'\''s.json'`},
+		// The executor's notes, one line each, cleaned like the name.
+		{map[string]any{"path": "/c/f.json", "function": "f", "bytes": 3, "notes": []any{
+			"argument 'cfg' is a job.Config: the capture carries it only pickled, and replay unpickles nothing from the cluster unless you pass --trust-captured-code",
+			"global 'x\x1b[2J' left out\nnote: forged"}},
+			"captured f to /c/f.json (3 bytes) — replay: sparkdap replay /c/f.json\n" +
+				"note: argument 'cfg' is a job.Config: the capture carries it only pickled, and replay unpickles nothing from the cluster unless you pass --trust-captured-code\n" +
+				"note: global 'x�[2J' left out note: forged"},
 	} {
 		if got := captureSummary(tc.body); got != tc.want {
 			t.Errorf("captureSummary(%v)\n got %q\nwant %q", tc.body, got, tc.want)
@@ -183,7 +190,7 @@ func TestConsoleCaptureInChildSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := p.executor(42, nil)
-	fakeCaptures(f, "PICKLED")
+	fakeCaptures(f, `{"a":1}`)
 	var child dapclient.Child
 	select {
 	case child = <-children:

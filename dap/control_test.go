@@ -109,7 +109,7 @@ func TestControlCapture(t *testing.T) {
 	f := p.executor(101, nil)
 	p.waitExecutors(1)
 	id := p.hub.Executors()[0].ID
-	fakeCaptures(f, "PICKLE")
+	fakeCaptures(f, `[1,22]`)
 
 	call := func(req ControlRequest) (ControlAnswer, error) {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)

@@ -180,3 +180,82 @@ func fixLine(t *testing.T, path string, line int, broken, fixed string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCaptureValuesOnSpark: every kind of value a PySpark function
+// receives comes back equal from a capture replayed without
+// --trust-captured-code. A real local-mode job hands an RDD function an
+// element of scalars, nested containers, datetime and Decimal values,
+// numpy arrays, a pandas DataFrame with a non-default index and a Row; a
+// Python UDF a struct (a Row); mapInPandas a batch. Each raises its
+// verdict and stops post-mortem; the IDE captures the stop, and replay
+// runs the developer's copy of the function, which compares the decoded
+// value with the expected one again: "verdict: same". No capture names a
+// value it carries only pickled, and replay unpickles nothing.
+func TestCaptureValuesOnSpark(t *testing.T) {
+	requireSpark(t)
+	ctx := testContext(t, 4*time.Minute)
+	root := t.TempDir()
+	src := filepath.Join(root, "home", "dev", "capture_values_job.py")
+	ship := filepath.Join(root, "deploy", "capture_values_job.py")
+	copyFile(t, filepath.Join("testdata", "capture_values_job.py"), src)
+	copyFile(t, filepath.Join("testdata", "capture_values_job.py"), ship)
+	capDir := filepath.Join(t.TempDir(), "captures")
+	functions := map[string]string{"check": "rdd", "check_row": "udf", "check_batch": "mapinpandas"}
+
+	p := startProxy(t, ctx, "--root", filepath.Dir(src), "--capture-dir", capDir)
+	ide := dialIDE(t, ctx, p.IDE)
+	attachMerged(t, ctx, ide, false)
+	job := startSpark(t, ctx, filepath.Dir(ship), []string{"SPARKDAP_TOKEN=" + p.Token}, sparkdapBinary(t),
+		"submit", "--proxy", p.Executors, "--post-mortem", "--",
+		"--master", "local[1]", "--conf", "spark.ui.enabled=false", ship)
+
+	type captured struct {
+		Path, Function string
+		Notes          []string
+	}
+	captures := map[string]captured{}
+	for range functions {
+		s := nextStop(t, ctx, ide, job)
+		frame := -1
+		for i, f := range s.frames {
+			if f.Source != nil && f.Source.Path == src {
+				frame = i
+				break
+			}
+		}
+		if frame < 0 {
+			t.Fatalf("post-mortem stop in %s with no frame of %s: %+v", s.function, src, s.frames)
+		}
+		var c captured
+		if err := ide.Call(ctx, "sparkdapCapture", map[string]any{"frameId": s.frames[frame].Id}, &c); err != nil {
+			t.Fatalf("capture at the stop in %s: %v", s.frames[frame].Name, err)
+		}
+		captures[c.Function] = c
+		if err := ide.Continue(ctx, s.threadID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-job.done:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the job did not end after the last continue")
+	}
+	for fn, mark := range functions {
+		t.Run(mark, func(t *testing.T) {
+			ctx := testContext(t, 90*time.Second)
+			c, ok := captures[fn]
+			if !ok {
+				t.Fatalf("no capture of %s; captured: %v", fn, captures)
+			}
+			for _, n := range c.Notes {
+				if strings.Contains(n, "only pickled") {
+					t.Errorf("capture of %s carries a value pickled: %s", fn, n)
+				}
+			}
+			rc, o := replay(t, ctx, c.Path)
+			if rc != 1 || !strings.Contains(o, "raised ValueError: verdict: same") || strings.Contains(o, "--trust-captured-code") {
+				t.Errorf("replay of %s without --trust-captured-code: status %d, want 1 and \"verdict: same\"; output:\n%s", fn, rc, o)
+			}
+		})
+	}
+}

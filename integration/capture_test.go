@@ -249,6 +249,7 @@ func startCaptureWorker(t *testing.T, py, script string, p *proxy) (*syncbuf.Buf
 func consoleCapturePath(t *testing.T, result string) string {
 	t.Helper()
 	_, path, ok := strings.Cut(result, "replay: sparkdap replay ")
+	path, _, _ = strings.Cut(path, "\n") // notes follow
 	if !ok || path == "" {
 		t.Fatalf("!capture answered %q, without the replay command", result)
 	}
@@ -315,7 +316,7 @@ func checkCaptureFile(t *testing.T, path, local string) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Format != "sparkdap-capture/2" || !strings.Contains(doc.Contains, "the arguments of the function parse") ||
+	if doc.Format != "sparkdap-capture/3" || !strings.Contains(doc.Contains, "the arguments of the function parse") ||
 		!strings.Contains(doc.Contains, "only with --trust-captured-code") ||
 		doc.LocalFile != local || doc.Data == "" || doc.Code == "" || strings.Join(doc.Parameters, ",") != "row,scale" || doc.Versions["python"] == "" {
 		t.Errorf("capture file: %+v", doc)
@@ -613,5 +614,95 @@ func TestCaptureCLI(t *testing.T) {
 	}
 	if rc, o := replay(t, ctx, path); rc != 0 || !strings.Contains(o, "returned 10") {
 		t.Errorf("replay of the CLI's capture: status %d, output:\n%s", rc, o)
+	}
+}
+
+// unsupportedJob stops in a function whose argument is an instance of the
+// driver script's own class: a value the capture's data cannot hold.
+const unsupportedJob = `import sys
+
+
+class Config:
+    def __init__(self, rate):
+        self.rate = rate
+
+
+def apply(x, cfg):
+    return x * cfg.rate  # BREAKPOINT
+
+
+def main():
+    host, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    import debugpy
+    debugpy.connect((host, port), access_token=token)
+    print("RESULT", apply(2, Config(5)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
+`
+
+// TestCaptureNamesUnsupportedValue: "!capture" of a call whose argument
+// is of a type the capture's data cannot hold (an instance of the
+// script's own class) answers, in the Debug Console, which argument it is,
+// its type, and that replaying it takes --trust-captured-code; replay
+// without the flag refuses with exit 2 naming it, and with the flag runs
+// the call.
+func TestCaptureNamesUnsupportedValue(t *testing.T) {
+	py := python(t)
+	ctx := testContext(t, 120*time.Second)
+	dir := t.TempDir()
+	capDir := filepath.Join(t.TempDir(), "captures")
+	script := filepath.Join(dir, "job.py")
+	if err := os.WriteFile(script, []byte(unsupportedJob), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line := testenv.MarkedLine(t, script, "")
+	p := startProxy(t, ctx, "--root", dir, "--capture-dir", capDir)
+	c := dialIDE(t, ctx, p.IDE)
+	if _, err := c.Initialize(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Attach(ctx, map[string]any{}, func(ctx context.Context) error {
+		_, err := c.SetBreakpoints(ctx, script, line)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, exited := startCaptureWorker(t, py, script, p)
+	st, err := c.StoppedEvent(ctx)
+	if err != nil {
+		t.Fatalf("no stop: %v", err)
+	}
+	frames, err := c.StackTrace(ctx, st.ThreadId)
+	if err != nil || len(frames) == 0 {
+		t.Fatalf("stackTrace: %v %v", frames, err)
+	}
+	ev, err := c.Evaluate(ctx, frames[0].Id, "!capture")
+	if err != nil {
+		t.Fatalf("!capture in the Debug Console: %v", err)
+	}
+	note := "\nnote: argument 'cfg' is a __main__.Config: the capture carries it only pickled, and replay unpickles nothing from " +
+		"the cluster unless you pass --trust-captured-code"
+	if !strings.HasPrefix(ev.Result, "captured apply (") || !strings.Contains(ev.Result, note) {
+		t.Fatalf("!capture answered %q, want the capture and a note naming the argument, its type and --trust-captured-code", ev.Result)
+	}
+	path := consoleCapturePath(t, ev.Result)
+	if err := c.Continue(ctx, st.ThreadId); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		t.Fatal("the worker did not finish")
+	}
+	if !strings.Contains(out.String(), "RESULT 10") {
+		t.Fatalf("worker output %q", out.String())
+	}
+	if rc, o := replay(t, ctx, path); rc != 2 || !strings.Contains(o, "argument 'cfg' is a __main__.Config, which the capture carries only pickled") {
+		t.Errorf("replay without --trust-captured-code: status %d, want 2 naming the argument; output:\n%s", rc, o)
+	}
+	if rc, o := replay(t, ctx, path, "--trust-captured-code"); rc != 0 || !strings.Contains(o, "returned 10") || !strings.Contains(o, "your local source") {
+		t.Errorf("replay --trust-captured-code: status %d, output:\n%s", rc, o)
 	}
 }

@@ -286,6 +286,7 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 		t.Fatalf("!capture: stdout %q stderr %q err %v", out, errOut, err)
 	}
 	_, capPath, _ := strings.Cut(strings.TrimSpace(out), "replay: sparkdap replay ")
+	capPath, _, _ = strings.Cut(capPath, "\n") // notes follow
 	if filepath.Dir(capPath) != j.capDir {
 		t.Fatalf("!capture wrote %q, want a file in %s", capPath, j.capDir)
 	}
@@ -293,7 +294,7 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	if b, err := os.ReadFile(capPath); err != nil || json.Unmarshal(b, &doc) != nil {
 		t.Fatalf("capture file %s: %v", capPath, err)
 	}
-	if doc.Format != "sparkdap-capture/2" || doc.LocalFile != localMath || doc.Data == "" || doc.Code == "" {
+	if doc.Format != "sparkdap-capture/3" || doc.LocalFile != localMath || doc.Data == "" || doc.Code == "" {
 		t.Errorf("capture file: %+v", doc)
 	}
 	if rc, o := replay(t, ctx, capPath); rc != 0 || !strings.Contains(o, "returned 40") || !strings.Contains(o, "your local source") {

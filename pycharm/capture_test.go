@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/capture"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/pycharm"
 )
@@ -80,7 +81,7 @@ func TestConsoleCapture(t *testing.T) {
 	tid := "pid_77_id_1"
 
 	// Bytes whose base64 has "+" and "/": quoted on the wire.
-	data, code := "DA\xfb\xefTA", "co\xff\xfede"
+	data, code := `{"~":1}`, "co\xff\xfede"
 	start := map[string]any{"id": 4, "chunks": 2, "header": map[string]any{
 		"payloadBytes": len(data + code), "dataBytes": len(data), "pickler": "cloudpickle",
 		"function": map[string]any{"name": "parse", "file": job}}}
@@ -112,7 +113,7 @@ func TestConsoleCapture(t *testing.T) {
 	}
 	b64 := base64.StdEncoding.EncodeToString
 	if doc["data"] != b64([]byte(data)) || doc["code"] != b64([]byte(code)) || doc["localFile"] != job ||
-		doc["format"] != "sparkdap-capture/2" || doc["executor"] != float64(77) {
+		doc["format"] != capture.Format || doc["executor"] != float64(77) {
 		t.Errorf("capture file %s", raw)
 	}
 	if s := ide.Strays(); len(s) != 0 {
@@ -232,8 +233,9 @@ func TestCaptureStopped(t *testing.T) {
 	}
 	start := map[string]any{"id": 1, "chunks": 1, "header": map[string]any{
 		"payloadBytes": 4, "dataBytes": 2, "function": map[string]any{"name": "main", "file": "/x/job.py"}}}
+	// data "{}", code "cc"
 	done := make(chan []string, 1)
-	go func() { done <- w.serveCapture(t, "5002", start, []string{"DDcc"}) }()
+	go func() { done <- w.serveCapture(t, "5002", start, []string{"{}cc"}) }()
 	res, idx, err := px.CaptureStopped(ctx, 79, ptr(1), 0)
 	if err != nil || idx != 1 || res.Function != "main" || res.Bytes != 4 || filepath.Dir(res.Path) != capDir || !strings.HasPrefix(res.Summary, "captured main (") {
 		t.Fatalf("capture: %+v %d %v", res, idx, err)

@@ -23,19 +23,20 @@ type replayOptions struct {
 func newReplayCmd(stderr io.Writer) *cmdSpec {
 	o := &replayOptions{}
 	c := &cmdSpec{fs: newFlagSet("replay", stderr)}
-	defString(c.fs, &o.python, "python", "python3", "to replay in; it needs the capture's Python major.minor, and pyspark or cloudpickle to unpickle it")
-	c.fs.BoolVar(&o.force, "force", false, "replay a capture made by another Python major.minor anyway")
-	c.fs.BoolVar(&o.trust, "trust-captured-code", false, "unpickle the capture as it is: run the function pickled on the executor when there is no local source, "+
-		"and load any class or function its data names; the cluster chose that code, so only for a capture from a cluster you trust")
+	defString(c.fs, &o.python, "python", "python3", "to replay in; it needs numpy, pandas, pyarrow or pyspark when the captured values are of theirs, "+
+		"and with --trust-captured-code the capture's Python major.minor")
+	c.fs.BoolVar(&o.force, "force", false, "with --trust-captured-code, unpickle a capture made by another Python major.minor anyway")
+	c.fs.BoolVar(&o.trust, "trust-captured-code", false, "unpickle what the capture carries pickled: the function, run when there is no local source, "+
+		"and the values of types its data cannot hold; the cluster chose those bytes, so only for a capture from a cluster you trust")
 	c.fs.StringVar(&o.debug, "debug", "", "run under debugpy listening on `HOST:PORT` and wait for your IDE to attach there before the call")
 	c.usage(stderr, "usage: sparkdap replay [--python PYTHON] [--debug HOST:PORT] [--force] [--trust-captured-code] CAPTURE\n\n"+
 		"Runs the function of a capture (the file a sparkdapCapture request wrote) with its arguments in your Python and\n"+
 		"prints what it returns or raises. The function comes from your local source, so your edits take effect: from your\n"+
 		"module when it was imported there, else from the local file serve mapped its executor path to (a top-level def,\n"+
 		"a nested def or a lambda, found by its name and line, with its captured closure values). The capture came from\n"+
-		"the cluster: its data is unpickled with an allowlist (Python values, numpy, pandas, pyarrow, Row), and the pickled\n"+
-		"function never runs unless you pass --trust-captured-code. Exit status: 0 it returned, 1 it raised, 2 the\n"+
-		"capture could not be replayed.\n\n"+
+		"the cluster: nothing of it is unpickled unless you pass --trust-captured-code. Its data is tagged JSON (Python\n"+
+		"values, datetime, Decimal, Row, numpy as .npy, pandas and pyarrow as Arrow IPC); a value of another type, and the\n"+
+		"pickled function, need the flag. Exit status: 0 it returned, 1 it raised, 2 the capture could not be replayed.\n\n"+
 		"Examples:\n  sparkdap replay ~/.cache/sparkdap/captures/parse-e1-20260101T120000.000.json\n"+
 		"  sparkdap replay --debug 127.0.0.1:5679 CAPTURE   # then attach VS Code to 127.0.0.1:5679\n\nFlags:\n")
 	c.run = func(args []string, stdout, stderr io.Writer) error { return replayRun(o, args, stdout, stderr) }

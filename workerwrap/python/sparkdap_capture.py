@@ -5,16 +5,20 @@
 # The proxy does not rely on anything being installed on the executor: it
 # sends this file's source inside a DAP evaluate, run by pydevd in the
 # stopped thread, which execs it into a module of its own in sys.modules
-# (once per source version) and calls start(). start() pickles, with the
-# cloudpickle PySpark ships, the call's DATA (arguments, closure values,
-# plain-data globals) and apart from it the function's CODE, and keeps
-# DATA+CODE here (the header says where DATA ends). The cluster is not
-# trusted (SECURITY.md): replay unpickles DATA with an allowlist and takes
-# the function from the developer's own source, and CODE only when told to
-# trust it; so modules, functions and classes are named in the header's
-# "references", never pickled into DATA. The proxy then fetches the bytes
-# with chunk() in pieces small enough for an evaluate answer, and drop()
-# forgets them. Every answer is base64 text:
+# (once per source version) and calls start(). start() encodes the call's
+# DATA (arguments, closure values, plain-data globals) as tagged JSON, and
+# apart from it pickles, with the cloudpickle PySpark ships, the function
+# and any value DATA cannot hold (CODE); it keeps DATA+CODE here (the
+# header says where DATA ends). The cluster is not trusted (SECURITY.md):
+# replay unpickles nothing from it unless the developer passes
+# --trust-captured-code, so DATA holds only what loaders that cannot run
+# code or touch raw memory rebuild (JSON, .npy without pickles, Arrow
+# IPC), the function comes from the developer's own source, and modules,
+# functions and classes are named in the header's "references". A value
+# DATA cannot hold is a placeholder there that names it, and a note says,
+# at capture time, that replaying it takes --trust-captured-code. The
+# proxy then fetches the bytes with chunk() in pieces small enough for an
+# evaluate answer, and drop() forgets them. Every answer is base64 text:
 # pydevd shows a str result as its repr, and base64 has nothing repr
 # escapes.
 #
@@ -22,13 +26,24 @@
 # data. It must run on every Python PySpark 3.5 supports (3.8 and later).
 
 import base64
+import datetime
+import decimal
 import functools
 import gc
+import io
 import json
+import math
 import sys
 import types
+import uuid
 
-FORMAT = "sparkdap-capture/2"
+FORMAT = "sparkdap-capture/3"
+
+TRUST_FLAG = "--trust-captured-code"
+
+# How deep DATA nests containers: deeper (or a container holding itself)
+# is refused rather than recursing without end.
+MAX_DEPTH = 100
 
 _CO_VARARGS = 0x04
 _CO_VARKEYWORDS = 0x08
@@ -60,6 +75,135 @@ def _cloudpickle():
         return cloudpickle, "cloudpickle"
     except ImportError:
         raise CaptureError("neither pyspark.cloudpickle nor cloudpickle can be imported on the executor") from None
+
+
+def _qualified(t):
+    return "%s.%s" % (t.__module__, t.__qualname__)
+
+
+def _is(v, module_root, *names):
+    t = type(v)
+    return (t.__module__ or "").split(".")[0] == module_root and t.__name__ in names
+
+
+def _arrow_ipc(table_or_batch):
+    """An Arrow IPC stream of one table or record batch."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table_or_batch.schema) as w:
+        w.write(table_or_batch)
+    return base64.b64encode(sink.getvalue().to_pybytes()).decode("ascii")
+
+
+def _npy(arr):
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+class _Encoder:
+    """Encodes values as DATA's tagged JSON (sparkdap_replay.Decoder reads
+    it back, and documents the tags). A JSON array is a list, an object a tagged value
+    {"$t": tag, ...}; None, bool, int, str and finite floats are
+    themselves. A value of another type is pickled apart (pickled, key ->
+    bytes: CODE carries them) and a placeholder names where it was and its
+    type; notes say so."""
+
+    def __init__(self, cp):
+        self.cp = cp
+        self.pickled = {}
+        self.notes = []
+
+    def encode(self, v, where):
+        return self._enc(v, where, 0)
+
+    def _enc(self, v, where, depth):
+        if depth > MAX_DEPTH:
+            raise CaptureError("%s nests containers deeper than %d (or holds itself): the capture cannot carry it" % (where, MAX_DEPTH))
+        t = type(v)
+        if v is None or t in (bool, int, str):
+            return v
+        if t is float:
+            return v if math.isfinite(v) else {"$t": "float", "v": repr(v)}
+        d = depth + 1
+        if t is list:
+            return [self._enc(x, "%s[%d]" % (where, i), d) for i, x in enumerate(v)]
+        if t in (tuple, set, frozenset):
+            items = v if t is tuple else sorted(v, key=repr)
+            return {"$t": t.__name__, "v": [self._enc(x, "%s[%d]" % (where, i), d) for i, x in enumerate(items)]}
+        if t is dict:
+            return {"$t": "dict", "v": [[self._enc(k, "%s key %r" % (where, k), d), self._enc(x, "%s[%r]" % (where, k), d)] for k, x in v.items()]}
+        if t in (bytes, bytearray):
+            return {"$t": t.__name__, "v": base64.b64encode(bytes(v)).decode("ascii")}
+        if t in (datetime.datetime, datetime.time) and v.tzinfo is not None and not isinstance(v.tzinfo, datetime.timezone):
+            off = v.utcoffset()
+            if off is None:
+                return self._pickled(v, where, "its time zone %r has no fixed offset" % (v.tzinfo,))
+            self.notes.append("%s: its time zone %s was captured as the fixed offset %s" % (where, v.tzinfo, off))
+            v = v.replace(tzinfo=datetime.timezone(off))
+        if t in (datetime.datetime, datetime.date, datetime.time):
+            return {"$t": t.__name__, "v": v.isoformat()}
+        if t is datetime.timedelta:
+            return {"$t": "timedelta", "v": [v.days, v.seconds, v.microseconds]}
+        if t is decimal.Decimal:
+            return {"$t": "decimal", "v": str(v)}
+        if t is uuid.UUID:
+            return {"$t": "uuid", "v": str(v)}
+        if _is(v, "pyspark", "Row") and isinstance(v, tuple):
+            fields = getattr(v, "__fields__", None)
+            return {
+                "$t": "row",
+                "fields": list(fields) if fields is not None else None,
+                "v": [self._enc(x, "%s[%d]" % (where, i), d) for i, x in enumerate(tuple(v))],
+            }
+        try:
+            if (t.__module__ or "").split(".")[0] == "numpy":
+                import numpy as np
+
+                if t is np.ndarray and v.dtype.kind == "O":
+                    # Each element on its own, as JSON: .npy would pickle them.
+                    return {"$t": "ndarray-object", "shape": list(v.shape), "v": [self._enc(x, "%s.flat[%d]" % (where, i), d) for i, x in enumerate(v.flat)]}
+                if (t is np.ndarray or isinstance(v, np.generic)) and not v.dtype.hasobject:
+                    return {"$t": "ndarray" if t is np.ndarray else "numpy-scalar", "npy": _npy(np.asarray(v))}
+            if _is(v, "pandas", "DataFrame"):
+                import pyarrow as pa
+
+                return {"$t": "dataframe", "arrow": _arrow_ipc(pa.Table.from_pandas(v))}
+            if _is(v, "pandas", "Series"):
+                import pyarrow as pa
+
+                return {
+                    "$t": "series",
+                    "name": self._enc(v.name, "%s.name" % where, d),
+                    "arrow": _arrow_ipc(pa.Table.from_pandas(v.to_frame(name="__sparkdap_series__"))),
+                }
+            if _is(v, "pyarrow", "Table", "RecordBatch"):
+                return {"$t": "arrow-" + t.__name__.lower(), "arrow": _arrow_ipc(v)}
+        except CaptureError:
+            raise
+        except Exception as exc:
+            return self._pickled(v, where, "encoding it failed: %s: %s" % (type(exc).__name__, exc))
+        return self._pickled(v, where, None)
+
+    def _pickled(self, v, where, why):
+        tname = _qualified(type(v))
+        try:
+            raw = self.cp.dumps(v)
+        except Exception as exc:
+            raise CaptureError(
+                "%s is a %s, which a capture carries only pickled, and it cannot be pickled: %s: %s" % (where, tname, type(exc).__name__, exc)
+            ) from None
+        key = "p%d" % len(self.pickled)
+        self.pickled[key] = raw
+        self.notes.append(
+            "%s is a %s%s: the capture carries it only pickled, and replay unpickles nothing from the cluster unless you pass %s "
+            "(only for a capture from a cluster you trust)" % (where, tname, " (%s)" % why if why else "", TRUST_FLAG)
+        )
+        return {"$t": "pickled", "key": key, "where": where, "type": tname}
+
 
 
 def _function_of(frame):
@@ -189,10 +333,11 @@ def _importable(fn):
     return {"module": mod_name, "qualname": qual}
 
 
-def _data_and_references(fn, code, cp):
+def _data_and_references(fn, code, enc):
     """The function's closure values and the globals its code reads that
-    are plain data (what the call saw), and the names of the modules,
-    functions and classes it refers to (code: recorded by name only)."""
+    are plain data (what the call saw), encoded, and the names of the
+    modules, functions and classes it refers to (code: recorded by name
+    only)."""
     refs, closure, glob, notes = {}, {}, {}, []
     for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
         try:
@@ -203,7 +348,7 @@ def _data_and_references(fn, code, cp):
         if ref:
             refs[name] = ref
         else:
-            closure[name] = v
+            closure[name] = enc.encode(v, "closure variable %r" % name)
     g = getattr(fn, "__globals__", {})
     for name in sorted(_global_names(code)):
         if name not in g:
@@ -214,20 +359,26 @@ def _data_and_references(fn, code, cp):
             refs[name] = ref
             continue
         try:
-            cp.dumps(v)
-        except Exception as exc:
-            notes.append("global %r (%s) cannot be pickled and was left out: %s: %s" % (name, type(v).__name__, type(exc).__name__, exc))
-            continue
-        glob[name] = v
+            glob[name] = enc.encode(v, "global %r" % name)
+        except CaptureError as exc:
+            notes.append("%s; it was left out" % exc)
     return closure, glob, refs, notes
 
 
+def _argument_names(code, args, shown):
+    """How the notes name args[i]: its parameter, or *name[j]."""
+    n = code.co_argcount
+    star = next((p[1:] for p in shown if p.startswith("*") and not p.startswith("**")), "args")
+    return ["argument %r" % shown[i] if i < n else "argument '*%s'[%d]" % (star, i - n) for i in range(len(args))]
+
+
 def capture_frame(frame, max_bytes):
-    """Pickles the arguments of the function frame runs (DATA: the
+    """Encodes the arguments of the function frame runs (DATA: the
     arguments, closure values and the plain-data globals the function
-    reads) and, apart, the function itself (CODE, which replay unpickles
-    only when the developer trusts the cluster); returns (header dict,
-    DATA bytes + CODE bytes). Raises CaptureError with the reason."""
+    reads, as tagged JSON) and pickles, apart, the function itself and
+    any value DATA cannot hold (CODE, which replay unpickles only when the
+    developer trusts the cluster); returns (header dict, DATA bytes + CODE
+    bytes). Raises CaptureError with the reason."""
     cp, cp_name = _cloudpickle()
     fn = _function_of(frame)
     args, kwargs, shown = _arguments(frame)
@@ -236,7 +387,7 @@ def capture_frame(frame, max_bytes):
     iterator_arg = None
     if code.co_flags & _CO_GENERATOR:
         # mapInPandas / mapPartitions: the iterator it was given cannot be
-        # pickled (and is partly consumed); the batch in hand can.
+        # captured (and is partly consumed); the batch in hand can.
         for i, a in enumerate(args):
             if _is_iterator(a):
                 batches = _current_batches(frame, shown)
@@ -249,24 +400,26 @@ def capture_frame(frame, max_bytes):
                 iterator_arg = i
                 notes.append("argument %r was an iterator; captured as an iterator over the batch the function held (local %r)" % (shown[i], batches[0][0]))
                 break
-    for i, a in enumerate(args):
-        try:
-            cp.dumps(a)
-        except Exception as exc:
-            name = shown[i] if i < len(shown) else "*args[%d]" % i
-            raise CaptureError("argument %r (%s) cannot be pickled: %s: %s" % (name, type(a).__name__, type(exc).__name__, exc)) from None
-    closure, glob, refs, more = _data_and_references(fn, code, cp)
+    enc = _Encoder(cp)
+    names = _argument_names(code, args, shown)
+    doc = {"args": [enc.encode(a, names[i]) for i, a in enumerate(args)]}
+    doc["kwargs"] = dict((k, enc.encode(v, "argument %r" % k)) for k, v in kwargs.items())
+    doc["iterator_arg"] = iterator_arg
+    closure, glob, refs, more = _data_and_references(fn, code, enc)
+    doc["closure"], doc["globals"] = closure, glob
+    notes.extend(enc.notes)
     notes.extend(more)
     try:
-        data = cp.dumps({"args": args, "kwargs": kwargs, "iterator_arg": iterator_arg, "closure": closure, "globals": glob})
-    except Exception as exc:
-        raise CaptureError("the arguments of %s cannot be pickled: %s: %s" % (code.co_name, type(exc).__name__, exc)) from None
+        data = json.dumps(doc, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError) as exc:  # a bug in the encoder
+        raise CaptureError("the arguments of %s cannot be encoded: %s" % (code.co_name, exc)) from None
     try:
-        fcode = cp.dumps(fn)
+        fbytes = cp.dumps(fn)
     except Exception as exc:
         # Replay from local source does not need it.
-        fcode = b""
+        fbytes = None
         notes.append("the function itself cannot be pickled (%s: %s): replay needs your local source" % (type(exc).__name__, exc))
+    fcode = cp.dumps({"function": fbytes, "values": enc.pickled})
     if max_bytes and len(data) + len(fcode) > max_bytes:
         raise CaptureError(
             "the capture is %d bytes, over the cap of %d bytes: nothing was sent (raise the cap with sparkdapCapture's maxBytes or serve --capture-max-bytes)"
@@ -288,10 +441,11 @@ def capture_frame(frame, max_bytes):
             "importable": _importable(fn),
         },
         "parameters": shown,
-        "argumentTypes": [type(a).__name__ for a in args] + ["%s=%s" % (k, type(v).__name__) for k, v in kwargs.items()],
+        "argumentTypes": [_qualified(type(a)) for a in args] + ["%s=%s" % (k, _qualified(type(v))) for k, v in kwargs.items()],
         "closureNames": sorted(closure),
         "globalNames": sorted(glob),
         "references": refs,
+        "pickledValues": len(enc.pickled),
         "notes": notes,
         "versions": _versions(),
         "pickler": cp_name,

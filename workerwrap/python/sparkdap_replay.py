@@ -6,12 +6,16 @@
 #
 # The capture comes from the cluster, which is not trusted (SECURITY.md):
 # an admitted executor can be hostile, and unpickling what it sent could
-# run any code on this machine. So replay never runs code the cluster chose
+# run any code on this machine, or (numpy's and pandas' C reconstructors
+# given hostile state) read and call memory it chose; no allowlist of
+# globals makes pickle safe. So replay unpickles no byte of the capture
 # unless the developer says --trust-captured-code:
 #   - the call's DATA (arguments, closure values, plain-data globals) is
-#     unpickled by RestrictedUnpickler, which loads only the classes and
-#     functions in ALLOWED (containers, datetime, decimal, numpy, pandas,
-#     pyarrow, Row) and refuses any other global by name;
+#     tagged JSON, decoded by Decoder: Python scalars and containers,
+#     datetime, Decimal, UUID, Row, numpy arrays as .npy without pickles,
+#     pandas and pyarrow values as Arrow IPC; a value of another type is a
+#     placeholder, refused with its name and type (a global: left out,
+#     with a note);
 #   - the function comes from the developer's own source: imported from
 #     their local module when it was pickled by reference (a module outside
 #     the standard library and site-packages), else compiled from the local
@@ -29,6 +33,8 @@ import argparse
 import ast
 import base64
 import builtins
+import datetime
+import decimal
 import importlib
 import importlib.util
 import io
@@ -41,8 +47,9 @@ import sys
 import sysconfig
 import traceback
 import types
+import uuid
 
-FORMAT = "sparkdap-capture/2"
+FORMAT = "sparkdap-capture/3"
 
 TRUST_FLAG = "--trust-captured-code"
 
@@ -56,185 +63,341 @@ class NoLocalSource(ReplayError):
     it."""
 
 
-def _names(module, *names):
-    return [(module, n) for n in names]
+# DATA is tagged JSON (sparkdap_capture._Encoder writes it): a JSON array
+# is a list, an object is a tagged value {"$t": TAG, ...} with exactly the
+# keys its tag has, and null, booleans, numbers and strings are
+# themselves. Each tag is rebuilt by a loader that cannot run code or touch
+# raw memory: the value's own constructor from text or numbers, numpy's
+# .npy reader without pickles, pyarrow's IPC reader with every batch
+# validated in full. TAGS maps a tag to its other keys.
+TAGS = {
+    "float": ("v",),
+    "tuple": ("v",),
+    "set": ("v",),
+    "frozenset": ("v",),
+    "dict": ("v",),
+    "bytes": ("v",),
+    "bytearray": ("v",),
+    "datetime": ("v",),
+    "date": ("v",),
+    "time": ("v",),
+    "timedelta": ("v",),
+    "decimal": ("v",),
+    "uuid": ("v",),
+    "row": ("fields", "v"),
+    "ndarray": ("npy",),
+    "numpy-scalar": ("npy",),
+    "ndarray-object": ("shape", "v"),
+    "dataframe": ("arrow",),
+    "series": ("name", "arrow"),
+    "arrow-table": ("arrow",),
+    "arrow-recordbatch": ("arrow",),
+    "pickled": ("key", "where", "type"),
+}
+
+# The data document's keys.
+_DOC_KEYS = ("args", "kwargs", "iterator_arg", "closure", "globals")
+
+# How deep DATA may nest (the capture refuses deeper).
+_MAX_DEPTH = 100
 
 
-# ALLOWED is every (module, name) the DATA unpickler loads: what pickling
-# realistic PySpark values (Python scalars and containers, datetime,
-# Decimal, numpy arrays and scalars, pandas frames, series, indexes and
-# extension arrays, pyarrow arrays, batches and tables, Row) with the
-# cloudpickle of PySpark 3.5 and 4 references, under numpy 1 and 2 and
-# pandas 2 and 3 (tests/test_capture.py checks it round-trips them). Each
-# is a value type or a function that only rebuilds one from its parts: none
-# reads files, imports, evaluates or calls something it is given.
-ALLOWED = frozenset(
-    _names("builtins", "bool", "bytearray", "bytes", "complex", "dict", "float", "frozenset", "int", "list", "object", "range", "set", "slice", "str", "tuple")
-    + _names("collections", "Counter", "OrderedDict", "defaultdict", "deque")
-    # Rebuilds an instance of an allowed class (Row without field names).
-    + _names("copyreg", "_reconstructor")
-    + _names("datetime", "date", "datetime", "time", "timedelta", "timezone")
-    + _names("decimal", "Decimal")
-    + _names("uuid", "UUID")
-    + _names("numpy", "dtype", "ndarray")
-    + _names("numpy.core.multiarray", "_reconstruct", "scalar")
-    + _names("numpy._core.multiarray", "_reconstruct", "scalar")
-    + _names("numpy.core.numeric", "_frombuffer")
-    + _names("numpy._core.numeric", "_frombuffer")
-    # pandas 3 pickles its public names; pandas 2 (and 1) the defining modules.
-    + _names(
-        "pandas",
-        "ArrowDtype",
-        "BooleanDtype",
-        "Categorical",
-        "CategoricalDtype",
-        "CategoricalIndex",
-        "DataFrame",
-        "DatetimeIndex",
-        "DatetimeTZDtype",
-        "Float32Dtype",
-        "Float64Dtype",
-        "Index",
-        "Int8Dtype",
-        "Int16Dtype",
-        "Int32Dtype",
-        "Int64Dtype",
-        "IntervalDtype",
-        "IntervalIndex",
-        "MultiIndex",
-        "NA",
-        "Period",
-        "PeriodDtype",
-        "PeriodIndex",
-        "RangeIndex",
-        "Series",
-        "StringDtype",
-        "TimedeltaIndex",
-        "UInt8Dtype",
-        "UInt16Dtype",
-        "UInt32Dtype",
-        "UInt64Dtype",
-    )
-    + _names(
-        "pandas.arrays",
-        "ArrowExtensionArray",
-        "ArrowStringArray",
-        "BooleanArray",
-        "Categorical",
-        "DatetimeArray",
-        "FloatingArray",
-        "IntegerArray",
-        "IntervalArray",
-        "PeriodArray",
-        "StringArray",
-        "TimedeltaArray",
-    )
-    + _names("pandas._libs.arrays", "__pyx_unpickle_NDArrayBacked")
-    + _names("pandas._libs.internals", "_unpickle_block")
-    + _names("pandas._libs.interval", "__pyx_unpickle_IntervalMixin", "Interval")
-    + _names("pandas._libs.missing", "NA")
-    + _names("pandas._libs.tslibs.nattype", "_nat_unpickle", "__nat_unpickle")
-    + _names("pandas._libs.tslibs.timedeltas", "_timedelta_unpickle")
-    + _names("pandas._libs.tslibs.timestamps", "_unpickle_timestamp")
-    + _names("pandas._libs.tslibs.period", "Period")
-    + _names(
-        "pandas._libs.tslibs.offsets",
-        "Day",
-        "Hour",
-        "Minute",
-        "Second",
-        "Milli",
-        "Micro",
-        "Nano",
-        "Week",
-        "MonthEnd",
-        "MonthBegin",
-        "QuarterEnd",
-        "QuarterBegin",
-        "YearEnd",
-        "YearBegin",
-        "BusinessDay",
-    )
-    + _names("pandas.core.arrays.arrow.array", "ArrowExtensionArray")
-    + _names("pandas.core.arrays.boolean", "BooleanArray", "BooleanDtype")
-    + _names("pandas.core.arrays.categorical", "Categorical")
-    + _names("pandas.core.arrays.datetimes", "DatetimeArray")
-    + _names("pandas.core.arrays.floating", "FloatingArray", "Float32Dtype", "Float64Dtype")
-    + _names("pandas.core.arrays.integer", "IntegerArray", "Int8Dtype", "Int16Dtype", "Int32Dtype", "Int64Dtype", "UInt8Dtype", "UInt16Dtype", "UInt32Dtype", "UInt64Dtype")
-    + _names("pandas.core.arrays.interval", "IntervalArray")
-    + _names("pandas.core.arrays.period", "PeriodArray")
-    + _names("pandas.core.arrays.string_", "StringArray", "StringDtype")
-    + _names("pandas.core.arrays.string_arrow", "ArrowStringArray")
-    + _names("pandas.core.arrays.timedeltas", "TimedeltaArray")
-    + _names("pandas.core.dtypes.dtypes", "ArrowDtype", "CategoricalDtype", "DatetimeTZDtype", "IntervalDtype", "PeriodDtype")
-    + _names("pandas.core.frame", "DataFrame")
-    + _names("pandas.core.series", "Series")
-    + _names("pandas.core.indexes.base", "Index", "_new_Index")
-    + _names("pandas.core.indexes.category", "CategoricalIndex")
-    + _names("pandas.core.indexes.datetimes", "DatetimeIndex", "_new_DatetimeIndex")
-    + _names("pandas.core.indexes.interval", "IntervalIndex", "_new_IntervalIndex")
-    + _names("pandas.core.indexes.multi", "MultiIndex")
-    + _names("pandas.core.indexes.numeric", "Int64Index", "UInt64Index", "Float64Index")
-    + _names("pandas.core.indexes.period", "PeriodIndex", "_new_PeriodIndex")
-    + _names("pandas.core.indexes.range", "RangeIndex")
-    + _names("pandas.core.indexes.timedeltas", "TimedeltaIndex", "_new_TimedeltaIndex")
-    + _names("pandas.core.internals.blocks", "new_block", "Block", "ObjectBlock", "NumericBlock", "DatetimeTZBlock", "ExtensionBlock")
-    + _names("pandas.core.internals.managers", "BlockManager", "SingleBlockManager")
-    + _names(
-        "pyarrow.lib",
-        "_reconstruct_record_batch",
-        "_reconstruct_table",
-        "_restore_array",
-        "chunked_array",
-        "py_buffer",
-        "scalar",
-        "schema",
-        "field",
-        "type_for_alias",
-        "binary",
-        "large_binary",
-        "string",
-        "large_string",
-        "decimal128",
-        "decimal256",
-        "dictionary",
-        "list_",
-        "large_list",
-        "map_",
-        "struct",
-        "timestamp",
-        "time32",
-        "time64",
-        "duration",
-        "date32",
-        "date64",
-        "KeyValueMetadata",
-    )
-    + _names("pyspark.sql.types", "Row", "_create_row")
-)
+class _Malformed(ReplayError):
+    pass
 
 
-class RestrictedUnpickler(pickle.Unpickler):
-    """Unpickles the capture's DATA, loading no global outside ALLOWED: a
-    pickle calls whatever globals it names, so one naming os.system,
-    builtins.eval or a cloudpickled function would run code the cluster
-    chose. The check is on the exact (module, name) pair, so a dotted name
-    (protocol 4's attribute path) cannot reach past an allowed one."""
+class _NeedsTrust(ReplayError):
+    """A value the capture carries only pickled, without TRUST_FLAG."""
 
-    def find_class(self, module, name):
-        if (module, name) not in ALLOWED:
-            raise ReplayError(
-                "the capture's data names %s.%s, which replay does not load from a capture: unpickling it could run code the cluster chose "
-                "(if you trust the cluster that made the capture, %s loads it)" % (module, name, TRUST_FLAG)
+
+def _refuse_constant(name):
+    raise _Malformed("a bare %s (the capture tags non-finite floats)" % name)
+
+
+def _unique_keys(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Malformed("the key %r twice in one object" % (k,))
+        out[k] = v
+    return out
+
+
+def _b64(s):
+    if not isinstance(s, str):
+        raise _Malformed("base64 text that is no string")
+    try:
+        return base64.b64decode(s.encode("ascii"), validate=True)
+    except (ValueError, UnicodeEncodeError):
+        raise _Malformed("text that is not base64") from None
+
+
+def _pyarrow():
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise ReplayError("the capture holds Arrow data (a pandas or pyarrow value): replay needs pyarrow here (pip install pyarrow)") from None
+    v = tuple(int(p) if p.isdigit() else 0 for p in pa.__version__.split(".")[:3])
+    if v < (14, 0, 1):
+        # Before 14.0.1 its IPC reader unpickles arrow.py_extension_type.
+        raise ReplayError("the capture holds Arrow data, and pyarrow %s here would unpickle parts of it: replay needs pyarrow 14.0.1 or later" % pa.__version__)
+    return pa
+
+
+def _arrow(s):
+    """The schema and record batches of an Arrow IPC stream, each batch
+    validated in full (offsets, lengths, UTF-8) before any of it is read."""
+    pa = _pyarrow()
+    try:
+        reader = pa.ipc.open_stream(pa.py_buffer(_b64(s)))
+        batches = []
+        for b in reader:
+            b.validate(full=True)
+            batches.append(b)
+        return reader.schema, batches
+    except Exception as exc:  # whatever the reader raises on bad bytes
+        raise _Malformed("an Arrow stream that does not read: %s: %s" % (type(exc).__name__, exc)) from None
+
+
+def _numpy():
+    try:
+        import numpy as np
+    except ImportError:
+        raise ReplayError("the capture holds numpy data: replay needs numpy here (pip install numpy)") from None
+    return np
+
+
+def _npy(s):
+    np = _numpy()
+    try:
+        arr = np.load(io.BytesIO(_b64(s)), allow_pickle=False)
+    except Exception as exc:  # whatever the reader raises on bad bytes
+        raise _Malformed("a .npy array that does not read: %s: %s" % (type(exc).__name__, exc)) from None
+    if type(arr) is not np.ndarray or arr.dtype.hasobject:
+        raise _Malformed("a .npy value that is no plain array")
+    return arr
+
+
+class Decoder:
+    """Decodes DATA's tagged JSON. values is None unless the developer
+    trusts the capture: then it maps the keys of values the capture
+    carries only pickled to their pickles."""
+
+    def __init__(self, values=None):
+        self.values = values
+        self.unpickled = 0
+
+    def document(self, raw):
+        """The call's arguments, closure values and data globals from
+        DATA's bytes."""
+        try:
+            doc = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ReplayError("the capture's data is not the JSON this replay reads (%s): a capture made by another sparkdap, or not by sparkdap" % (exc,)) from None
+        except RecursionError:
+            raise ReplayError("the capture's data nests too deep") from None
+        except _Malformed as exc:
+            raise ReplayError("the capture's data is malformed: %s" % exc) from None
+        try:
+            if not isinstance(doc, dict) or set(doc) - set(_DOC_KEYS) or not isinstance(doc.get("args"), list):
+                raise _Malformed("no call's arguments")
+            out = {"args": [self.value(v, 0) for v in doc["args"]]}
+            out["left_out"] = []
+            for k in ("kwargs", "closure", "globals"):
+                m = doc.get(k) or {}
+                if not isinstance(m, dict):
+                    raise _Malformed("%s that is no object" % k)
+                out[k] = {}
+                for name, v in m.items():
+                    try:
+                        out[k][name] = self.value(v, 0)
+                    except _NeedsTrust as exc:
+                        if k != "globals":
+                            raise
+                        # The local file may define it; the call may not
+                        # need it.
+                        out["left_out"].append("%s; it was left out: the call fails if it needs it" % exc)
+            it = doc.get("iterator_arg")
+            if it is not None and (type(it) is not int or not 0 <= it < len(out["args"])):
+                raise _Malformed("iterator_arg %r" % (it,))
+            out["iterator_arg"] = it
+            return out
+        except _Malformed as exc:
+            raise ReplayError("the capture's data is malformed: %s" % exc) from None
+        except RecursionError:
+            raise ReplayError("the capture's data nests too deep") from None
+
+    def value(self, j, depth):
+        if depth > _MAX_DEPTH:
+            raise _Malformed("values nested deeper than %d" % _MAX_DEPTH)
+        if j is None or type(j) in (bool, int, float, str):
+            return j
+        if type(j) is list:
+            return [self.value(x, depth + 1) for x in j]
+        if type(j) is not dict or not isinstance(j.get("$t"), str) or j["$t"] not in TAGS:
+            raise _Malformed("an object that is no tagged value: %.80r" % (j,))
+        tag = j["$t"]
+        if set(j) != set(TAGS[tag]) | {"$t"}:
+            raise _Malformed("a %s with keys %s" % (tag, ", ".join(sorted(j))))
+        try:
+            return getattr(self, "_" + tag.replace("-", "_"))(j, depth + 1)
+        except (ReplayError, RecursionError):
+            raise
+        except Exception as exc:  # a constructor refusing its parts
+            raise _Malformed("a %s that does not decode: %s: %s" % (tag, type(exc).__name__, exc)) from None
+
+    def _items(self, j, depth):
+        if type(j["v"]) is not list:
+            raise _Malformed("a container whose items are no list")
+        return [self.value(x, depth) for x in j["v"]]
+
+    def _float(self, j, depth):
+        if j["v"] not in ("nan", "inf", "-inf"):
+            raise _Malformed("a float %r" % (j["v"],))
+        return float(j["v"])
+
+    def _tuple(self, j, depth):
+        return tuple(self._items(j, depth))
+
+    def _set(self, j, depth):
+        return set(self._items(j, depth))
+
+    def _frozenset(self, j, depth):
+        return frozenset(self._items(j, depth))
+
+    def _dict(self, j, depth):
+        out = {}
+        for kv in self._items(j, depth):
+            if type(kv) is not list or len(kv) != 2:
+                raise _Malformed("a dict item that is no [key, value]")
+            out[kv[0]] = kv[1]
+        return out
+
+    def _bytes(self, j, depth):
+        return _b64(j["v"])
+
+    def _bytearray(self, j, depth):
+        return bytearray(_b64(j["v"]))
+
+    def _text(self, j):
+        if type(j["v"]) is not str:
+            raise _Malformed("a %s that is no string" % j["$t"])
+        return j["v"]
+
+    def _datetime(self, j, depth):
+        return datetime.datetime.fromisoformat(self._text(j))
+
+    def _date(self, j, depth):
+        return datetime.date.fromisoformat(self._text(j))
+
+    def _time(self, j, depth):
+        return datetime.time.fromisoformat(self._text(j))
+
+    def _timedelta(self, j, depth):
+        v = j["v"]
+        if type(v) is not list or len(v) != 3 or any(type(x) is not int for x in v):
+            raise _Malformed("a timedelta that is no [days, seconds, microseconds]")
+        return datetime.timedelta(days=v[0], seconds=v[1], microseconds=v[2])
+
+    def _decimal(self, j, depth):
+        try:
+            return decimal.Decimal(self._text(j))
+        except decimal.InvalidOperation:
+            raise _Malformed("a decimal %.40r" % (j["v"],)) from None
+
+    def _uuid(self, j, depth):
+        return uuid.UUID(self._text(j))
+
+    def _row(self, j, depth):
+        try:
+            from pyspark.sql.types import Row
+        except ImportError:
+            raise ReplayError("the capture holds a pyspark Row: replay needs pyspark here (pip install pyspark)") from None
+        values = self._items(j, depth)
+        fields = j["fields"]
+        if fields is None:
+            return Row(*values)
+        if type(fields) is not list or len(fields) != len(values) or any(type(f) is not str for f in fields):
+            raise _Malformed("a Row whose fields are no names of its values")
+        row = Row(*values)
+        row.__fields__ = list(fields)  # as pyspark's own _create_row
+        return row
+
+    def _ndarray(self, j, depth):
+        return _npy(j["npy"])
+
+    def _numpy_scalar(self, j, depth):
+        arr = _npy(j["npy"])
+        if arr.shape != ():
+            raise _Malformed("a numpy scalar of shape %r" % (arr.shape,))
+        return arr[()]
+
+    def _ndarray_object(self, j, depth):
+        np = _numpy()
+        shape = j["shape"]
+        if type(shape) is not list or any(type(n) is not int or n < 0 for n in shape) or len(shape) > 32:
+            raise _Malformed("an array shape %r" % (shape,))
+        items = self._items(j, depth)
+        size = 1
+        for n in shape:
+            size *= n
+        if size != len(items):
+            raise _Malformed("an array of shape %r with %d items" % (shape, len(items)))
+        arr = np.empty(len(items), dtype=object)
+        for i, x in enumerate(items):
+            arr[i] = x
+        return arr.reshape(shape)
+
+    def _dataframe(self, j, depth):
+        pa = _pyarrow()
+        schema, batches = _arrow(j["arrow"])
+        return pa.Table.from_batches(batches, schema=schema).to_pandas()
+
+    def _series(self, j, depth):
+        pa = _pyarrow()
+        name = self.value(j["name"], depth)
+        schema, batches = _arrow(j["arrow"])
+        df = pa.Table.from_batches(batches, schema=schema).to_pandas()
+        if list(df.columns) != ["__sparkdap_series__"]:
+            raise _Malformed("a Series whose table has columns %r" % (list(df.columns)[:5],))
+        s = df["__sparkdap_series__"]
+        s.name = name
+        return s
+
+    def _arrow_table(self, j, depth):
+        pa = _pyarrow()
+        schema, batches = _arrow(j["arrow"])
+        return pa.Table.from_batches(batches, schema=schema)
+
+    def _arrow_recordbatch(self, j, depth):
+        _, batches = _arrow(j["arrow"])
+        if len(batches) != 1:
+            raise _Malformed("a record batch stream of %d batches" % len(batches))
+        return batches[0]
+
+    def _pickled(self, j, depth):
+        where, tname = str(j["where"]), str(j["type"])
+        if self.values is None:
+            raise _NeedsTrust(
+                "%s is a %s, which the capture carries only pickled, and replay unpickles nothing from the cluster unless you pass %s "
+                "(only for a capture from a cluster you trust)" % (where, tname, TRUST_FLAG)
             )
-        return super().find_class(module, name)
+        raw = self.values.get(j["key"]) if isinstance(j["key"], str) else None
+        if not isinstance(raw, bytes):
+            raise _Malformed("%s's pickle is missing" % where)
+        self.unpickled += 1
+        return _unpickle(raw)
 
 
 def load(path):
     with open(path, "r", encoding="utf-8") as f:
         cap = json.load(f)
     if not isinstance(cap, dict) or cap.get("format") != FORMAT:
-        raise ReplayError("%s is not a sparkdap capture this replay reads (format %r, want %r)" % (path, cap.get("format") if isinstance(cap, dict) else None, FORMAT))
+        have = cap.get("format") if isinstance(cap, dict) else None
+        why = ""
+        if have in ("sparkdap-capture/1", "sparkdap-capture/2"):
+            why = ": its data is a pickle, which replay no longer reads from a cluster; capture the call again"
+        raise ReplayError("%s is not a sparkdap capture this replay reads (format %r, want %r)%s" % (path, have, FORMAT, why))
     # The executor wrote most of it: check the shapes replay relies on.
     info = cap.get("function")
     ok = isinstance(info, dict) and isinstance(info.get("firstLine", 0), int) and isinstance(info.get("qualname", ""), str)
@@ -248,36 +411,52 @@ def load(path):
     return cap
 
 
-def check_python(cap, force):
-    want = cap.get("versions", {}).get("python", "")
+def check_python(cap, force, trust):
+    """A warning when the capture was made by another Python major.minor,
+    or ReplayError: its pickles (loaded only with TRUST_FLAG) need the same
+    one unless forced; the data and your local source do not."""
+    want = str(cap.get("versions", {}).get("python", ""))
     have = "%d.%d" % sys.version_info[:2]
-    if ".".join(want.split(".")[:2]) != have:
-        msg = "the capture was made by Python %s and this is Python %s: pickled code and data need the same major.minor" % (want, sys.version.split()[0])
-        if not force:
-            raise ReplayError(msg + " (run replay with that Python, --python, or --force to try anyway)")
-        return "warning: " + msg
-    return None
+    if ".".join(want.split(".")[:2]) == have:
+        return None
+    msg = "the capture was made by Python %s and this is Python %s" % (want, sys.version.split()[0])
+    if not trust:
+        return "warning: %s: your function may behave differently here" % msg
+    msg += ": the capture's pickles need the same major.minor"
+    if not force:
+        raise ReplayError(msg + " (run replay with that Python, --python, or --force to try anyway)")
+    return "warning: " + msg
 
 
-def _unpickle(raw, trusted):
+def _unpickle(raw):
+    """Unpickles bytes from the capture: run only with TRUST_FLAG, as a
+    pickle runs whatever code it names."""
     try:
-        if trusted:
-            return pickle.loads(raw)
-        return RestrictedUnpickler(io.BytesIO(raw)).load()
+        return pickle.loads(raw)
     except ModuleNotFoundError as exc:
         raise ReplayError("unpickling the capture needs module %r here (pip install it, or put your code on PYTHONPATH)" % exc.name) from None
-    except ReplayError:
-        raise
     except Exception as exc:
-        raise ReplayError("the capture's data cannot be unpickled: %s: %s" % (type(exc).__name__, exc)) from None
+        raise ReplayError("the capture's pickle cannot be unpickled: %s: %s" % (type(exc).__name__, exc)) from None
 
 
-def load_data(cap, trusted=False):
-    """The call's arguments, closure values and data globals."""
-    data = _unpickle(base64.b64decode(cap.get("data", "")), trusted)
-    if not isinstance(data, dict) or not isinstance(data.get("args"), list) or not isinstance(data.get("kwargs"), dict):
-        raise ReplayError("the capture's data is not a call's arguments")
-    return data
+def load_code(cap):
+    """CODE, unpickled: {"function": pickle or None, "values": {key:
+    pickle}}. Only with TRUST_FLAG."""
+    code = _unpickle(base64.b64decode(cap.get("code", "")))
+    if not isinstance(code, dict) or not isinstance(code.get("values"), dict):
+        raise ReplayError("the capture's code is not what sparkdap captures")
+    return code
+
+
+def load_data(cap, code=None):
+    """The call's arguments, closure values and data globals, and how many
+    values were unpickled (only with code, the trusted CODE)."""
+    dec = Decoder(code["values"] if code is not None else None)
+    try:
+        raw = base64.b64decode(cap.get("data", "").encode("ascii"), validate=True)
+    except ValueError:
+        raise ReplayError("the capture's data is not base64") from None
+    return dec.document(raw), dec.unpickled
 
 
 def _system_dirs():
@@ -547,10 +726,11 @@ def run(cap, force=False, trust=False, out=None):
     out = out or sys.stdout
     notes = []
     try:
-        warn = check_python(cap, force)
+        warn = check_python(cap, force, trust)
         if warn:
             out.write(warn + "\n")
-        data = load_data(cap, trust)
+        code = load_code(cap) if trust else None
+        data, unpickled = load_data(cap, code)
         try:
             fn, which, notes = local_function(cap, data)
         except NoLocalSource as exc:
@@ -560,20 +740,22 @@ def run(cap, force=False, trust=False, out=None):
                     "map its file to your copy (serve --root / --map), or if you trust the cluster that made the capture, pass %s"
                     % (cap.get("function", {}).get("qualname"), exc, TRUST_FLAG)
                 ) from None
+            if code.get("function") is None:
+                raise ReplayError("no local source for %s (%s), and the capture holds no pickled function" % (cap.get("function", {}).get("qualname"), exc)) from None
             out.write("warning: %s: running the captured function, code from the cluster (%s)\n" % (TRUST_FLAG, exc))
-            fn = _unpickle(base64.b64decode(cap.get("code", "")), True)
+            fn = _unpickle(code["function"])
             which = "using the captured %s" % cap.get("function", {}).get("qualname")
     except ReplayError as exc:
         out.write("sparkdap replay: %s\n" % exc)
         return 2
-    if trust:
-        out.write("warning: %s: the capture's data was unpickled without the allowlist\n" % TRUST_FLAG)
+    if unpickled:
+        out.write("warning: %s: unpickled %d value(s) of the capture's data, code from the cluster\n" % (TRUST_FLAG, unpickled))
     args = list(data["args"])
     it = data.get("iterator_arg")
     if it is not None:
         args[it] = iter(args[it])
     out.write("sparkdap replay: %s\n" % which)
-    for n in notes:
+    for n in data["left_out"] + notes:
         out.write("sparkdap replay: note: %s\n" % n)
     out.flush()
     try:
