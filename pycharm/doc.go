@@ -19,7 +19,9 @@
 // hello (pid and address alone would not: through a tunnel every stream has
 // one address), and its thread id gives the pid. Pending hellos live in a
 // worker.Registry, keyed by nonce: they expire on their own timers and are
-// capped. Each connection's writes go through an internal/wirequeue.Queue:
+// capped. Connections not yet joined hold a place in a budget, in total and
+// per source address (internal/connbudget, as the DAP front end's executor
+// port): over it, one is closed unread. Each connection's writes go through an internal/wirequeue.Queue:
 // no goroutine per idle connection, a byte cap for a peer that stops
 // reading. The package does not import dap: both front ends share only
 // worker, pathmap and wirequeue.
