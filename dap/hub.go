@@ -137,11 +137,13 @@ func (c *Config) setDefaults() {
 // this time is not going to.
 const DefaultDisconnectGrace = 2 * time.Second
 
-// DefaultMaxUnattached is Config.MaxUnattached's default: the IDE port is
-// on loopback, and a client attaches within milliseconds of connecting;
-// enough for VS Code opening a child session for each of many executors
-// at once.
-const DefaultMaxUnattached = 64
+// DefaultMaxUnattached is Config.MaxUnattached's default. A client
+// attaches within milliseconds of connecting, but in child-session mode the
+// IDE opens one connection per executor, so a job's executors arriving
+// together make as many IDE connections at once as executor connections:
+// as many places as the executor port has. It bounds memory, not a local
+// user (who could hold any number idle until AttachTimeout).
+const DefaultMaxUnattached = connbudget.DefaultTotal
 
 // DefaultChildAttachTimeout is Config.ChildAttachTimeout's default.
 const DefaultChildAttachTimeout = 30 * time.Second
