@@ -86,8 +86,8 @@ var maxPendingHellos = worker.DefaultMaxPending
 // The thread lives exactly while pydevd_pycharm.settrace connects, so the
 // answer to the proxy's probe (CMD_LIST_THREADS) names it: that binds the
 // pydevd connection to its hello by a secret only the hello's connection
-// saw, where pid and address alone (one address for every tunnel stream)
-// can be guessed by a co-tenant.
+// saw, where pid and address alone (the address is shared by every
+// process on the worker's host) can be guessed by a co-tenant.
 const guardThreadPrefix = "sparkdap-connect-guard "
 
 // ownThreadPrefix names the wrapper's own threads; the proxy keeps them out

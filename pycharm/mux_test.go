@@ -379,7 +379,7 @@ func (w *fakeWorker) refused(t *testing.T) bool {
 
 // TestPydevdBoundToHello: a pydevd connection joins only with the nonce
 // the hello's reply handed out, once, before the hello expires; the same
-// pid from the same address (every tunnel stream has one) is not enough.
+// pid from the same address (a co-tenant on the host has it) is not enough.
 func TestPydevdBoundToHello(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
