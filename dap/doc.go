@@ -30,7 +30,13 @@
 // lock ever waits on the network: a send under a lock at most makes one
 // non-blocking write.
 //
-// Files by role: server.go (the two listeners), hub.go (the Hub: sessions,
+// Each of the two ports has its own budget of connections not yet admitted
+// (internal/connbudget), the executor port's also per source address,
+// taken as a connection is accepted and before anything is read from it:
+// a peer without the token cannot starve the IDE port, nor hold more than
+// its share of the executor port.
+//
+// Files by role: server.go (the two listeners and their budgets), hub.go (the Hub: sessions,
 // announcing child sessions, stopping the job's debugging), executor.go and
 // hello.go (one pydevd connection and its admission), ide.go (one IDE
 // session: requests, attach, disconnect and its grace), events.go (pydevd's

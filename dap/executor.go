@@ -65,8 +65,8 @@ type ExecutorSession struct {
 	// reader goroutine before it reads the next message: until then only
 	// answers to the proxy's own handshake requests are accepted.
 	authorized atomic.Bool
-	// unadmitted gives back its place among connections not yet admitted
-	// (Hub.holdUnadmitted); nil outside ServeExecutor.
+	// unadmitted gives back its place in the executor port's budget of
+	// connections not yet admitted (Hub.take).
 	unadmitted func()
 
 	// Guarded by hub.mu.
@@ -321,7 +321,13 @@ func (es *ExecutorSession) end(hs *handshakeRun, readErr error) {
 			if readErr != nil && !errors.Is(readErr, errClosed) && !errors.Is(readErr, err) {
 				err = fmt.Errorf("%w (connection: %v)", err, readErr)
 			}
-			es.logger().Warn().Err(err).Msg("executor handshake failed")
+			// A peer without the token fails here by the thousand (idle
+			// until its handshake times out): one line per interval.
+			level := es.logger().Warn()
+			if !es.authorized.Load() && !es.hub.refusalLogged("executor handshake failed before the access token") {
+				level = es.logger().Debug()
+			}
+			level.Err(err).Msg("executor handshake failed")
 		}
 		es.failPending(err)
 		return

@@ -458,7 +458,7 @@ func TestHandshakeLimits(t *testing.T) {
 		r.conn.Close()
 	}
 	waitFor(t, "places given back", func() (bool, string) {
-		n := p.hub.unadmitted.Load()
+		n, _ := p.hub.exeBudget.InUse()
 		return n == 0, fmt.Sprint(n)
 	})
 	p.executor(370, nil)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/internal/connbudget"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/worker"
 )
@@ -47,10 +48,19 @@ type Config struct {
 	// LabelWait is how long a new executor's child session waits for the
 	// wrapper's task label before being announced without it.
 	LabelWait time.Duration
-	// MaxUnadmitted bounds the connections (both ports together) that have
-	// not yet presented the access token or attached; more are closed at
-	// once. Default DefaultMaxUnadmitted.
-	MaxUnadmitted int
+	// MaxUnadmitted bounds the executor port's connections that have not
+	// yet presented the access token, and MaxUnadmittedPerSource those of
+	// them from one source address; more are closed unread. Defaults
+	// connbudget.DefaultTotal and connbudget.DefaultPerSource.
+	MaxUnadmitted          int
+	MaxUnadmittedPerSource int
+	// MaxUnattached bounds the IDE port's connections that have not yet
+	// attached, a budget of its own: nothing on the executor port can
+	// starve the IDE. Default DefaultMaxUnattached.
+	MaxUnattached int
+	// RefusalLogInterval is how often refusals held back from the log are
+	// summed up, one line per cause. Default connbudget.DefaultLogInterval.
+	RefusalLogInterval time.Duration
 	// AttachTimeout is how long an IDE connection may stay without
 	// attaching. Default 30 s.
 	AttachTimeout time.Duration
@@ -100,7 +110,13 @@ func (c *Config) setDefaults() {
 		c.LabelWait = 500 * time.Millisecond
 	}
 	if c.MaxUnadmitted <= 0 {
-		c.MaxUnadmitted = DefaultMaxUnadmitted
+		c.MaxUnadmitted = connbudget.DefaultTotal
+	}
+	if c.MaxUnadmittedPerSource <= 0 {
+		c.MaxUnadmittedPerSource = connbudget.DefaultPerSource
+	}
+	if c.MaxUnattached <= 0 {
+		c.MaxUnattached = DefaultMaxUnattached
 	}
 	if c.AttachTimeout <= 0 {
 		c.AttachTimeout = 30 * time.Second
@@ -121,11 +137,13 @@ func (c *Config) setDefaults() {
 // this time is not going to.
 const DefaultDisconnectGrace = 2 * time.Second
 
-// DefaultMaxUnadmitted is Config.MaxUnadmitted's default: enough for a
-// large job's workers all connecting at once (a handshake takes
-// milliseconds), few enough that a flood of idle connections cannot
-// exhaust the proxy.
-const DefaultMaxUnadmitted = 1024
+// DefaultMaxUnattached is Config.MaxUnattached's default. A client
+// attaches within milliseconds of connecting, but in child-session mode the
+// IDE opens one connection per executor, so a job's executors arriving
+// together make as many IDE connections at once as executor connections:
+// as many places as the executor port has. It bounds memory, not a local
+// user (who could hold any number idle until AttachTimeout).
+const DefaultMaxUnattached = connbudget.DefaultTotal
 
 // DefaultChildAttachTimeout is Config.ChildAttachTimeout's default.
 const DefaultChildAttachTimeout = 30 * time.Second
@@ -158,8 +176,11 @@ type Hub struct {
 	nextID atomic.Uint64
 	// refused counts workers let go undebugged, for Stats.
 	refused atomic.Int64
-	// unadmitted counts connections before their token or attach.
-	unadmitted atomic.Int64
+	// exeBudget and ideBudget count each port's connections before their
+	// token or attach; logLimit rate-limits the warnings about refused
+	// connections, per cause. Each has its own lock, a leaf.
+	exeBudget, ideBudget *connbudget.Budget
+	logLimit             *connbudget.Limiter
 	// callbacks counts request callbacks running on goroutines of their
 	// own (a send that failed), so a Server can wait for them as it does
 	// for its connections: nothing of the Hub logs after Serve returns.
@@ -200,6 +221,11 @@ func NewHub(cfg Config) *Hub {
 		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{},
 		admission: worker.NewRegistry(worker.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL})}
 	h.refusals = worker.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
+	h.exeBudget = connbudget.New(cfg.MaxUnadmitted, cfg.MaxUnadmittedPerSource)
+	h.ideBudget = connbudget.New(cfg.MaxUnattached, 0)
+	h.logLimit = connbudget.NewLimiter(cfg.RefusalLogInterval, func(cause string, n int, in time.Duration) {
+		h.log.Warn().Str("cause", cause).Int("refused", n).Dur("in", in).Msg("more connections refused for the same cause")
+	})
 	return h
 }
 
@@ -222,6 +248,7 @@ func (h *Hub) WaitCallbacks() { h.callbacks.Wait() }
 func (h *Hub) Close() {
 	h.admission.Close()
 	h.refusals.Close()
+	h.logLimit.Close()
 }
 
 // refusedLine notes a refused worker at remote (host:port) and prints line

@@ -37,8 +37,9 @@ type IDESession struct {
 	// a child), so what it still sends is refused.
 	ended bool
 	asked map[int64]childAsk // root only: startDebugging seq → the executor it announced
-	// unadmitted gives back its place among connections not yet attached
-	// (Hub.holdUnadmitted); nil outside ServeIDE. Set before serving.
+	// unadmitted gives back its place in the IDE port's budget of
+	// connections not yet attached (Hub.take); nil outside serveIDE. Set
+	// before serving.
 	unadmitted func()
 	// admitted is attached, set on the reader goroutine (attach) before
 	// it reads the next message, which may then be as large as

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/internal/connbudget"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/worker"
 )
@@ -125,6 +126,9 @@ func quietProxy(t *testing.T, mod func(*Config)) *testProxy {
 		c.HandshakeTimeout = 30 * time.Second
 		c.FanoutTimeout = 30 * time.Second
 		c.HelloTTL = 200 * time.Millisecond
+		// The fakes stand for many hosts' workers, all from one loopback
+		// address: the port's total alone bounds them.
+		c.MaxUnadmittedPerSource = connbudget.DefaultTotal
 		if mod != nil {
 			mod(c)
 		}

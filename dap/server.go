@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/acceptretry"
+	"github.com/sparkdap/sparkdap/internal/connbudget"
 )
 
 // Server owns the two listeners of a Hub: the IDE side and the executor side.
@@ -49,7 +50,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
-	accept := func(l net.Listener, serve func(net.Conn)) {
+	// A connection over its port's budget is closed here, unread, before
+	// anything (a goroutine included) is spent on it.
+	accept := func(l net.Listener, b *connbudget.Budget, port string, serve func(net.Conn, func())) {
 		defer wg.Done()
 		for {
 			c, err := acceptretry.Accept(ctx, l, nil, func(err error, wait time.Duration) {
@@ -62,13 +65,17 @@ func (s *Server) Serve(ctx context.Context) error {
 				}
 				return
 			}
+			release, ok := s.Hub.take(b, port, c)
+			if !ok {
+				continue
+			}
 			wg.Add(1)
-			go func() { defer wg.Done(); serve(c) }()
+			go func() { defer wg.Done(); serve(c, release) }()
 		}
 	}
 	wg.Add(2)
-	go accept(s.exe, func(c net.Conn) { s.Hub.ServeExecutor(ctx, c) })
-	go accept(s.ide, func(c net.Conn) { s.Hub.ServeIDE(ctx, c) })
+	go accept(s.exe, s.Hub.exeBudget, "executor", func(c net.Conn, release func()) { s.Hub.serveExecutor(ctx, c, release) })
+	go accept(s.ide, s.Hub.ideBudget, "IDE", func(c net.Conn, release func()) { s.Hub.serveIDE(ctx, c, release) })
 	<-ctx.Done()
 	s.ide.Close()
 	s.exe.Close()
@@ -85,34 +92,44 @@ func (s *Server) Serve(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// ServeExecutor runs one pydevd connection until it ends.
+// ServeExecutor runs one pydevd connection until it ends. It counts
+// against the executor port's budget like a connection the Server
+// accepted: over it, conn is closed unread. A connection carried from
+// elsewhere (an SSH tunnel stream) must report its origin as RemoteAddr.
 func (h *Hub) ServeExecutor(ctx context.Context, conn net.Conn) {
-	release, ok := h.holdUnadmitted()
+	release, ok := h.take(h.exeBudget, "executor", conn)
 	if !ok {
-		h.log.Warn().Str("remote", conn.RemoteAddr().String()).Int("limit", h.cfg.MaxUnadmitted).
-			Msg("too many connections still in their handshake; closing this one")
-		conn.Close()
 		return
 	}
+	h.serveExecutor(ctx, conn, release)
+}
+
+// serveExecutor runs one pydevd connection that holds a place in the
+// executor port's budget; release gives it back.
+func (h *Hub) serveExecutor(ctx context.Context, conn net.Conn, release func()) {
+	defer release()
 	es := newExecutorSession(h, h.nextID.Add(1), conn)
 	es.unadmitted = release
-	defer release()
 	es.logger().Debug().Msg("executor connected")
 	es.serve(ctx)
 }
 
-// ServeIDE runs one DAP client connection until it ends.
+// ServeIDE runs one DAP client connection until it ends. It counts
+// against the IDE port's budget like a connection the Server accepted.
 func (h *Hub) ServeIDE(ctx context.Context, conn net.Conn) {
-	release, ok := h.holdUnadmitted()
+	release, ok := h.take(h.ideBudget, "IDE", conn)
 	if !ok {
-		h.log.Warn().Str("remote", conn.RemoteAddr().String()).Int("limit", h.cfg.MaxUnadmitted).
-			Msg("too many connections still in their handshake; closing this one")
-		conn.Close()
 		return
 	}
+	h.serveIDE(ctx, conn, release)
+}
+
+// serveIDE runs one DAP client connection that holds a place in the IDE
+// port's budget; release gives it back.
+func (h *Hub) serveIDE(ctx context.Context, conn net.Conn, release func()) {
+	defer release()
 	s := newIDESession(h, h.nextID.Add(1), conn)
 	s.unadmitted = release
-	defer release()
 	// A client that does not attach in time goes: a local user must not
 	// hold connections open for free.
 	deadline := time.AfterFunc(h.cfg.AttachTimeout, func() {
@@ -128,14 +145,25 @@ func (h *Hub) ServeIDE(ctx context.Context, conn net.Conn) {
 	s.serve(ctx)
 }
 
-// holdUnadmitted takes one of the Config.MaxUnadmitted places of
-// connections that have not yet presented their token (executors) or
-// attached (IDEs). release gives it back; it may be called more than once.
-func (h *Hub) holdUnadmitted() (release func(), ok bool) {
-	if h.unadmitted.Add(1) > int64(h.cfg.MaxUnadmitted) {
-		h.unadmitted.Add(-1)
-		return nil, false
+// take holds a place in budget b (of the port named port) for conn, or
+// closes conn unread and logs the refusal, rate-limited per cause.
+func (h *Hub) take(b *connbudget.Budget, port string, conn net.Conn) (release func(), ok bool) {
+	release, cause, ok := b.Take(conn.RemoteAddr())
+	if ok {
+		return release, true
 	}
-	var once sync.Once
-	return func() { once.Do(func() { h.unadmitted.Add(-1) }) }, true
+	conn.Close()
+	cause = port + " port: " + cause
+	level := h.log.Debug()
+	if h.logLimit.Allow(cause) {
+		level = h.log.Warn()
+	}
+	level.Str("remote", conn.RemoteAddr().String()).Str("cause", cause).Int("limit", b.Total()).
+		Int("per_source", b.PerSource()).Msg("too many connections not yet admitted; closing this one unread")
+	return nil, false
 }
+
+// refusalLogged notes a refusal of cause and reports whether to log it at
+// warning level: the first of each cause per interval is, the rest are
+// summed up in one line per interval (see connbudget.Limiter).
+func (h *Hub) refusalLogged(cause string) bool { return h.logLimit.Allow(cause) }

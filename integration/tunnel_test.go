@@ -344,6 +344,27 @@ func TestTunnelAgentMode(t *testing.T) {
 	debugThroughTunnel(t, ctx, p, remote, 3)
 }
 
+// TestTunnelAgentSourceAddress: through the agent, the proxy sees each
+// executor connection's own source address (its per-source limits count
+// hosts by it), not one address for the whole tunnel.
+func TestTunnelAgentSourceAddress(t *testing.T) {
+	ctx := testContext(t, 90*time.Second)
+	g := startGateway(t, ctx, "127.0.0.1")
+	remote := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
+	p := tunnelProxy(t, ctx, g, remote, "--agent-path", sparkdapBinary(t))
+	for _, src := range []string{"127.0.0.2", "127.0.0.3"} {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.DialContext(ctx, "tcp", remote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// The executor session's log lines name the peer (serve runs at
+		// debug level here); the agent's own lines say executor=.
+		waitLog(t, ctx, p, "remote="+c.LocalAddr().String(), 1)
+	}
+}
+
 func TestTunnelForwardMode(t *testing.T) {
 	ctx := testContext(t, 90*time.Second)
 	g := startGateway(t, ctx, "127.0.0.1")

@@ -16,12 +16,15 @@
 // wrapper names its connect-guard thread, alive while pydevd connects,
 // "sparkdap-connect-guard <nonce>", and the proxy asks each new pydevd
 // connection for its threads: the guard's name ties the connection to its
-// hello (pid and address alone would not: through a tunnel every stream has
-// one address), and its thread id gives the pid. Pending hellos live in a
+// hello (pid and address alone would not: every process on the worker's
+// host has its address), and its thread id gives the pid. Pending hellos live in a
 // worker.Registry, keyed by nonce: they expire on their own timers and are
-// capped. Until its probe's answer ties it to a hello, a connection may
-// send no more than a small budget (the proxy hangs up past it). Each
-// connection's writes go through an internal/wirequeue.Queue:
+// capped. Connections not yet joined hold a place in a budget, in total and
+// per source address (internal/connbudget, as the DAP front end's executor
+// port): over it, one is closed unread. Until its probe's answer ties it to
+// a hello, a connection may send no more than a small budget of bytes (the
+// proxy hangs up past it). Each connection's writes go through an
+// internal/wirequeue.Queue:
 // no goroutine per idle connection, a byte cap for a peer that stops
 // reading. The package does not import dap: both front ends share only
 // worker, pathmap and wirequeue.

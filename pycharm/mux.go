@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/capture"
+	"github.com/sparkdap/sparkdap/internal/connbudget"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/worker"
 )
@@ -55,6 +56,16 @@ type Config struct {
 	// EvalTimeout bounds each of the proxy's own evaluates in a worker
 	// (default 60 s).
 	EvalTimeout time.Duration
+	// MaxUnadmitted bounds the executor connections (the port's and the
+	// tunnel's together) not yet admitted: hellos being answered, pydevd
+	// connections not yet joined to their hello. MaxUnadmittedPerSource
+	// bounds those from one source address. More are closed unread.
+	// Defaults connbudget.DefaultTotal and connbudget.DefaultPerSource.
+	MaxUnadmitted          int
+	MaxUnadmittedPerSource int
+	// RefusalLogInterval is how often refusals held back from the log are
+	// summed up, one line per cause. Default connbudget.DefaultLogInterval.
+	RefusalLogInterval time.Duration
 }
 
 // The proxy speaks first on every executor connection, because pydevd never
@@ -89,8 +100,8 @@ var maxPendingHellos = worker.DefaultMaxPending
 // The thread lives exactly while pydevd_pycharm.settrace connects, so the
 // answer to the proxy's probe (CMD_LIST_THREADS) names it: that binds the
 // pydevd connection to its hello by a secret only the hello's connection
-// saw, where pid and address alone (one address for every tunnel stream)
-// can be guessed by a co-tenant.
+// saw, where pid and address alone (the address is shared by every
+// process on the worker's host) can be guessed by a co-tenant.
 const guardThreadPrefix = "sparkdap-connect-guard "
 
 // ownThreadPrefix names the wrapper's own threads; the proxy keeps them out
@@ -134,6 +145,11 @@ type Proxy struct {
 	// address and then sums, so a flood of refusals cannot flood the
 	// terminal (its own lock; it calls summary only).
 	refusals *worker.RefusalLog
+	// budget counts executor connections not yet admitted; logLimit
+	// rate-limits the warnings about refused connections, per cause. Each
+	// has its own lock, a leaf.
+	budget   *connbudget.Budget
+	logLimit *connbudget.Limiter
 
 	// mu guards the fields below, the executors' state and PyCharm's
 	// session state. Sends to peers happen under it (they only queue);
@@ -215,6 +231,10 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 	p := &Proxy{cfg: cfg, ln: ln, log: cfg.Log, execs: map[int64]*executor{}, admission: admission,
 		conns: map[net.Conn]bool{}}
 	p.refusals = worker.NewRefusalLog(func(line string) { p.summary("%s", line) }, 0, 0)
+	p.budget = connbudget.New(cfg.MaxUnadmitted, cfg.MaxUnadmittedPerSource)
+	p.logLimit = connbudget.NewLimiter(cfg.RefusalLogInterval, func(cause string, n int, in time.Duration) {
+		p.log.Warn().Str("cause", cause).Int("refused", n).Dur("in", in).Msg("more connections refused for the same cause")
+	})
 	return p, nil
 }
 
@@ -240,24 +260,37 @@ func (p *Proxy) Serve(ctx context.Context) error {
 			}
 			return err
 		}
+		// Over budget: closed here, unread, before a goroutine is spent.
+		release, ok := p.take(conn)
+		if !ok {
+			continue
+		}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
+			release()
 			conn.Close()
 			continue
 		}
 		p.conns[conn] = true
 		p.mu.Unlock()
-		go p.serveConn(conn)
+		go p.serveConn(conn, release)
 	}
 }
 
 // ServeExecutor serves one executor connection that arrived another way
-// than the executor port (an SSH tunnel stream) until it ends.
+// than the executor port (an SSH tunnel stream) until it ends. It counts
+// against the same budget as the port's; conn must report its origin as
+// RemoteAddr.
 func (p *Proxy) ServeExecutor(ctx context.Context, conn net.Conn) {
+	release, ok := p.take(conn)
+	if !ok {
+		return
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
+		release()
 		conn.Close()
 		return
 	}
@@ -265,7 +298,30 @@ func (p *Proxy) ServeExecutor(ctx context.Context, conn net.Conn) {
 	p.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	p.serveConn(conn)
+	p.serveConn(conn, release)
+}
+
+// take holds a place in the budget for conn, or closes conn unread and
+// logs the refusal, rate-limited per cause.
+func (p *Proxy) take(conn net.Conn) (release func(), ok bool) {
+	release, cause, ok := p.budget.Take(conn.RemoteAddr())
+	if ok {
+		return release, true
+	}
+	conn.Close()
+	cause = "executor port: " + cause
+	p.logLimited(cause).Str("remote", conn.RemoteAddr().String()).Str("cause", cause).Int("limit", p.budget.Total()).
+		Int("per_source", p.budget.PerSource()).Msg("too many connections not yet admitted; closing this one unread")
+	return nil, false
+}
+
+// logLimited is a warning for the first refusal of cause in an interval,
+// a debug line for the rest (summed up by logLimit).
+func (p *Proxy) logLimited(cause string) *zerolog.Event {
+	if p.logLimit.Allow(cause) {
+		return p.log.Warn()
+	}
+	return p.log.Debug()
 }
 
 // Close stops the proxy: the executors are let go, PyCharm's connection
@@ -284,6 +340,7 @@ func (p *Proxy) Close() {
 	p.ln.Close()
 	p.admission.Close()
 	p.refusals.Close()
+	p.logLimit.Close()
 	if ide != nil {
 		ide.close()
 	}
@@ -305,10 +362,21 @@ func (p *Proxy) forget(conn net.Conn) {
 	conn.Close()
 }
 
-// serveConn tells a hello from a pydevd connection and serves it.
-func (p *Proxy) serveConn(conn net.Conn) {
+// serveConn tells a hello from a pydevd connection and serves it. It holds
+// a place in the budget until the connection joins or ends; release gives
+// it back.
+func (p *Proxy) serveConn(conn net.Conn, release func()) {
 	defer p.forget(conn)
+	defer release()
 	log := p.log.With().Str("remote", conn.RemoteAddr().String()).Logger()
+	// A peer without the token can make these by the thousand: the first
+	// of each cause per interval is a warning.
+	warn := func(cause string) *zerolog.Event {
+		if p.logLimit.Allow(cause) {
+			return log.Warn()
+		}
+		return log.Debug()
+	}
 	_ = conn.SetDeadline(time.Now().Add(identifyTimeout))
 	if _, err := conn.Write(Message{ID: CmdListThreads, Seq: probeSeq}.Marshal()); err != nil {
 		return
@@ -338,7 +406,7 @@ func (p *Proxy) serveConn(conn net.Conn) {
 			if lr.N <= 0 {
 				err = fmt.Errorf("more than %d bytes before its answer to the proxy's probe", maxUnidentifiedBytes)
 			}
-			log.Warn().Err(err).Msg("pydevd connection ended before it said which process it is")
+			warn("pydevd connection ended unidentified").Err(err).Msg("pydevd connection ended before it said which process it is")
 			return
 		}
 		if m.Seq == probeSeq && (m.ID == CmdReturn || m.ID == CmdError) {
@@ -350,7 +418,7 @@ func (p *Proxy) serveConn(conn net.Conn) {
 				}
 			}
 			if pid == 0 {
-				log.Warn().Msg("pydevd connection refused: its thread list names no sparkdap connect guard " +
+				warn("pydevd connection without connect guard").Msg("pydevd connection refused: its thread list names no sparkdap connect guard " +
 					"(not a sparkdap wrapper of this version); the worker runs undebugged")
 				return
 			}
@@ -361,9 +429,10 @@ func (p *Proxy) serveConn(conn net.Conn) {
 	_ = conn.SetDeadline(time.Time{})
 	e, err := p.join(conn, pid, nonce)
 	if err != nil {
-		log.Warn().Err(err).Int64("pid", pid).Msg("pydevd connection refused; the worker runs undebugged")
+		warn("pydevd connection without hello").Err(err).Int64("pid", pid).Msg("pydevd connection refused; the worker runs undebugged")
 		return
 	}
+	release()
 	lr.N = math.MaxInt64
 	// Large reads bypass the small buffer (bufio reads straight into a
 	// caller's buffer at least as large as its own).

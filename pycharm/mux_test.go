@@ -42,15 +42,33 @@ func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, part
 // <nonce>" reply, or "" and the reply.
 func sayHello(t *testing.T, addr string, pid, partition int64, roots pathmap.Roots) (nonce, reply string) {
 	t.Helper()
-	info := worker.TaskInfo{PID: pid, Host: "node-1", ExecutorID: "1",
-		Label: fmt.Sprintf("stage 0 · partition %d · attempt 0", partition), Roots: &roots}
-	hc, err := net.Dial("tcp", addr)
+	return sayHelloFrom(t, "", addr, pid, partition, roots)
+}
+
+// dialFrom connects to addr from loopback address src ("": any), so that
+// a test can play several hosts.
+func dialFrom(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Timeout: 10 * time.Second}
+	if src != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+	}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// sayHelloFrom is sayHello from loopback address src.
+func sayHelloFrom(t *testing.T, src, addr string, pid, partition int64, roots pathmap.Roots) (nonce, reply string) {
+	t.Helper()
+	info := worker.TaskInfo{PID: pid, Host: "node-1", ExecutorID: "1",
+		Label: fmt.Sprintf("stage 0 · partition %d · attempt 0", partition), Roots: &roots}
+	hc := dialFrom(t, src, addr)
 	defer hc.Close()
 	_ = hc.SetDeadline(time.Now().Add(10 * time.Second))
-	reply, _, err = worker.Introduce(hc, "tok", info)
+	reply, _, err := worker.Introduce(hc, "tok", info)
 	if err != nil {
 		t.Fatalf("no hello reply: %v", err)
 	}
@@ -64,10 +82,13 @@ func sayHello(t *testing.T, addr string, pid, partition int64, roots pathmap.Roo
 // whose connect-guard thread carries nonce ("" = no guard thread).
 func connectPydevd(t *testing.T, addr string, pid int64, nonce string) *fakeWorker {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return connectPydevdFrom(t, "", addr, pid, nonce)
+}
+
+// connectPydevdFrom is connectPydevd from loopback address src.
+func connectPydevdFrom(t *testing.T, src, addr string, pid int64, nonce string) *fakeWorker {
+	t.Helper()
+	c := dialFrom(t, src, addr)
 	w := &fakeWorker{pid: pid, conn: c, got: make(chan pycharm.Message, 100)}
 	tid := fmt.Sprintf("pid_%d_id_1", pid)
 	threads := `<thread name="MainThread" id="` + tid + `" />`
@@ -358,7 +379,7 @@ func (w *fakeWorker) refused(t *testing.T) bool {
 
 // TestPydevdBoundToHello: a pydevd connection joins only with the nonce
 // the hello's reply handed out, once, before the hello expires; the same
-// pid from the same address (every tunnel stream has one) is not enough.
+// pid from the same address (a co-tenant on the host has it) is not enough.
 func TestPydevdBoundToHello(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,8 +24,10 @@ import (
 // bound (port 0 allowed), and lets the client skip anything a login shell
 // printed before it.
 const (
-	preamblePrefix  = "SPARKDAP-AGENT "
-	protocolVersion = "1"
+	preamblePrefix = "SPARKDAP-AGENT "
+	// protocolVersion 2: every stream starts with a stream header (see
+	// source.go).
+	protocolVersion = "2"
 )
 
 // yamuxConfig is shared by both ends.
@@ -136,10 +139,28 @@ func RunAgent(ctx context.Context, in io.Reader, out io.Writer, closers []io.Clo
 }
 
 func serveExecutorConn(sessCtx context.Context, sess *yamux.Session, c net.Conn, log zerolog.Logger) {
+	// The proxy's per-source limits apply to the executor's address, which
+	// only the agent sees: it goes first on the stream.
+	var src netip.AddrPort
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		src = a.AddrPort()
+	}
+	header, err := appendStreamHeader(nil, src)
+	if err != nil {
+		log.Warn().Err(err).Str("executor", c.RemoteAddr().String()).Msg("dropping executor connection")
+		c.Close()
+		return
+	}
 	st, err := sess.OpenStream()
 	if err != nil {
 		// The debuggee sees its connection close and runs undebugged.
 		log.Warn().Err(err).Str("executor", c.RemoteAddr().String()).Msg("cannot open tunnel stream; dropping executor connection")
+		c.Close()
+		return
+	}
+	if _, err := st.Write(header); err != nil {
+		log.Debug().Err(err).Str("executor", c.RemoteAddr().String()).Msg("tunnel stream closed before its header; dropping executor connection")
+		st.Close()
 		c.Close()
 		return
 	}

@@ -40,10 +40,11 @@ func TestReadPreamble(t *testing.T) {
 	for _, tc := range []struct {
 		name, in, want, err string
 	}{
-		{name: "plain", in: "SPARKDAP-AGENT 1 127.0.0.1:5678\nYAMUX", want: "127.0.0.1:5678"},
-		{name: "after shell noise", in: "Welcome!\r\nlast login\nSPARKDAP-AGENT 1 [::1]:9\n", want: "[::1]:9"},
-		{name: "other version", in: "SPARKDAP-AGENT 2 127.0.0.1:1\n", err: "protocol \"2\""},
-		{name: "bad address", in: "SPARKDAP-AGENT 1 nonsense\n", err: "bad preamble address"},
+		{name: "plain", in: "SPARKDAP-AGENT 2 127.0.0.1:5678\nYAMUX", want: "127.0.0.1:5678"},
+		{name: "after shell noise", in: "Welcome!\r\nlast login\nSPARKDAP-AGENT 2 [::1]:9\n", want: "[::1]:9"},
+		{name: "older agent", in: "SPARKDAP-AGENT 1 127.0.0.1:1\n", err: "protocol \"1\""},
+		{name: "newer agent", in: "SPARKDAP-AGENT 3 127.0.0.1:1\n", err: "protocol \"3\""},
+		{name: "bad address", in: "SPARKDAP-AGENT 2 nonsense\n", err: "bad preamble address"},
 		{name: "exited", in: "bash: sparkdap: not found\n", err: "exited before"},
 		{name: "endless noise", in: strings.Repeat("noise\n", maxPreambleJunk/6+10), err: "no agent preamble"},
 	} {
@@ -92,12 +93,21 @@ func startAgentHarness(t *testing.T) *agentHarness {
 	}
 	go func() {
 		for {
-			st, err := h.sess.Accept()
+			st, err := h.sess.AcceptStream()
 			if err != nil {
 				close(h.streams)
 				return
 			}
-			h.streams <- st
+			// As the laptop does: the header first, then the executor's.
+			_ = st.SetReadDeadline(time.Now().Add(testWait))
+			src, err := readStreamHeader(st)
+			_ = st.SetReadDeadline(time.Time{})
+			if err != nil {
+				t.Errorf("stream header: %v", err)
+				st.Close()
+				continue
+			}
+			h.streams <- &sourceConn{Conn: st, remote: net.TCPAddrFromAddrPort(src)}
 		}
 	}()
 	t.Cleanup(func() {
@@ -166,6 +176,34 @@ func TestAgentCarriesConnections(t *testing.T) {
 	execs[0].SetReadDeadline(time.Now().Add(testWait))
 	if _, err := execs[0].Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("executor after stream close: %v, want EOF", err)
+	}
+}
+
+// TestAgentSendsSourceAddress: each stream tells the executor's own
+// address, so the proxy's per-source limits see hosts, not the tunnel.
+func TestAgentSendsSourceAddress(t *testing.T) {
+	h := startAgentHarness(t)
+	for _, src := range []string{"127.0.0.2", "127.0.0.3"} {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		st := h.nextStream(t)
+		if got, want := st.RemoteAddr().String(), c.LocalAddr().String(); got != want {
+			t.Errorf("stream's RemoteAddr %s, want the executor's %s", got, want)
+		}
+		// Nothing of the header is left for the proxy to read as the
+		// executor's.
+		if _, err := c.Write([]byte("hi")); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 2)
+		st.SetReadDeadline(time.Now().Add(testWait))
+		if _, err := io.ReadFull(st, b); err != nil || string(b) != "hi" {
+			t.Fatalf("first bytes on the stream %q, %v; want the executor's", b, err)
+		}
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/yamux"
 	"github.com/rs/zerolog"
@@ -138,7 +140,9 @@ func readPreamble(br *bufio.Reader) (string, error) {
 		}
 		version, addr, _ := strings.Cut(rest, " ")
 		if version != protocolVersion {
-			return "", fmt.Errorf("speaks tunnel protocol %q, this sparkdap speaks %q: install the same sparkdap version on the gateway or drop --agent-path to upload this one", version, protocolVersion)
+			return "", fmt.Errorf("speaks tunnel protocol %q, this sparkdap speaks %q: the gateway's sparkdap is another version; "+
+				"install this version there (a sparkdap on the gateway's PATH is used before uploading this one) or pass --agent-path to one of this version",
+				version, protocolVersion)
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return "", fmt.Errorf("bad preamble address %q: %w", addr, err)
@@ -148,10 +152,20 @@ func readPreamble(br *bufio.Reader) (string, error) {
 	return "", fmt.Errorf("no agent preamble in the first %d bytes of output: is it a sparkdap binary?", maxPreambleJunk)
 }
 
-// serve hands every stream the agent opens to handle until the link dies.
+// headerTimeout bounds the wait for a stream's header, which the agent
+// writes as it opens the stream.
+const headerTimeout = 10 * time.Second
+
+// serve hands every stream the agent opens to handle, as a connection
+// whose RemoteAddr is the executor's (its stream header), until the link
+// dies. Each header is read on a goroutine of its own, which serve waits
+// for, so one slow stream holds up no other.
 func (a *agentLink) serve(ctx context.Context, handle func(net.Conn)) error {
 	stop := context.AfterFunc(ctx, func() { a.close() })
 	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait() // after a.close: their reads fail at once
+	var warned atomic.Bool
 	for {
 		st, err := a.sess.AcceptStream()
 		if err != nil {
@@ -162,7 +176,25 @@ func (a *agentLink) serve(ctx context.Context, handle func(net.Conn)) error {
 			<-a.done
 			return a.explain(errors.New("agent session ended"), nil)
 		}
-		handle(st)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = st.SetReadDeadline(time.Now().Add(headerTimeout))
+			src, err := readStreamHeader(st)
+			_ = st.SetReadDeadline(time.Time{})
+			if err != nil {
+				// A broken or foreign agent: its executors run
+				// undebugged; say so once per link.
+				level := a.log.Debug()
+				if warned.CompareAndSwap(false, true) {
+					level = a.log.Error()
+				}
+				level.Err(err).Msg("dropping an executor connection the agent sent without a valid stream header")
+				st.Close()
+				return
+			}
+			handle(&sourceConn{Conn: st, remote: net.TCPAddrFromAddrPort(src)})
+		}()
 	}
 }
 

@@ -49,7 +49,8 @@ type Config struct {
 	MaxAttempts            int
 
 	// Handle serves one executor connection (a yamux stream or a forwarded
-	// SSH channel) and returns when it is over. It runs on its own
+	// SSH channel), whose RemoteAddr is where the executor connected from,
+	// and returns when it is over. It runs on its own
 	// goroutine; Run waits for all of them before returning.
 	Handle func(ctx context.Context, conn net.Conn)
 	// OnUp is told each time the tunnel is (re)established; OnDown each
