@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/internal/logsink"
 	"github.com/sparkdap/sparkdap/internal/safefile"
 	"github.com/sparkdap/sparkdap/pathmap"
 )
@@ -99,12 +100,21 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	color := isTerminal(stderr)
 	if view != nil {
 		// Everything else writes through the view, above it.
 		stderr = view.term
 		defer view.term.Close()
 	}
-	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
+	// Everything serve prints (log lines, the hubs' summaries, the tunnel's
+	// news) goes through one Sink: the proxy prints while it holds its
+	// locks and on its connections' read loops, and a terminal paused with
+	// Ctrl-S or a pipe nobody reads must not stop it. Lines that do not
+	// fit while stderr is not read are dropped and counted.
+	sink := logsink.New(stderr, "stderr", 0)
+	defer sink.Close(stderrFlushWait)
+	stderr = sink
+	logger, err := newLoggerColor(stderr, f.logLevel, f.logFormat, color)
 	if err != nil {
 		return err
 	}
@@ -210,7 +220,24 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 	return <-tunErr
 }
 
+// stderrFlushWait bounds how long serve waits on its way out for stderr to
+// take the lines still queued: a reader that stopped reading is not waited
+// for.
+const stderrFlushWait = 2 * time.Second
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, isFile := w.(*os.File)
+	return isFile && isatty.IsTerminal(f.Fd())
+}
+
 func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
+	return newLoggerColor(w, level, format, isTerminal(w))
+}
+
+// newLoggerColor is newLogger for a w that stands in front of the real
+// output (a logsink.Sink): color says whether that output is a terminal.
+func newLoggerColor(w io.Writer, level, format string, color bool) (zerolog.Logger, error) {
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil || level == "" {
 		return zerolog.Logger{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
@@ -221,8 +248,7 @@ func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 		// Colours only for a terminal: in a file or a pipe (CI logs, a
 		// supervisor) escape sequences are noise, and a reader checking the
 		// output for control characters from the cluster must see none.
-		f, isFile := w.(*os.File)
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isFile || !isatty.IsTerminal(f.Fd())}
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !color}
 	default:
 		return zerolog.Logger{}, fmt.Errorf("--log-format %q: want console or json", format)
 	}
