@@ -75,7 +75,18 @@ type Config struct {
 	// Merged forces merged threads even for clients that support child
 	// sessions.
 	Merged bool
+	// MaxStop, if positive, is how long a worker may stay stopped with no
+	// IDE request about it before the proxy resumes it (and tells the IDE):
+	// a forgotten breakpoint must not hold a cluster slot indefinitely.
+	// Requests about it are those routed to it (naming its threads, frames
+	// or variables, or sent by its child session) and captures of its
+	// frames (from the IDE or `sparkdap capture`); requests about every
+	// executor (merged threads, settings) do not restart its clock. Zero or
+	// negative: no limit.
+	MaxStop time.Duration
 	// Summary gets one human line per executor attach/detach; nil for none.
+	// Log's writer and Summary are written under the Hub's lock: they must
+	// never block (serve gives both an internal/logsink.Sink).
 	Summary io.Writer
 	Log     zerolog.Logger
 }
@@ -154,6 +165,7 @@ const DefaultChildAttachTimeout = 30 * time.Second
 type Hub struct {
 	cfg    Config
 	log    zerolog.Logger
+	now    func() time.Time // the clock of MaxStop; tests replace it before serving
 	ids    *idTable
 	nextID atomic.Uint64
 	// refused counts workers let go undebugged, for Stats.
@@ -192,7 +204,7 @@ type Hub struct {
 // NewHub returns a Hub with cfg's settings.
 func NewHub(cfg Config) *Hub {
 	cfg.setDefaults()
-	h := &Hub{cfg: cfg, log: cfg.Log, ids: newIDTable(), executors: map[uint64]*ExecutorSession{},
+	h := &Hub{cfg: cfg, log: cfg.Log, now: time.Now, ids: newIDTable(), executors: map[uint64]*ExecutorSession{},
 		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{},
 		admission: worker.NewRegistry(worker.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL})}
 	h.refusals = worker.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
@@ -555,6 +567,7 @@ func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 		es.announce.Stop()
 	}
 	es.stopChildWaitLocked()
+	es.stopMaxStopLocked()
 	if h.focused == es {
 		h.focused = nil
 	}
