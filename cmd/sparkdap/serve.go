@@ -38,6 +38,11 @@ const tokenEnv = "SPARKDAP_TOKEN"
 // port relies on listening on loopback only.
 const ideTokenEnv = "SPARKDAP_IDE_TOKEN"
 
+// defaultMaxStop is --max-stop's default: longer than anyone looks at one
+// stop, short enough that a forgotten breakpoint does not hold a cluster
+// slot (a task, with barrier execution a stage) through the night.
+const defaultMaxStop = 30 * time.Minute
+
 type serveOptions struct {
 	ide, executors      string
 	token, tokenFile    string
@@ -47,6 +52,7 @@ type serveOptions struct {
 	maxSessions         int
 	maxMessageBytes     int
 	requestTimeout      time.Duration
+	maxStop             time.Duration
 	merged              bool
 	captureDir          string
 	control             string
@@ -74,6 +80,7 @@ func newServeCmd(stderr io.Writer) *cmdSpec {
 	fs.IntVar(&f.maxSessions, "max-sessions", 0, "debug at most this many executors at once; others run undebugged (0 = no limit)")
 	fs.IntVar(&f.maxMessageBytes, "max-message-bytes", dap.DefaultMaxMessageBytes, "largest DAP message accepted from any peer")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "how long the IDE waits for an executor's answer")
+	fs.DurationVar(&f.maxStop, "max-stop", defaultMaxStop, "resume a worker stopped this long with no request from the IDE about it, and tell the IDE (0 = never)")
 	fs.StringVar(&f.captureDir, "capture-dir", defaultCaptureDir(), "where sparkdapCapture writes capture files for `sparkdap replay` (created mode 0700)")
 	fs.IntVar(&f.captureMaxBytes, "capture-max-bytes", dap.DefaultCaptureMaxBytes, "largest capture (pickled function and arguments) taken from an executor")
 	defString(fs, &f.control, "control", "", "")
@@ -95,6 +102,9 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 	tun, pyc := f.tun, f.pyc
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q", args)
+	}
+	if f.maxStop < 0 {
+		return flagError("max-stop", fmt.Errorf("%s: want a duration of 0 (no limit) or more", f.maxStop))
 	}
 	view, err := newLiveView(f.live, f.logFormat, stderr)
 	if err != nil {
@@ -157,7 +167,7 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 	)
 	switch {
 	case pyc.enabled():
-		px, err := pyc.listen(f.executors, token, f.maxSessions, paths, logger, stderr, f.captureDir, f.captureMaxBytes)
+		px, err := pyc.listen(f.executors, token, f.maxSessions, paths, logger, stderr, f.captureDir, f.captureMaxBytes, f.maxStop)
 		if err != nil {
 			return err
 		}
@@ -172,7 +182,7 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 		}
 		hub := dap.NewHub(dap.Config{
 			Token: token, IDEToken: ideToken, MaxSessions: f.maxSessions, MaxMessageBytes: f.maxMessageBytes,
-			RequestTimeout: f.requestTimeout, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
+			RequestTimeout: f.requestTimeout, MaxStop: f.maxStop, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
 			CaptureDir: f.captureDir, CaptureMaxBytes: f.captureMaxBytes,
 		})
 		// On the way out: the refusals still being counted are summed up,
