@@ -93,6 +93,9 @@ type ExecutorSession struct {
 	stopSince time.Time   // when it last stopped
 	lastAsked time.Time   // when an IDE last asked something about it
 	maxStop   *time.Timer // checks the clock; nil when not running
+	// maxStopResumed: its last stop was ended by the clock (the live view
+	// says so until it stops again).
+	maxStopResumed bool
 
 	// Its output while no IDE session shows it yet (heldoutput.go), also
 	// guarded by hub.mu.

@@ -261,7 +261,7 @@ func (h *Hub) Executors() []ExecutorStatus {
 	for _, es := range h.executors {
 		if es.ready {
 			st := ExecutorStatus{ID: es.id, Label: es.labelLocked(), Process: es.proc, Task: es.task,
-				Stopped: len(es.stopped) > 0, OutputBytes: es.outputBytes}
+				Stopped: len(es.stopped) > 0, OutputBytes: es.outputBytes, MaxStopResumed: es.maxStopResumed}
 			if st.Stopped {
 				st.StoppedAt = es.stoppedAt
 			}
@@ -283,6 +283,9 @@ type ExecutorStatus struct {
 	StoppedAt string
 	// OutputBytes counts the stdout/stderr text it sent to the IDE.
 	OutputBytes int64
+	// MaxStopResumed: the proxy resumed its last stop, nobody having asked
+	// about it for Config.MaxStop.
+	MaxStopResumed bool
 }
 
 // Stats is the Hub at a glance, for `sparkdap serve`'s live view.

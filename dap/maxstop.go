@@ -19,6 +19,7 @@ func (h *Hub) armMaxStopLocked(es *ExecutorSession) {
 		return
 	}
 	es.stopSince = h.now()
+	es.maxStopResumed = false
 	if es.maxStop == nil {
 		es.maxStop = time.AfterFunc(h.cfg.MaxStop, func() { h.checkMaxStop(es) })
 	}
@@ -75,6 +76,7 @@ func (h *Hub) maxStopExpiredLocked(es *ExecutorSession) {
 	label := es.labelLocked()
 	h.resumeLocked(es)
 	es.stoppedAt = ""
+	es.maxStopResumed = true
 	why := fmt.Sprintf("executor %d [%s] resumed: stopped %s with no request from the IDE about it (serve --max-stop %s)",
 		es.id, label, stoppedFor, h.cfg.MaxStop)
 	if target := h.eventTargetLocked(es); target != nil && target.configured {

@@ -66,7 +66,7 @@ func (p *testProxy) runMaxStop(t *testing.T, c *dapclient.Client, f *fakePydevd)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if st := p.hub.Executors(); len(st) != 1 || st[0].Stopped {
+	if st := p.hub.Executors(); len(st) != 1 || st[0].Stopped || !st[0].MaxStopResumed {
 		t.Fatalf("after the resume: %+v", st)
 	}
 }

@@ -104,7 +104,7 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", args)
 	}
 	if f.maxStop < 0 {
-		return flagError("max-stop", fmt.Errorf("%s: want a duration of 0 (no limit) or more", f.maxStop))
+		return fmt.Errorf("--max-stop %s: want a duration of 0 (no limit) or more", f.maxStop)
 	}
 	view, err := newLiveView(f.live, f.logFormat, stderr)
 	if err != nil {

@@ -1,0 +1,141 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
+)
+
+// TestSparkMaxStopWithStderrStalled: a real local-mode Spark worker stops
+// at a breakpoint under `serve --max-stop 20s` whose stderr is a pipe
+// nobody reads, full before serve starts (`serve 2>&1 | less` left
+// unscrolled). serve still comes up and serves the IDE: DAP round trips to
+// the stopped worker complete. Then the IDE sits idle: 20 s on, the proxy
+// resumes the worker and tells the IDE (a console line, the thread's
+// continued), and the job finishes with the plain run's result within the
+// limit, the job's own time and some slack. Once stderr is read again, it
+// says how many lines it dropped.
+func TestSparkMaxStopWithStderrStalled(t *testing.T) {
+	requireSpark(t)
+	const maxStop = 20 * time.Second
+	ctx := testContext(t, 5*time.Minute)
+	root := t.TempDir()
+	src := filepath.Join(root, "home", "dev", "job", "per_partition.py")
+	ship := filepath.Join(root, "deploy", "job", "per_partition.py")
+	copyFile(t, filepath.Join("testdata", "per_partition.py"), src)
+	copyFile(t, filepath.Join("testdata", "per_partition.py"), ship)
+	line := testenv.MarkedLine(t, src, "partition")
+
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pr.Close() })
+	fillPipe(t, pw)
+	p := startProxyTo(t, ctx, pw, "--root", filepath.Dir(src), "--max-stop", maxStop.String())
+	pw.Close() // serve holds its copy
+
+	ide := dialIDE(t, ctx, p.IDE)
+	if _, err := ide.Initialize(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ide.Attach(ctx, map[string]any{"type": "debugpy", "request": "attach", "justMyCode": false},
+		func(ctx context.Context) error {
+			_, err := ide.SetBreakpoints(ctx, src, line)
+			return err
+		}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out.json")
+	job := startSpark(t, ctx, filepath.Dir(ship), []string{"SPARKDAP_TOKEN=" + p.Token}, sparkdapBinary(t),
+		"submit", "--proxy", p.Executors, "--partitions", "1", "--",
+		"--master", "local[2]", "--conf", "spark.ui.enabled=false", ship, out)
+
+	// Round trips to the stopped worker while stderr is full: threads,
+	// stackTrace, scopes, variables, then an evaluate.
+	s := nextStop(t, ctx, ide, job)
+	stopped := time.Now()
+	if s.path != src || s.line != line {
+		t.Fatalf("stopped at %s:%d, want %s:%d", s.path, s.line, src, line)
+	}
+	if ev, err := ide.Evaluate(ctx, s.frameID, "len(items)"); err != nil || ev.Result != "10" {
+		t.Fatalf("evaluate len(items) = %+v, %v; want 10", ev, err)
+	}
+
+	// Idle from here: the proxy resumes the worker once maxStop passed.
+	outEv, err := ide.WaitEvent(ctx, "output", func(b json.RawMessage) bool {
+		return strings.Contains(string(b), "resumed: stopped") && strings.Contains(string(b), "--max-stop")
+	})
+	if err != nil {
+		t.Fatalf("no max-stop line in the IDE: %v", err)
+	}
+	t.Logf("the IDE was told %v after the stop: %s", time.Since(stopped).Round(100*time.Millisecond), outEv.Body)
+	if _, err := ide.WaitEvent(ctx, "continued", func(b json.RawMessage) bool {
+		var cb struct{ ThreadID int }
+		return json.Unmarshal(b, &cb) == nil && cb.ThreadID == s.threadID
+	}); err != nil {
+		t.Fatalf("no continued for the stopped thread: %v", err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, maxStop+120*time.Second)
+	defer cancel()
+	job.wait(t, waitCtx)
+	t.Logf("the job finished %v after the stop", time.Since(stopped).Round(100*time.Millisecond))
+	if got := readJSON(t, out)["total"]; got != float64(20540) {
+		t.Errorf("total = %v, want the plain run's 20540", got)
+	}
+	if n := countEvents(ide, "stopped"); n != 1 {
+		t.Errorf("%d stopped events, want the one", n)
+	}
+
+	// stderr read again: what was kept arrives, then the count of what
+	// was not.
+	got := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := pr.Read(buf)
+			b.Write(buf[:n])
+			if strings.Contains(b.String(), "log line(s) dropped: stderr was not being read]") || err != nil {
+				got <- b.String()
+				_, _ = io.Copy(io.Discard, pr)
+				return
+			}
+		}
+	}()
+	select {
+	case log := <-got:
+		if !strings.Contains(log, "log line(s) dropped: stderr was not being read]") {
+			t.Errorf("stderr never said it dropped lines; it ends:\n%s", tail(log, 4<<10))
+		}
+	case <-ctx.Done():
+		t.Fatal("reading serve's stderr: ", ctx.Err())
+	}
+}
+
+// fillPipe writes filler lines to w until the pipe's buffer is full.
+func fillPipe(t *testing.T, w *os.File) {
+	t.Helper()
+	line := []byte(strings.Repeat("filler ", 15) + "\n")
+	for range 1 << 16 { // a pipe's buffer is at most 1 MiB by default
+		if err := w.SetWriteDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(line); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				_ = w.SetWriteDeadline(time.Time{})
+				return
+			}
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("the pipe never filled")
+}
