@@ -67,6 +67,12 @@ type serveOptions struct {
 }
 
 func newServeCmd(stderr io.Writer) *cmdSpec {
+	c, _ := serveCmd(stderr)
+	return c
+}
+
+// serveCmd is newServeCmd with the options its flags fill in.
+func serveCmd(stderr io.Writer) (*cmdSpec, *serveOptions) {
 	f := &serveOptions{}
 	c := &cmdSpec{fs: newFlagSet("serve", stderr)}
 	fs := c.fs
@@ -95,10 +101,17 @@ func newServeCmd(stderr io.Writer) *cmdSpec {
 	f.pyc = addPyCharmFlags(fs)
 	c.usage(stderr, "usage: sparkdap serve [flags]\n\nExamples:\n  SPARKDAP_TOKEN=s3cret sparkdap serve --ide 127.0.0.1:4711 --executors 127.0.0.1:5678\n  sparkdap serve --root ~/src/myjob --map '/tmp/spark-[^/]+/userFiles-[0-9a-f-]+=/home/me/src/myjob'\n  sparkdap serve --root ~/src/myjob --ssh me@edge.example.com --remote-listen 0.0.0.0:5678\n  sparkdap serve --ide-kind pycharm --pycharm 127.0.0.1:12345\n\nFlags:\n")
 	c.run = func(args []string, _, stderr io.Writer) error { return serveRun(f, args, stderr) }
-	return c
+	return c, f
 }
 
 func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serveUntil(ctx, f, args, stderr)
+}
+
+// serveUntil is serve until ctx ends (a signal, in serveRun).
+func serveUntil(ctx context.Context, f *serveOptions, args []string, stderr io.Writer) error {
 	tun, pyc := f.tun, f.pyc
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q", args)
@@ -211,7 +224,7 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	if !tun.enabled() {
 		return serve(ctx)
