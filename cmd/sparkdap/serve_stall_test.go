@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -11,13 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 )
 
-// serve's stderr is a pipe that is full and never read (`serve 2>&1 |
-// less` left unscrolled, a terminal paused with Ctrl-S): serve still comes
-// up, and with a worker stopped, DAP round trips to it complete while the
+// serve's stderr is a pipe that fills up once serve is ready and is then
+// not read (`serve 2>&1 | less` left unscrolled, a terminal paused with
+// Ctrl-S): an IDE still attaches, a worker still joins (both print lines
+// while the proxy holds its locks), and with the worker stopped, DAP
+// round trips to it complete while the
 // proxy logs at debug level. Once the pipe is read again, what was kept
 // arrives, and a count of what was dropped, if anything was.
 func TestServeKeepsServingWithStderrFull(t *testing.T) {
@@ -29,7 +35,27 @@ func TestServeKeepsServingWithStderrFull(t *testing.T) {
 	}
 	defer pr.Close()
 	defer pw.Close()
-	fillPipe(t, pw)
+	// Read serve's stderr until it is ready, then never again until the end.
+	var head strings.Builder
+	stopReading := make(chan struct{})
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		buf := make([]byte, 4096)
+		for {
+			select {
+			case <-stopReading:
+				return
+			default:
+			}
+			_ = pr.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+			n, err := pr.Read(buf)
+			head.Write(buf[:n])
+			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				return
+			}
+		}
+	}()
 
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready.json")
@@ -52,10 +78,14 @@ func TestServeKeepsServingWithStderrFull(t *testing.T) {
 		case err := <-served:
 			t.Fatalf("serve ended before it was ready: %v", err)
 		case <-ctx.Done():
-			t.Fatal("serve never became ready: its first line to stderr blocked?")
+			t.Fatal("serve never became ready")
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	close(stopReading)
+	<-readerDone
+	_ = pr.SetReadDeadline(time.Time{})
+	fillPipe(t, pw) // from now on every write to the pipe would block
 
 	ide, err := dapclient.Dial(ctx, addrs.IDE)
 	if err != nil {
@@ -105,7 +135,7 @@ func TestServeKeepsServingWithStderrFull(t *testing.T) {
 	pw.Close()
 	// Lines that did not fit while the pipe was full are dropped and
 	// counted; none is lost without that notice.
-	log := <-got
+	log := head.String() + <-got
 	dropped := strings.Contains(log, "log line(s) dropped: stderr was not being read]")
 	for _, want := range []string{"sparkdap: IDE port", "sparkdap: + executor", "IDE detached"} {
 		if !dropped && !strings.Contains(log, want) {
@@ -114,21 +144,33 @@ func TestServeKeepsServingWithStderrFull(t *testing.T) {
 	}
 }
 
-// fillPipe writes filler lines to w until the pipe's buffer is full.
+// fillPipe writes filler lines to w until the pipe's buffer is full. serve
+// has put w in blocking mode (os.File.Fd does), so the writes are made
+// non-blocking for the while.
 func fillPipe(t *testing.T, w *os.File) {
 	t.Helper()
+	rc, err := w.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
 	line := []byte(strings.Repeat("filler ", 15) + "\n")
-	for range 1 << 16 { // a pipe holds at most 1 MiB by default
-		if err := w.SetWriteDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
-			t.Fatal(err)
+	var werr error
+	full := false
+	if err := rc.Control(func(fd uintptr) {
+		if werr = unix.SetNonblock(int(fd), true); werr != nil {
+			return
 		}
-		if _, err := w.Write(line); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				_ = w.SetWriteDeadline(time.Time{})
+		defer unix.SetNonblock(int(fd), false)
+		for range 1 << 16 { // a pipe holds at most 1 MiB by default
+			if _, werr = unix.Write(int(fd), line); werr != nil {
+				full = errors.Is(werr, unix.EAGAIN)
 				return
 			}
-			t.Fatal(err)
 		}
+	}); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("the pipe never filled")
+	if !full {
+		t.Fatalf("the pipe never filled: %v", werr)
+	}
 }
