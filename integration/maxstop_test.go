@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/pycharm"
+	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
 )
 
 // TestSparkMaxStopWithStderrStalled: a real local-mode Spark worker stops
@@ -135,4 +137,45 @@ func fillPipe(t *testing.T, w *os.File) {
 		}
 	}
 	t.Fatal("the pipe never filled")
+}
+
+// TestPyCharmSparkMaxStop: in PyCharm mode, a real worker stopped under
+// `serve --max-stop 15s` with PyCharm attached and idle is resumed: the
+// console says which worker and why, PyCharm hears its thread run, and the
+// job finishes with the plain run's result.
+func TestPyCharmSparkMaxStop(t *testing.T) {
+	const maxStop = 15 * time.Second
+	ctx := testContext(t, 5*time.Minute)
+	j := startPyCharmScriptServe(t, ctx, "local[2]", "1", "pcjob.py", "--max-stop", maxStop.String())
+	// Partition 1 holds 20..39: one stop, at 20.
+	if _, err := j.ide.Start(ctx, pycharmtest.Breakpoint{File: j.localMath, Line: j.line, Func: "scale",
+		Condition: "x == 20"}); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	th := j.nextSuspend(t, ctx)
+	stopped := time.Now()
+	if _, err := j.ide.Request(ctx, pycharm.CmdGetFrame, th.ID, th.Frames[0].ID, "FRAME", "0"); err != nil {
+		t.Fatalf("get frame: %v", err)
+	}
+	waitCtx, cancel := context.WithDeadline(ctx, stopped.Add(maxStop+2*time.Minute))
+	defer cancel()
+	out, err := j.ide.WaitFor(waitCtx, func(m pycharm.Message) bool {
+		return m.ID == pycharm.CmdWriteToConsole && strings.Contains(pycharm.PyUnquote(pycharm.PyUnquote(m.Payload)), "--max-stop")
+	})
+	if err != nil {
+		t.Fatalf("no max-stop line in PyCharm's console: %v", err)
+	}
+	t.Logf("PyCharm was told %v after the stop: %s", time.Since(stopped).Round(100*time.Millisecond),
+		pycharm.PyUnquote(pycharm.PyUnquote(out.Payload)))
+	if _, err := j.ide.WaitFor(waitCtx, func(m pycharm.Message) bool {
+		id, _, _ := strings.Cut(pycharm.PyUnquote(m.Payload), "\t")
+		return m.ID == pycharm.CmdThreadRun && id == th.ID
+	}); err != nil {
+		t.Fatalf("PyCharm never heard %s run: %v", th.ID, err)
+	}
+	j.finish(t, waitCtx)
+	t.Logf("the job finished %v after the stop", time.Since(stopped).Round(100*time.Millisecond))
+	if !strings.Contains(j.serveErr.String(), "resumed: stopped") {
+		t.Errorf("serve's terminal never said it resumed the worker")
+	}
 }

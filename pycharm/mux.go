@@ -33,6 +33,8 @@ type Config struct {
 	// Paths maps executor paths to local ones; nil passes them through.
 	Paths *pathmap.Mapper
 	// Log gets diagnostics; Summary (optional) one line per worker event.
+	// Both are written under the Proxy's lock: their writers must never
+	// block (serve gives both an internal/logsink.Sink).
 	Log     zerolog.Logger
 	Summary io.Writer
 	// DialTimeout bounds connecting to PyCharm (default 3 s).
