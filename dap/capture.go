@@ -64,6 +64,7 @@ func (h *Hub) captureFrame(s *IDESession, req Message, what string, frameID any,
 		return
 	}
 	label := es.labelLocked()
+	h.noteAskedLocked(es)
 	h.mu.Unlock()
 	h.goCallback(func() {
 		path, body, err := h.runCapture(es, frame, limit, label)

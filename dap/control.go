@@ -267,6 +267,7 @@ func (h *Hub) CaptureStopped(executor uint64, frame *int, maxBytes int64) (Captu
 				st = &s
 			}
 		}
+		h.noteAskedLocked(es)
 	}
 	h.mu.Unlock()
 	switch {

@@ -45,7 +45,8 @@
 // allowlist of what an executor may say to the IDE), breakpoints.go and
 // fanout.go (the breakpoint registry, its fan-out and merged answers, what
 // "verified" may claim), refusals.go (breakpoints no executor could bind),
-// release.go (letting executors go when nobody watches them), threads.go
+// release.go (letting executors go when nobody watches them), maxstop.go
+// (resuming a worker stopped too long with nobody asking), threads.go
 // (merged threads from what the proxy knows; continue-all and pause-all),
 // capture.go (sparkdapCapture: a stopped frame's call fetched to a capture
 // file), console.go (the Debug Console's !capture and !help, answered by the

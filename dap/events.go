@@ -82,6 +82,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		}
 		es.stopped[tid] = deepCopy(m).(Message)
 		h.focused = es
+		h.armMaxStopLocked(es)
 		h.learnStopLocationLocked(es, tid)
 		h.hitBreakpointsLocked(es, m)
 	case "output":

@@ -89,6 +89,13 @@ type ExecutorSession struct {
 	announceGen uint64      // counts startDebugging requests sent for it (and their cancellations)
 	childWait   *time.Timer // lets it go if its child session does not attach in time
 	childKey    string      // the one-time value its awaited child session must attach with; "" for none
+	// Its Config.MaxStop clock (maxstop.go), also guarded by hub.mu.
+	stopSince time.Time   // when it last stopped
+	lastAsked time.Time   // when an IDE last asked something about it
+	maxStop   *time.Timer // checks the clock; nil when not running
+	// maxStopResumed: its last stop was ended by the clock (the live view
+	// says so until it stops again).
+	maxStopResumed bool
 
 	// Its output while no IDE session shows it yet (heldoutput.go), also
 	// guarded by hub.mu.

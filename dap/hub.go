@@ -85,7 +85,18 @@ type Config struct {
 	// Merged forces merged threads even for clients that support child
 	// sessions.
 	Merged bool
+	// MaxStop, if positive, is how long a worker may stay stopped with no
+	// IDE request about it before the proxy resumes it (and tells the IDE):
+	// a forgotten breakpoint must not hold a cluster slot indefinitely.
+	// Requests about it are those routed to it (naming its threads, frames
+	// or variables, or sent by its child session) and captures of its
+	// frames (from the IDE or `sparkdap capture`); requests about every
+	// executor (merged threads, settings) do not restart its clock. Zero or
+	// negative: no limit.
+	MaxStop time.Duration
 	// Summary gets one human line per executor attach/detach; nil for none.
+	// Log's writer and Summary are written under the Hub's lock: they must
+	// never block (serve gives both an internal/logsink.Sink).
 	Summary io.Writer
 	Log     zerolog.Logger
 }
@@ -172,6 +183,7 @@ const DefaultChildAttachTimeout = 30 * time.Second
 type Hub struct {
 	cfg    Config
 	log    zerolog.Logger
+	now    func() time.Time // the clock of MaxStop; tests replace it before serving
 	ids    *idTable
 	nextID atomic.Uint64
 	// refused counts workers let go undebugged, for Stats.
@@ -217,7 +229,7 @@ type Hub struct {
 // NewHub returns a Hub with cfg's settings.
 func NewHub(cfg Config) *Hub {
 	cfg.setDefaults()
-	h := &Hub{cfg: cfg, log: cfg.Log, ids: newIDTable(), executors: map[uint64]*ExecutorSession{},
+	h := &Hub{cfg: cfg, log: cfg.Log, now: time.Now, ids: newIDTable(), executors: map[uint64]*ExecutorSession{},
 		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{},
 		admission: worker.NewRegistry(worker.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL})}
 	h.refusals = worker.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
@@ -280,7 +292,7 @@ func (h *Hub) Executors() []ExecutorStatus {
 	for _, es := range h.executors {
 		if es.ready {
 			st := ExecutorStatus{ID: es.id, Label: es.labelLocked(), Process: es.proc, Task: es.task,
-				Stopped: len(es.stopped) > 0, OutputBytes: es.outputBytes}
+				Stopped: len(es.stopped) > 0, OutputBytes: es.outputBytes, MaxStopResumed: es.maxStopResumed}
 			if st.Stopped {
 				st.StoppedAt = es.stoppedAt
 			}
@@ -302,6 +314,9 @@ type ExecutorStatus struct {
 	StoppedAt string
 	// OutputBytes counts the stdout/stderr text it sent to the IDE.
 	OutputBytes int64
+	// MaxStopResumed: the proxy resumed its last stop, nobody having asked
+	// about it for Config.MaxStop.
+	MaxStopResumed bool
 }
 
 // Stats is the Hub at a glance, for `sparkdap serve`'s live view.
@@ -585,6 +600,7 @@ func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 		es.announce.Stop()
 	}
 	es.stopChildWaitLocked()
+	es.stopMaxStopLocked()
 	if h.focused == es {
 		h.focused = nil
 	}

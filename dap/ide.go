@@ -538,6 +538,7 @@ func (h *Hub) route(s *IDESession, req Message) {
 		}
 		return
 	}
+	h.noteAskedLocked(es)
 	h.remotizePathsLocked(es, args)
 	h.mu.Unlock()
 	out := Message{}

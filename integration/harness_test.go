@@ -116,6 +116,13 @@ func (p *proxy) Log() string { return p.stderr.String() }
 
 func startProxy(t *testing.T, ctx context.Context, extra ...string) *proxy {
 	t.Helper()
+	return startProxyTo(t, ctx, nil, extra...)
+}
+
+// startProxyTo is startProxy with serve's stdout and stderr going to out
+// (nil: the buffer Log reads).
+func startProxyTo(t *testing.T, ctx context.Context, out *os.File, extra ...string) *proxy {
+	t.Helper()
 	bin := sparkdapBinary(t)
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	args := append([]string{"serve", "--ide", "127.0.0.1:0", "--executors", "127.0.0.1:0",
@@ -124,6 +131,9 @@ func startProxy(t *testing.T, ctx context.Context, extra ...string) *proxy {
 	p := &proxy{stderr: &syncbuf.Buffer{}}
 	cmd.Stdout = p.stderr
 	cmd.Stderr = p.stderr
+	if out != nil {
+		cmd.Stdout, cmd.Stderr = out, out
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start sparkdap serve: %v", err)
 	}

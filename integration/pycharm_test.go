@@ -59,6 +59,12 @@ func startPyCharmJob(t *testing.T, ctx context.Context, master, partitions strin
 // pcjob.py).
 func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, script string) *pycharmJob {
 	t.Helper()
+	return startPyCharmScriptServe(t, ctx, master, partitions, script)
+}
+
+// startPyCharmScriptServe is startPyCharmScript with more flags for serve.
+func startPyCharmScriptServe(t *testing.T, ctx context.Context, master, partitions, script string, serveArgs ...string) *pycharmJob {
+	t.Helper()
 	py := requirePyCharmSpark(t)
 	bin := sparkdapBinary(t)
 	local, deploy := t.TempDir(), t.TempDir()
@@ -86,8 +92,8 @@ func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, s
 	j.control = filepath.Join(sockDir, "c.sock")
 
 	// The proxy.
-	serve := exec.CommandContext(ctx, bin, "serve", "--ide-kind", "pycharm", "--pycharm", ide.Addr(), "--control", j.control,
-		"--executors", "127.0.0.1:0", "--token", testToken, "--root", local, "--capture-dir", j.capDir, "--log-level", "debug")
+	serve := exec.CommandContext(ctx, bin, append([]string{"serve", "--ide-kind", "pycharm", "--pycharm", ide.Addr(), "--control", j.control,
+		"--executors", "127.0.0.1:0", "--token", testToken, "--root", local, "--capture-dir", j.capDir, "--log-level", "debug"}, serveArgs...)...)
 	serve.Stderr = j.serveErr
 	serve.WaitDelay = 5 * time.Second
 	if err := serve.Start(); err != nil {

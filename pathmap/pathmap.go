@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Roots are the places one executor loads code from, as its worker wrapper
@@ -144,24 +146,45 @@ var ErrUnmapped = errors.New("no local file")
 // roots (a path under a root is looked up under the local project root);
 // then the local file whose path shares the longest suffix with the remote
 // path, if exactly one does.
+//
+// The index of local files is read when the Mapper is made, never by a
+// lookup: front ends look paths up under their own locks, and reading a
+// large tree (a home directory) takes seconds. A lookup that finds no file
+// of the name asks for the tree to be read again in the background (at
+// most one walk at a time, spaced by minRewalk and by rewalkFactor times the
+// last walk's length), so files added while the proxy runs are found by
+// later lookups.
+//
+// Locking: mu guards index and the walk bookkeeping; it is a leaf, held
+// only to read or swap the index, never while reading the tree.
 type Mapper struct {
 	rules   []Rule
 	root    string // local project root
 	windows bool   // local paths are Windows paths: case-insensitive, backslashes
+	files   func() ([]string, error)
+	rewalk  bool // files can change: a miss may read them again (New)
 
-	mu    sync.Mutex
-	index map[string][]string // lower-cased base name → local files
-	files func() ([]string, error)
+	mu       sync.Mutex
+	index    map[string][]string // lower-cased base name → local files
+	walking  bool                // a background walk runs
+	nextWalk time.Time           // no background walk starts before this
+
+	// walks counts reads of the local tree, for tests.
+	walks atomic.Int64
 }
 
-// New maps against the Python files under root on this machine.
+// New maps against the Python files under root on this machine. It reads
+// the tree now (seconds for a large one), so that no lookup has to.
 func New(root string, rules []Rule) (*Mapper, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, &RootError{Root: root, Err: err}
 	}
-	pm := &Mapper{rules: rules, root: abs, windows: filepath.Separator == '\\'}
+	pm := &Mapper{rules: rules, root: abs, windows: filepath.Separator == '\\', rewalk: true}
 	pm.files = func() ([]string, error) { return walkPython(abs) }
+	start := time.Now()
+	pm.index = pm.build()
+	pm.nextWalk = time.Now().Add(max(minRewalk, rewalkFactor*time.Since(start)))
 	return pm, nil
 }
 
@@ -169,9 +192,20 @@ func New(root string, rules []Rule) (*Mapper, error) {
 // (windows: case-insensitive, backslashes), instead of walking root; for
 // tests, including other platforms' paths.
 func NewForFiles(root string, windows bool, files []string, rules []Rule) *Mapper {
-	return &Mapper{rules: rules, root: root, windows: windows,
+	pm := &Mapper{rules: rules, root: root, windows: windows,
 		files: func() ([]string, error) { return files, nil }}
+	pm.index = pm.build()
+	return pm
 }
+
+// Background walks after a miss are at least minRewalk apart, and at
+// least rewalkFactor times the last walk's length, so a tree that takes
+// seconds to read is not read over and over while lookups miss (library
+// files miss by nature).
+const (
+	minRewalk    = 5 * time.Second
+	rewalkFactor = 20
+)
 
 // skipDirs are never searched for sources: they hold copies or nothing.
 var skipDirs = map[string]bool{".git": true, "node_modules": true, "__pycache__": true, ".venv": true,
@@ -204,25 +238,56 @@ func walkPython(root string) ([]string, error) {
 	return out, err
 }
 
-// Refresh forgets the local index; the next lookup re-reads the tree.
+// build reads the local files into a new index. It takes no lock.
+func (pm *Mapper) build() map[string][]string {
+	pm.walks.Add(1)
+	index := map[string][]string{}
+	files, _ := pm.files()
+	for _, f := range files {
+		k := strings.ToLower(pm.base(f))
+		index[k] = append(index[k], f)
+	}
+	return index
+}
+
+// Refresh reads the local tree again now and replaces the index.
 func (pm *Mapper) Refresh() {
+	index := pm.build()
 	pm.mu.Lock()
-	pm.index = nil
+	pm.index = index
 	pm.mu.Unlock()
 }
 
+// lookup lists the indexed local files named base (case-insensitively). It
+// never reads the tree: a miss starts a background walk (rewalkLocked).
 func (pm *Mapper) lookup(base string) []string {
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
-	if pm.index == nil {
-		pm.index = map[string][]string{}
-		files, _ := pm.files()
-		for _, f := range files {
-			k := strings.ToLower(pm.base(f))
-			pm.index[k] = append(pm.index[k], f)
-		}
+	cands := pm.index[strings.ToLower(base)]
+	if len(cands) == 0 && pm.rewalk {
+		pm.rewalkLocked()
 	}
-	return pm.index[strings.ToLower(base)]
+	return cands
+}
+
+// rewalkLocked starts a background walk unless one runs or the last ended
+// too recently.
+func (pm *Mapper) rewalkLocked() {
+	now := time.Now()
+	if pm.walking || now.Before(pm.nextWalk) {
+		return
+	}
+	pm.walking = true
+	go func() {
+		start := time.Now()
+		index := pm.build()
+		took := time.Since(start)
+		pm.mu.Lock()
+		defer pm.mu.Unlock()
+		pm.index = index
+		pm.walking = false
+		pm.nextWalk = time.Now().Add(max(minRewalk, rewalkFactor*took))
+	}()
 }
 
 // local-path helpers in the local style.

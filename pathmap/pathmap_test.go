@@ -2,10 +2,12 @@ package pathmap
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var projectFiles = []string{
@@ -279,5 +281,71 @@ func TestToRemoteWindowsIDEPaths(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The local tree is read when the Mapper is made, never by a lookup (front
+// ends look paths up under their locks); a file added later is found once
+// a miss has had the tree read again in the background.
+func TestLookupsNeverReadTheTree(t *testing.T) {
+	root := t.TempDir()
+	for i := range 300 {
+		p := filepath.Join(root, fmt.Sprintf("pkg%d", i%30), fmt.Sprintf("mod%d.py", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x = 1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pm, err := New(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := pm.walks.Load(); n != 1 {
+		t.Fatalf("New read the tree %d times, want 1", n)
+	}
+	// Lookups, hits and misses: answered from the index, the tree not read
+	// on the caller's goroutine (a miss may start one background walk).
+	pm.mu.Lock()
+	pm.nextWalk = time.Now().Add(time.Hour)
+	pm.mu.Unlock()
+	for i := range 300 {
+		if _, err := pm.ToLocal(fmt.Sprintf("/tmp/userFiles-1/pkg%d/mod%d.py", i%30, i), Roots{}); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = pm.ToLocal(fmt.Sprintf("/usr/lib/python3/x%d.py", i), Roots{})
+	}
+	if n := pm.walks.Load(); n != 1 {
+		t.Fatalf("lookups read the tree: %d walks", n)
+	}
+
+	// A file added after New: missed once, then found after the
+	// background walk that miss started.
+	added := filepath.Join(root, "late", "added.py")
+	if err := os.MkdirAll(filepath.Dir(added), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(added, []byte("y = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pm.mu.Lock()
+	pm.nextWalk = time.Time{}
+	pm.mu.Unlock()
+	if _, err := pm.ToLocal("/tmp/userFiles-1/late/added.py", Roots{}); !errors.Is(err, ErrUnmapped) {
+		t.Fatalf("first lookup of a new file: %v, want ErrUnmapped (answered from the old index)", err)
+	}
+	var got Mapping
+	for i := 0; ; i++ {
+		if got, err = pm.ToLocal("/tmp/userFiles-1/late/added.py", Roots{}); err == nil {
+			break
+		}
+		if i == 2000 {
+			t.Fatalf("the new file was never found: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got.Local != added {
+		t.Fatalf("mapped to %q, want %q", got.Local, added)
 	}
 }

@@ -202,6 +202,9 @@ func (p *Proxy) consoleCommand(ide *peer, m Message, thread, frame, line string)
 		ide.send(Message{ID: CmdEvaluateExpression, Seq: m.Seq, Payload: PyQuote(`<xml><var name="" type="bool" qualifier="builtins" value="False" />`+"\n"+
 			`<var name="exception_occurred" type="bool" qualifier="builtins" value="False" />`+"\n</xml>", payloadSafe)})
 	}
+	if pid, ok := ThreadPID(thread); ok && p.execs[pid] != nil {
+		p.noteAsked(p.execs[pid])
+	}
 	fields := strings.Fields(strings.TrimSpace(line))
 	name := fields[0]
 	switch name {

@@ -21,3 +21,20 @@ func SetIdentifyTimeout(d time.Duration) func() {
 // MaxUnidentifiedBytes is what a pydevd connection may send before its
 // answer to the proxy's probe.
 const MaxUnidentifiedBytes = maxUnidentifiedBytes
+
+// SetClock replaces p's MaxStop clock; call it before any worker stops.
+func SetClock(p *Proxy, now func() time.Time) {
+	p.mu.Lock()
+	p.now = now
+	p.mu.Unlock()
+}
+
+// CheckMaxStop runs worker pid's MaxStop check now, as its timer would.
+func CheckMaxStop(p *Proxy, pid int64) {
+	p.mu.Lock()
+	e := p.execs[pid]
+	p.mu.Unlock()
+	if e != nil {
+		p.checkMaxStop(e)
+	}
+}

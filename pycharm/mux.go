@@ -35,6 +35,8 @@ type Config struct {
 	// Paths maps executor paths to local ones; nil passes them through.
 	Paths *pathmap.Mapper
 	// Log gets diagnostics; Summary (optional) one line per worker event.
+	// Both are written under the Proxy's lock: their writers must never
+	// block (serve gives both an internal/logsink.Sink).
 	Log     zerolog.Logger
 	Summary io.Writer
 	// DialTimeout bounds connecting to PyCharm (default 3 s).
@@ -66,6 +68,10 @@ type Config struct {
 	// RefusalLogInterval is how often refusals held back from the log are
 	// summed up, one line per cause. Default connbudget.DefaultLogInterval.
 	RefusalLogInterval time.Duration
+	// MaxStop, if positive, is how long a worker may stay stopped with no
+	// command from PyCharm about it (one naming its thread, or a capture
+	// of it) before the proxy resumes it and tells PyCharm (maxstop.go).
+	MaxStop time.Duration
 }
 
 // The proxy speaks first on every executor connection, because pydevd never
@@ -133,6 +139,7 @@ type Proxy struct {
 	cfg Config
 	ln  net.Listener
 	log zerolog.Logger
+	now func() time.Time // MaxStop's clock; tests replace it before serving
 
 	dialMu sync.Mutex // one dial to PyCharm at a time
 
@@ -206,6 +213,11 @@ type executor struct {
 	threads map[string]string        // thread id → pydevd's name, for those PyCharm knows
 	hidden  map[string]bool          // the wrapper's own threads, kept from PyCharm
 	stopped map[string]StoppedThread // thread id → its stop as PyCharm saw it
+
+	// Its MaxStop clock (maxstop.go).
+	stopSince time.Time   // when it last stopped
+	lastAsked time.Time   // when PyCharm last asked something about it
+	maxStop   *time.Timer // checks the clock; nil when not running
 }
 
 // Listen opens the executor port.
@@ -228,7 +240,7 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 	}
 	admission := worker.NewRegistry(worker.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions,
 		MaxPending: maxPendingHellos, TTL: cfg.HelloTTL})
-	p := &Proxy{cfg: cfg, ln: ln, log: cfg.Log, execs: map[int64]*executor{}, admission: admission,
+	p := &Proxy{cfg: cfg, ln: ln, log: cfg.Log, now: time.Now, execs: map[int64]*executor{}, admission: admission,
 		conns: map[net.Conn]bool{}}
 	p.refusals = worker.NewRefusalLog(func(line string) { p.summary("%s", line) }, 0, 0)
 	p.budget = connbudget.New(cfg.MaxUnadmitted, cfg.MaxUnadmittedPerSource)
@@ -645,6 +657,7 @@ func (p *Proxy) leave(e *executor) {
 		}
 	}
 	e.pending = map[int]request{}
+	e.stopMaxStop()
 	if p.execs[e.pid] != e {
 		return
 	}
@@ -784,6 +797,7 @@ func (p *Proxy) fromPyCharm(ide *peer, m Message) {
 				}
 				return
 			}
+			p.noteAsked(e)
 			p.forward(e, m, request{})
 			return
 		}
@@ -953,6 +967,9 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 		m.Payload = PrefixThreadNames(m.Payload, e.label)
 	}
 	e.noteStop(m)
+	if m.ID == CmdThreadSuspend {
+		p.armMaxStop(e)
+	}
 	p.ide.send(m)
 }
 

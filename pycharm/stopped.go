@@ -106,6 +106,7 @@ func (p *Proxy) CaptureStopped(ctx context.Context, pid int64, frame *int, maxBy
 			s := e.stopped[ids[0]]
 			st = &s
 		}
+		p.noteAsked(e)
 	}
 	p.mu.Unlock()
 	switch {

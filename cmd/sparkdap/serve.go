@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/internal/logsink"
 	"github.com/sparkdap/sparkdap/internal/safefile"
 	"github.com/sparkdap/sparkdap/pathmap"
 )
@@ -37,6 +38,11 @@ const tokenEnv = "SPARKDAP_TOKEN"
 // port relies on listening on loopback only.
 const ideTokenEnv = "SPARKDAP_IDE_TOKEN"
 
+// defaultMaxStop is --max-stop's default: longer than anyone looks at one
+// stop, short enough that a forgotten breakpoint does not hold a cluster
+// slot (a task, with barrier execution a stage) through the night.
+const defaultMaxStop = 30 * time.Minute
+
 type serveOptions struct {
 	ide, executors      string
 	token, tokenFile    string
@@ -47,6 +53,7 @@ type serveOptions struct {
 	maxSessions         int
 	maxMessageBytes     int
 	requestTimeout      time.Duration
+	maxStop             time.Duration
 	merged              bool
 	captureDir          string
 	control             string
@@ -61,6 +68,12 @@ type serveOptions struct {
 }
 
 func newServeCmd(stderr io.Writer) *cmdSpec {
+	c, _ := serveCmd(stderr)
+	return c
+}
+
+// serveCmd is newServeCmd with the options its flags fill in.
+func serveCmd(stderr io.Writer) (*cmdSpec, *serveOptions) {
 	f := &serveOptions{}
 	c := &cmdSpec{fs: newFlagSet("serve", stderr)}
 	fs := c.fs
@@ -75,6 +88,7 @@ func newServeCmd(stderr io.Writer) *cmdSpec {
 	fs.IntVar(&f.maxSessions, "max-sessions", 0, "debug at most this many executors at once; others run undebugged (0 = no limit)")
 	fs.IntVar(&f.maxMessageBytes, "max-message-bytes", dap.DefaultMaxMessageBytes, "largest DAP message accepted from any peer")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "how long the IDE waits for an executor's answer")
+	fs.DurationVar(&f.maxStop, "max-stop", defaultMaxStop, "resume a worker stopped this long with no request from the IDE about it, and tell the IDE (0 = never)")
 	fs.StringVar(&f.captureDir, "capture-dir", defaultCaptureDir(), "where sparkdapCapture writes capture files for `sparkdap replay` (created mode 0700)")
 	fs.IntVar(&f.captureMaxBytes, "capture-max-bytes", dap.DefaultCaptureMaxBytes, "largest capture (pickled function and arguments) taken from an executor")
 	defString(fs, &f.control, "control", "", "")
@@ -89,24 +103,43 @@ func newServeCmd(stderr io.Writer) *cmdSpec {
 	f.pyc = addPyCharmFlags(fs)
 	c.usage(stderr, "usage: sparkdap serve [flags]\n\nExamples:\n  SPARKDAP_TOKEN=$(openssl rand -hex 16) sparkdap serve --ide 127.0.0.1:4711 --executors 127.0.0.1:5678\n  sparkdap serve --root ~/src/myjob --map '/tmp/spark-[^/]+/userFiles-[0-9a-f-]+=/home/me/src/myjob'\n  sparkdap serve --root ~/src/myjob --ssh me@edge.example.com --remote-listen 0.0.0.0:5678\n  sparkdap serve --ide-kind pycharm --pycharm 127.0.0.1:12345\n\nFlags:\n")
 	c.run = func(args []string, _, stderr io.Writer) error { return serveRun(f, args, stderr) }
-	return c
+	return c, f
 }
 
 func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serveUntil(ctx, f, args, stderr)
+}
+
+// serveUntil is serve until ctx ends (a signal, in serveRun).
+func serveUntil(ctx context.Context, f *serveOptions, args []string, stderr io.Writer) error {
 	tun, pyc := f.tun, f.pyc
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q", args)
+	}
+	if f.maxStop < 0 {
+		return fmt.Errorf("--max-stop %s: want a duration of 0 (no limit) or more", f.maxStop)
 	}
 	view, err := newLiveView(f.live, f.logFormat, stderr)
 	if err != nil {
 		return err
 	}
+	color := isTerminal(stderr)
 	if view != nil {
 		// Everything else writes through the view, above it.
 		stderr = view.term
 		defer view.term.Close()
 	}
-	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
+	// Everything serve prints (log lines, the hubs' summaries, the tunnel's
+	// news) goes through one Sink: the proxy prints while it holds its
+	// locks and on its connections' read loops, and a terminal paused with
+	// Ctrl-S or a pipe nobody reads must not stop it. Lines that do not
+	// fit while stderr is not read are dropped and counted.
+	sink := logsink.New(stderr, "stderr", 0)
+	defer sink.Close(stderrFlushWait)
+	stderr = sink
+	logger, err := newLoggerColor(stderr, f.logLevel, f.logFormat, color)
 	if err != nil {
 		return err
 	}
@@ -162,7 +195,7 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 	)
 	switch {
 	case pyc.enabled():
-		px, err := pyc.listen(f.executors, token, f.maxSessions, paths, logger, stderr, f.captureDir, f.captureMaxBytes)
+		px, err := pyc.listen(f.executors, token, f.maxSessions, paths, logger, stderr, f.captureDir, f.captureMaxBytes, f.maxStop)
 		if err != nil {
 			return err
 		}
@@ -177,7 +210,7 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 		}
 		hub := dap.NewHub(dap.Config{
 			Token: token, IDEToken: ideToken, MaxSessions: f.maxSessions, MaxMessageBytes: f.maxMessageBytes,
-			RequestTimeout: f.requestTimeout, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
+			RequestTimeout: f.requestTimeout, MaxStop: f.maxStop, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
 			CaptureDir: f.captureDir, CaptureMaxBytes: f.captureMaxBytes,
 		})
 		// On the way out: the refusals still being counted are summed up,
@@ -206,7 +239,7 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	if !tun.enabled() {
 		return serve(ctx)
@@ -225,7 +258,24 @@ func serveRun(f *serveOptions, args []string, stderr io.Writer) error {
 	return <-tunErr
 }
 
+// stderrFlushWait bounds how long serve waits on its way out for stderr to
+// take the lines still queued: a reader that stopped reading is not waited
+// for.
+const stderrFlushWait = 2 * time.Second
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, isFile := w.(*os.File)
+	return isFile && isatty.IsTerminal(f.Fd())
+}
+
 func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
+	return newLoggerColor(w, level, format, isTerminal(w))
+}
+
+// newLoggerColor is newLogger for a w that stands in front of the real
+// output (a logsink.Sink): color says whether that output is a terminal.
+func newLoggerColor(w io.Writer, level, format string, color bool) (zerolog.Logger, error) {
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil || level == "" {
 		return zerolog.Logger{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
@@ -236,8 +286,7 @@ func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 		// Colours only for a terminal: in a file or a pipe (CI logs, a
 		// supervisor) escape sequences are noise, and a reader checking the
 		// output for control characters from the cluster must see none.
-		f, isFile := w.(*os.File)
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !isFile || !isatty.IsTerminal(f.Fd())}
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000", NoColor: !color}
 	default:
 		return zerolog.Logger{}, fmt.Errorf("--log-format %q: want console or json", format)
 	}

@@ -42,7 +42,9 @@ func newLiveView(mode, logFormat string, stderr io.Writer) (*liveView, error) {
 	return &liveView{term: liveview.NewTerminal(f), fd: int(f.Fd()), done: make(chan struct{})}, nil
 }
 
-// start redraws twice a second from the hub's stats until stop.
+// start redraws twice a second from the hub's stats until stop, on a
+// goroutine of its own: a redraw waits for the terminal holding no lock of
+// the hub (Stats takes and releases it before the write).
 func (v *liveView) start(hub *dap.Hub, ideAddr, executorAddr string) {
 	v.wg.Add(1)
 	go func() {
@@ -61,11 +63,22 @@ func (v *liveView) start(hub *dap.Hub, ideAddr, executorAddr string) {
 	}()
 }
 
+// stop ends the redraws. A redraw blocked on a terminal that is not being
+// read (paused with Ctrl-S) is waited for at most stderrFlushWait: serve
+// exits all the same.
 func (v *liveView) stop() {
 	select {
 	case <-v.done:
 	default:
 		close(v.done)
 	}
-	v.wg.Wait()
+	drawn := make(chan struct{})
+	go func() {
+		v.wg.Wait()
+		close(drawn)
+	}()
+	select {
+	case <-drawn:
+	case <-time.After(stderrFlushWait):
+	}
 }

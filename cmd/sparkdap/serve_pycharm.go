@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -37,13 +38,13 @@ func (p *pycharmFlags) enabled() bool { return p.ide == ideKindPyCharm }
 // debug server first; workers that come while it is not listening run
 // undebugged.
 func (p *pycharmFlags) listen(executors, token string, maxSessions int, paths *pathmap.Mapper, log zerolog.Logger, stderr io.Writer,
-	captureDir string, captureMaxBytes int) (*pycharm.Proxy, error) {
+	captureDir string, captureMaxBytes int, maxStop time.Duration) (*pycharm.Proxy, error) {
 	if err := warnIfPublic(p.pycharm, log); err != nil {
 		return nil, fmt.Errorf("--pycharm: %w", err)
 	}
 	px, err := pycharm.Listen(pycharm.Config{
 		Token: token, PyCharm: p.pycharm, MaxSessions: maxSessions, Paths: paths, Log: log, Summary: stderr,
-		CaptureDir: captureDir, CaptureMaxBytes: captureMaxBytes,
+		CaptureDir: captureDir, CaptureMaxBytes: captureMaxBytes, MaxStop: maxStop,
 	}, executors)
 	if err != nil {
 		return nil, err

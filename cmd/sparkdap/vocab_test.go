@@ -176,6 +176,7 @@ func TestVocabularyErrors(t *testing.T) {
 		{[]string{"wrap", "-o", "-", "--ide-kind", "emacs"}, 2, `invalid value "emacs" for flag --ide-kind: want dap or pycharm`},
 		{[]string{"wrap", "-o", "-", "--ide", "127.0.0.1:4711"}, 2, `for flag --ide: want dap or pycharm`},
 		{[]string{"serve", "--ide-kind", "emacs"}, 2, "want dap or pycharm"},
+		{[]string{"serve", "--max-stop", "-5s"}, 1, "--max-stop -5s: want a duration of 0 (no limit) or more"},
 		{[]string{"paths", "--ide", "4711"}, 2, "for flag --ide: want HOST:PORT"},
 		{[]string{"wrap", "-o", "-", "--partitions", "x"}, 1, "--partitions: "},
 		{[]string{"doctor", "--ssh", "me@", "--timeout", "1s", "--ide", "bad"}, 2, "for flag --ide"},

@@ -57,6 +57,9 @@ func Render(s Snapshot, width int) string {
 			break
 		}
 		state := "running"
+		if e.MaxStopResumed {
+			state = "running (resumed after --max-stop)"
+		}
 		if e.Stopped {
 			state = "STOPPED"
 			if e.StoppedAt != "" {

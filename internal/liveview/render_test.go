@@ -31,6 +31,10 @@ func TestRender(t *testing.T) {
 				exec(2, "exec 1 · node-7 · pid 4242 · stage 3 · partition 7 · attempt 0", "", 1536),
 				exec(5, "exec 2 · node-8 · pid 4300 · stage 3 · partition 9 · attempt 0", "loanlib.py:12", 3<<20),
 			}}}, 100},
+		{"resumed after max stop", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678", Stats: dap.Stats{
+			IDEAttached: true, Executors: []dap.ExecutorStatus{
+				{ID: 3, Label: "exec 1 · node-7 · pid 4242 · stage 3 · partition 7 · attempt 0", OutputBytes: 10, MaxStopResumed: true},
+			}}}, 100},
 		{"narrow terminal clips", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678", Stats: dap.Stats{
 			Executors: []dap.ExecutorStatus{exec(1, "exec 1 · a-very-long-host-name.example.com · pid 1", "", 0)}}}, 50},
 		{"many executors are capped", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678",
