@@ -13,6 +13,7 @@ import (
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 	"github.com/sparkdap/sparkdap/internal/quickack"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // The full side-by-side report is scripts/bench. These Go benchmarks are
@@ -37,9 +38,7 @@ func testdata(tb testing.TB) string {
 // TestQuickSmoke runs the Python-free sections at toy sizes, so a broken
 // harness shows in go test. It asserts that they run, never their timings.
 func TestQuickSmoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts proxy processes")
-	}
+	testenv.SkipIfShort(t, "starts proxy processes")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	logf := func(string, ...any) {}
@@ -214,9 +213,7 @@ func BenchmarkOutput(b *testing.B) {
 // batching every line arrives once, in order, in far fewer events than
 // lines; without it (pydevd as shipped) there are two events per print().
 func TestOutputBatchingRealDebugpy(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Python processes")
-	}
+	testenv.SkipIfShort(t, "starts Python processes")
 	python, err := exec.LookPath("python3")
 	if err == nil {
 		err = exec.Command(python, "-c", "import debugpy").Run()
@@ -312,9 +309,7 @@ func BenchmarkStackTraceRequest(b *testing.B) {
 // workers: every path attaches (its worker prints RUNNING under the
 // debugger), so a broken path shows in go test. No timing is asserted.
 func TestAttachSectionRuns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Python processes")
-	}
+	testenv.SkipIfShort(t, "starts Python processes")
 	python, err := exec.LookPath("python3")
 	if err == nil {
 		err = exec.Command(python, "-c", "import debugpy").Run()

@@ -17,6 +17,7 @@ import (
 // thread is refused in words and resumes none; continue with singleThread
 // false resumes every stopped worker and says allThreadsContinued.
 func TestMergedModePauseAllAndContinueAll(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	python(t)
 	ctx := testContext(t, 120*time.Second)
 	p := startProxy(t, ctx)

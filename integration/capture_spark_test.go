@@ -24,6 +24,7 @@ import (
 // Spark version (the Spark 3.5 leg runs only TestSpark*) is enough in CI;
 // it passes on the 3.5 venv too (PATH=$VENV/bin:$PATH go test -run ...).
 func TestCaptureReplayOnSpark(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
 	ctx := testContext(t, 4*time.Minute)
 	root := t.TempDir()

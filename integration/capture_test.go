@@ -65,6 +65,7 @@ if __name__ == "__main__":
 // refuses unless --trust-captured-code. A capture over the size cap is
 // refused and says so.
 func TestCaptureAndReplay(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	py := python(t)
 	ctx := testContext(t, 120*time.Second)
 	dir := t.TempDir()
@@ -514,6 +515,7 @@ func (f fileText) String() string {
 // the worker's result. Unknown executors and a proxy that is not running
 // are clear errors.
 func TestCaptureCLI(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	py := python(t)
 	ctx := testContext(t, 120*time.Second)
 	dir := t.TempDir()

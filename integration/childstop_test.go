@@ -21,6 +21,7 @@ import (
 // VS Code do) sees each of the worker's iterations stop exactly once and
 // the worker finish with its full result (issue 19 item 1, issue 16 item 3).
 func TestChildSessionStopDuringSetupShownOnce(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	python(t)
 	ctx := testContext(t, 120*time.Second)
 	p := startProxy(t, ctx)

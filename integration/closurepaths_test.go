@@ -58,6 +58,7 @@ func wrapConfArgs(t *testing.T, ctx context.Context, p *proxy, confFlags ...stri
 // workers started from another directory: nothing on the executor side
 // names the driver's directory except the functions the worker unpickles.
 func TestSparkDriverClosuresBindWithoutDriverDir(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	sparkSubmit := requireSpark(t)
 	ctx := testContext(t, 6*time.Minute)
 
@@ -217,6 +218,7 @@ func breakpointEvents(t *testing.T, ctx context.Context, ide *dapclient.Client) 
 // task event; the worker must not run the task's code before the proxy's
 // breakpoints for it arrived.
 func TestSparkClosuresFromANewDirectoryInAReusedWorker(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	sparkSubmit := requireSpark(t)
 	ctx := testContext(t, 6*time.Minute)
 

@@ -200,9 +200,7 @@ func runConnectClient(t *testing.T, ctx context.Context, ce connectEnv, l connec
 // partition 0 must stop there, at the developer's path and line, with the
 // task's real values; the client's result must equal a plain Connect run's.
 func TestSparkConnectUDFStopsAtClientLine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping two Spark Connect servers in -short mode")
-	}
+	testenv.SkipIfShort(t, "starts two Spark Connect servers")
 	ce := requireConnect(t)
 	ctx := testContext(t, 10*time.Minute)
 	l := newConnectLayout(t)
@@ -327,9 +325,7 @@ exec(code, __main__.__dict__)
 // with spark.python.daemon.module=remote_debug and no such module, every
 // UDF would fail.
 func TestSparkConnectScriptWithoutWrapperFailsOpen(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping a Spark Connect server in -short mode")
-	}
+	testenv.SkipIfShort(t, "starts a Spark Connect server")
 	ce := requireConnect(t)
 	ctx := testContext(t, 6*time.Minute)
 	l := newConnectLayout(t)

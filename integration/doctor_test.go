@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // TestDoctorThroughRealTunnel runs `sparkdap doctor --ssh` against a real
@@ -15,6 +17,7 @@ import (
 // proxy must list it on its IDE port. Then the same with the wrong token,
 // which must fail with the token's fix.
 func TestDoctorThroughRealTunnel(t *testing.T) {
+	testenv.SkipIfShort(t, "starts sshd")
 	ctx := testContext(t, 3*time.Minute)
 	py := python(t)
 	g := startGateway(t, ctx, "127.0.0.1")

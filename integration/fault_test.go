@@ -94,6 +94,7 @@ func (p *faultProxy) kill9(t *testing.T) {
 // debugpy workers sit at a breakpoint. pydevd resumes on EOF: every worker
 // finishes with its full, correct result.
 func TestFaultProxyKilledWhileWorkersStopped(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	python(t)
 	ctx := testContext(t, 2*time.Minute)
 	p := startFaultProxy(t, ctx)
@@ -114,6 +115,7 @@ func TestFaultProxyKilledWhileWorkersStopped(t *testing.T) {
 // just drops) while workers are connected. A new IDE sees the same
 // workers, sets breakpoints again, and they stop again.
 func TestFaultIDEReconnects(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	python(t)
 	for _, tt := range []struct {
 		name  string
@@ -192,6 +194,7 @@ func TestFaultIDEReconnects(t *testing.T) {
 // for a slow evaluate in it. The IDE gets an error response at once (not
 // after --request-timeout), and the other worker is still debuggable.
 func TestFaultExecutorDiesMidRequest(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	python(t)
 	ctx := testContext(t, 2*time.Minute)
 	p := startFaultProxy(t, ctx, "--request-timeout", "90s")
@@ -252,9 +255,7 @@ func TestFaultExecutorDiesMidRequest(t *testing.T) {
 // the proxy is killed -9. The job completes with the same result as a plain
 // run, and neither the job's nor its workers' output shows the token.
 func TestFaultSparkJobSurvivesProxyKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a Spark job")
-	}
+	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
 	ctx := testContext(t, 5*time.Minute)
 	dir := t.TempDir()

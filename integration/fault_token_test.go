@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // TestFaultWrapperNeverLogsToken runs the generated remote_debug.py's
@@ -16,6 +18,7 @@ import (
 // with SPARKDAP_VERBOSE=1, and looks for the token in everything the
 // worker and the proxy write.
 func TestFaultWrapperNeverLogsToken(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	py := python(t)
 	ctx := testContext(t, 3*time.Minute)
 	const secret = "tok-" + "d3adb33f-never-print-me"

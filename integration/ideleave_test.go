@@ -21,6 +21,7 @@ import (
 // dropped connection), the worker runs on without stopping again and the
 // job finishes with the plain run's result.
 func TestSparkIDELeavesWhileWorkerStopped(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
 	for _, tt := range []struct {
 		name  string
@@ -137,6 +138,7 @@ func stoppedChild(t *testing.T, ctx context.Context, children <-chan dapclient.C
 // shows unverified in the IDE with pydevd's reason and what to do about
 // it, and `sparkdap paths` lists it under its executor.
 func TestRefusedBreakpointIsReported(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	py := python(t)
 	out, err := exec.Command(py, "-c", "import json; print(json.__file__)").Output()
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 // (tmux) and reads the screen as a person would: the status block shows
 // the connected worker, then that it stopped and where.
 func TestLiveViewInATerminal(t *testing.T) {
+	testenv.SkipIfShort(t, "starts tmux and debugpy workers")
 	python(t)
 	tmux := testenv.Tool(t, "tmux", "apt-get install tmux")
 	ctx := testContext(t, 2*time.Minute)

@@ -16,6 +16,7 @@ import (
 // show, before Spark reports the failure; continuing lets the job fail as
 // it would without sparkdap.
 func TestSparkPostMortem(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
 	ctx := testContext(t, 5*time.Minute)
 	dir := t.TempDir()
@@ -65,6 +66,7 @@ func TestSparkPostMortem(t *testing.T) {
 // TestSparkWait: with --wait, the selected task stops at the first line of
 // user code it runs, with no breakpoint set, and runs on after continue.
 func TestSparkWait(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
 	ctx := testContext(t, 5*time.Minute)
 	dir := t.TempDir()

@@ -193,6 +193,7 @@ func setWorkerBreakpoint(ctx context.Context, c *dapclient.Client, script string
 // before any executor exists; each executor that connects later gets it
 // and stops, and the IDE sees all of them as threads of one session.
 func TestMergedModeBreakpointReplayedToNewExecutors(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	python(t)
 	ctx := testContext(t, 90*time.Second)
 	p := startProxy(t, ctx)
@@ -226,6 +227,7 @@ func TestMergedModeBreakpointReplayedToNewExecutors(t *testing.T) {
 // TestMergedModeBreakpointFansOutToConnectedExecutors: executors are
 // already connected (and running) when the IDE sets the breakpoint.
 func TestMergedModeBreakpointFansOutToConnectedExecutors(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	python(t)
 	ctx := testContext(t, 90*time.Second)
 	p := startProxy(t, ctx)
@@ -267,6 +269,7 @@ func TestMergedModeBreakpointFansOutToConnectedExecutors(t *testing.T) {
 // one child session per executor, as VS Code does with debugpy
 // subprocesses, and the executor's stop is reported on its child only.
 func TestChildSessionPerExecutor(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	python(t)
 	ctx := testContext(t, 90*time.Second)
 	p := startProxy(t, ctx)
@@ -353,6 +356,7 @@ var rejectionLog = regexp.MustCompile(`(?i)(wrong|invalid|bad|mismatch|reject|re
 // TestWrongTokenWorkerRunsUndebugged: a worker with the wrong access token
 // is not debugged, but it must not hang either.
 func TestWrongTokenWorkerRunsUndebugged(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	python(t)
 	ctx := testContext(t, 90*time.Second)
 	p := startProxy(t, ctx)
@@ -385,6 +389,7 @@ func TestWrongTokenWorkerRunsUndebugged(t *testing.T) {
 // TestWorkersRunWithoutIDE: the proxy completes the executor handshake
 // itself, so workers are never blocked waiting for an IDE to attach.
 func TestWorkersRunWithoutIDE(t *testing.T) {
+	testenv.SkipIfShort(t, "starts debugpy workers")
 	python(t)
 	ctx := testContext(t, 60*time.Second)
 	p := startProxy(t, ctx)

@@ -25,9 +25,7 @@ import (
 // are importable and Spark can run; otherwise the test is testenv.Missing.
 func requirePyCharmSpark(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("skipping Spark job in -short mode")
-	}
+	testenv.SkipIfShort(t, "runs a Spark job")
 	py, _ := testenv.Spark(t, "pydevd_pycharm")
 	return py
 }
@@ -213,6 +211,7 @@ func (j *pycharmJob) checkPyCharmView(t *testing.T) {
 // TestPyCharmSparkBreakpoint: the breakpoint is set on the local path and
 // the suspend comes back with it, labelled with its task.
 func TestPyCharmSparkBreakpoint(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	ctx := testContext(t, 5*time.Minute)
 	// Partition 1 only.
 	j := startPyCharmJob(t, ctx, "local[2]", "1")
@@ -366,6 +365,7 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 // second task's stop the same thread must carry the second task's label.
 // And the wrapper's own threads never show.
 func TestPyCharmSparkReusedWorker(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	ctx := testContext(t, 5*time.Minute)
 	j := startPyCharmJob(t, ctx, "local[1]", "0,1")
 	// Partition 0 holds 0..19, partition 1 20..39: stop at each one's first.
@@ -398,6 +398,7 @@ func TestPyCharmSparkReusedWorker(t *testing.T) {
 // the driver's main(). PyCharm names main as the breakpoint's function;
 // pydevd matches it against the frame's, and the executor runs <lambda>.
 func TestPyCharmSparkLambdaInDriverFunction(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	ctx := testContext(t, 5*time.Minute)
 	j := startPyCharmScript(t, ctx, "local[2]", "0", "pclambda.py")
 	file := filepath.Join(j.local, "pclambda.py")

@@ -205,6 +205,7 @@ func plainLoans(t *testing.T, ctx context.Context, sparkSubmit string, l loansLa
 // the task's label, and the task's real values; the job must end with the
 // same result as without sparkdap.
 func TestSparkStopsInEveryKindOfExecutorCode(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	sparkSubmit := requireSpark(t)
 	ctx := testContext(t, 8*time.Minute)
 	l := newLoansLayout(t)
@@ -324,6 +325,7 @@ func TestSparkStopsInEveryKindOfExecutorCode(t *testing.T) {
 // lambda pickled from a driver script that does not exist where the
 // executor runs.
 func TestSparkZipModuleAndDriverClosureBind(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
 	ctx := testContext(t, 8*time.Minute)
 
@@ -416,6 +418,7 @@ func TestSparkZipModuleAndDriverClosureBind(t *testing.T) {
 // TestSparkPartitionFilter: with --partitions 1, exactly one of the four
 // tasks gets a debug session.
 func TestSparkPartitionFilter(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
 	ctx := testContext(t, 5*time.Minute)
 	p := startProxy(t, ctx)

@@ -28,9 +28,7 @@ import (
 // showing the developer's file and the task's values; the job must then
 // finish with the same result as a plain run.
 func TestStandaloneClusterStopsInExecutor(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping the Spark standalone cluster in -short mode")
-	}
+	testenv.SkipIfShort(t, "starts a Spark standalone cluster")
 	py := python(t)
 	sparkHome, sparkSubmit := requireStandalone(t, py)
 	ctx := testContext(t, 10*time.Minute)

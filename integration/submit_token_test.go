@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // TestSubmitTokenStaysOutOfArgvEventLogAndUI runs a real `sparkdap submit`
@@ -21,6 +23,7 @@ import (
 // count on local mode's inherited environment. The worker it debugs still
 // attaches: the token reached it, baked into the shipped wrapper.
 func TestSubmitTokenStaysOutOfArgvEventLogAndUI(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
 	ctx := testContext(t, 5*time.Minute)
 	p := startProxy(t, ctx)

@@ -93,6 +93,7 @@ const jvmOfWorker = `(lambda up: up(up, __import__('os').getpid(), 8))(` +
 // real values; the worker must report Python 3.13 and a Java 21 JVM from
 // inside; and the job's result must equal a plain run's in the same root.
 func TestTrixieExecutorsOnPython313AndJava21(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job in a trixie root")
 	root := trixieRoot(t)
 	ctx := testContext(t, 10*time.Minute)
 

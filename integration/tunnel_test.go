@@ -337,6 +337,7 @@ func logRoundTrip(t *testing.T, ctx context.Context, c *dapclient.Client, tid in
 }
 
 func TestTunnelAgentMode(t *testing.T) {
+	testenv.SkipIfShort(t, "starts sshd")
 	ctx := testContext(t, 90*time.Second)
 	g := startGateway(t, ctx, "127.0.0.1")
 	remote := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
@@ -366,6 +367,7 @@ func TestTunnelAgentSourceAddress(t *testing.T) {
 }
 
 func TestTunnelForwardMode(t *testing.T) {
+	testenv.SkipIfShort(t, "starts sshd")
 	ctx := testContext(t, 90*time.Second)
 	g := startGateway(t, ctx, "127.0.0.1")
 	remote := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
@@ -376,6 +378,7 @@ func TestTunnelForwardMode(t *testing.T) {
 // TestTunnelAgentUpload: the gateway has no agent, so the proxy uploads
 // its own executable into an empty cache dir, verified by checksum.
 func TestTunnelAgentUpload(t *testing.T) {
+	testenv.SkipIfShort(t, "starts sshd")
 	ctx := testContext(t, 120*time.Second)
 	g := startGateway(t, ctx, "127.0.0.1")
 	cache := filepath.Join(t.TempDir(), "remote-cache")
@@ -406,6 +409,7 @@ func TestTunnelAgentUpload(t *testing.T) {
 // TestTunnelRefusals: the proxy refuses an unknown or changed host key and
 // reports a refused client key, each with a clear message and exit 1.
 func TestTunnelRefusals(t *testing.T) {
+	testenv.SkipIfShort(t, "starts sshd")
 	ctx := testContext(t, 60*time.Second)
 	g := startGateway(t, ctx, "127.0.0.1")
 	dir := t.TempDir()
@@ -476,6 +480,7 @@ func TestTunnelRefusals(t *testing.T) {
 // pydevd runs on), the proxy reconnects, and a debuggee started afterwards
 // is debugged normally.
 func TestTunnelReconnect(t *testing.T) {
+	testenv.SkipIfShort(t, "starts sshd")
 	ctx := testContext(t, 120*time.Second)
 	g := startGateway(t, ctx, "127.0.0.1")
 	remote := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
@@ -506,6 +511,7 @@ func TestTunnelReconnect(t *testing.T) {
 // proxy, so a stop at the breakpoint proves the traffic went through the
 // tunnel.
 func TestTunnelNetns(t *testing.T) {
+	testenv.SkipIfShort(t, "starts sshd")
 	requireSSHD(t)
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: creating a network namespace needs root")

@@ -36,6 +36,7 @@ func vscodeIDE(t *testing.T, workspace string) *vscodeclient.IDE {
 // session gets terminated and ends, no new session is opened and nothing
 // stops again, and the job finishes with the plain run's result.
 func TestSparkVSCodeDisconnectStopsTheJob(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
 	ctx := testContext(t, 6*time.Minute)
 	root := t.TempDir()

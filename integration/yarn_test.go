@@ -33,9 +33,7 @@ import (
 // task label and the task's real values, and end with the result of a
 // plain YARN run.
 func TestYARNRecipe(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping YARN in -short mode")
-	}
+	testenv.SkipIfShort(t, "starts YARN and a Spark job on it")
 	py := python(t)
 	sparkHome, sparkSubmit := requireStandalone(t, py)
 	ctx := testContext(t, 15*time.Minute)

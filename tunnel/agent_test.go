@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/yamux"
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 func startSilentListener(t *testing.T) string {
@@ -307,9 +309,7 @@ func TestListenRetryWaitsForBusyPort(t *testing.T) {
 // with its 32 KiB buffers would be ~70 KB; borrowing buffers only while
 // bytes move keeps it to goroutine stacks and bookkeeping.
 func TestIdleStreamMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping memory measurement in -short mode")
-	}
+	testenv.SkipIfShort(t, "measures the memory of 300 idle streams")
 	h := startAgentHarness(t)
 	const n = 300
 	var execs []net.Conn
@@ -356,6 +356,7 @@ func TestIdleStreamMemory(t *testing.T) {
 // TestKeepalive: a server that answers keeps the link; one that goes
 // silent is declared dead after max missed intervals.
 func TestKeepalive(t *testing.T) {
+	testenv.SkipIfShort(t, "waits out 2 s of keepalives")
 	t.Setenv("SSH_AUTH_SOCK", "")
 	clientSigner, clientPriv := newEd25519(t)
 	identity := writeIdentity(t, clientPriv, "")

@@ -24,6 +24,7 @@ import (
 // ProbeArgs runs the module's own hello client and debugpy.connect, as
 // `sparkdap doctor` does, against a real proxy.
 func TestProbeArgsAgainstProxy(t *testing.T) {
+	testenv.SkipIfShort(t, "starts real debugpy workers")
 	python := testenv.Python(t, "debugpy")
 	hub := dap.NewHub(dap.Config{Token: "probe-tok", Log: zerolog.Nop()})
 	srv, err := dap.Listen(hub, "127.0.0.1:0", "127.0.0.1:0")
@@ -167,6 +168,7 @@ func TestProbeSquatterLearnsNoToken(t *testing.T) {
 // relay that records it) and replays the worker's lines to the proxy is
 // refused.
 func TestProbeCapturedHelloReplayRefused(t *testing.T) {
+	testenv.SkipIfShort(t, "starts real debugpy workers")
 	python := testenv.Python(t, "debugpy")
 	const token = "relayed-probe-tok"
 	hub := dap.NewHub(dap.Config{Token: token, Log: zerolog.Nop()})

@@ -29,9 +29,7 @@ type sparkEnv struct {
 
 func requireSpark(t *testing.T) sparkEnv {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("skipping Spark job in -short mode")
-	}
+	testenv.SkipIfShort(t, "runs a Spark job")
 	python, sparkSubmit := testenv.Spark(t, "debugpy")
 	return sparkEnv{python: python, sparkSubmit: sparkSubmit}
 }

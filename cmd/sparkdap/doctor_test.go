@@ -82,6 +82,7 @@ func wantCheck(t *testing.T, out, name string, v verdict, wants ...string) {
 }
 
 func TestDoctorHealthyNothingRunning(t *testing.T) {
+	testenv.SkipIfShort(t, "runs Python, pyspark and Java")
 	py := debugpyPython(t)
 	code, out := runDoctorCmd(t, "--ide", freeAddr(t), "--executors", freeAddr(t), "--python", py)
 	if code != 0 {
@@ -119,6 +120,7 @@ func startHubConfig(t *testing.T, cfg dap.Config) (ide, exe string) {
 }
 
 func TestDoctorRunningProxy(t *testing.T) {
+	testenv.SkipIfShort(t, "runs Python, pyspark and Java for each case")
 	py := debugpyPython(t)
 	ide, exe := startHub(t, "doctor-tok")
 	t.Run("right token", func(t *testing.T) {
@@ -155,6 +157,7 @@ func TestDoctorRunningProxy(t *testing.T) {
 }
 
 func TestDoctorProxyWithIDEToken(t *testing.T) {
+	testenv.SkipIfShort(t, "runs Python, pyspark and Java")
 	py := debugpyPython(t)
 	t.Setenv(ideTokenEnv, "")
 	ide, exe := startHubConfig(t, dap.Config{Token: "exe-tok", IDEToken: "ide-tok", Log: zerolog.Nop()})
@@ -229,6 +232,7 @@ func silent(t *testing.T) string {
 }
 
 func TestDoctorPortBusy(t *testing.T) {
+	testenv.SkipIfShort(t, "runs Python, pyspark and Java")
 	py := debugpyPython(t)
 	web, quiet := squatter(t), silent(t)
 	start := time.Now()
@@ -535,6 +539,7 @@ func TestDoctorFlagErrors(t *testing.T) {
 // gateway" (here, through an SSH exec) and dials the tunnel's listen
 // address, which in this test is the proxy's executor port itself.
 func TestDoctorThroughGateway(t *testing.T) {
+	testenv.SkipIfShort(t, "starts sshd")
 	py := debugpyPython(t)
 	t.Setenv("SSH_AUTH_SOCK", "")
 	dir := t.TempDir()
@@ -615,6 +620,7 @@ func venv(t *testing.T, py, dir string, shared bool) string {
 // --archives), not the local one, and a missing debugpy there fails the
 // check even when this machine's Python has it.
 func TestDoctorChecksTheExecutorsPython(t *testing.T) {
+	testenv.SkipIfShort(t, "runs Python, pyspark and Java for each case")
 	py := debugpyPython(t)
 	t.Setenv("PYSPARK_PYTHON", py) // this machine's Python is fine
 	dir := t.TempDir()

@@ -150,6 +150,7 @@ func inspectStop(t *testing.T, ctx context.Context, c *Client, threadID int, scr
 }
 
 func TestAgainstDebugpyAdapter(t *testing.T) {
+	testenv.SkipIfShort(t, "starts a real debugpy adapter")
 	py := requireDebugpy(t)
 	ctx := testCtx(t, 60*time.Second)
 	script, err := filepath.Abs("testdata/debuggee.py")
@@ -217,6 +218,7 @@ func TestAgainstDebugpyAdapter(t *testing.T) {
 // debugpy: its adapter reports the debuggee's subprocess that way when the
 // client's initialize says supportsStartDebuggingRequest.
 func TestFollowChildrenAgainstDebugpy(t *testing.T) {
+	testenv.SkipIfShort(t, "starts real debugpy processes")
 	py := requireDebugpy(t)
 	ctx := testCtx(t, 60*time.Second)
 	script, err := filepath.Abs("testdata/debuggee.py")

@@ -64,9 +64,7 @@ func slowRoundTrips(t *testing.T, c net.Conn, send func([]byte) error) (slow, co
 // trips take a delayed ACK's 40 ms (checked too, so the test shows the
 // stall it guards against is real on this kernel).
 func TestNoDelayedACKStall(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a few seconds of round trips")
-	}
+	testenv.SkipIfShort(t, "a few seconds of round trips")
 	for _, tc := range []struct {
 		name      string
 		wrap      bool

@@ -307,6 +307,7 @@ def test_other_python_warns_and_refuses_pickles_unless_forced(tmp_path):
     assert rc == 0 and "warning:" in out and "returned 2" in out, out
 
 
+@pytest.mark.slow
 def test_map_in_pandas_captures_the_current_batch(tmp_path):
     pd = pytest.importorskip("pandas")
     src = "def double(batches):\n    for pdf in batches:\n        yield pdf.assign(y=pdf.x * 2)\n"

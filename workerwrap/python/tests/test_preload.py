@@ -141,6 +141,7 @@ def run_daemon(tmp_path, cfg, port=0, env=None, watch=DEBUGGER_MODULES, setup=""
     return json.loads(out.read_text()), proc.stderr
 
 
+@pytest.mark.slow
 def test_daemon_loads_debugpy_before_it_forks(tmp_path, adapter):
     state, stderr = run_daemon(tmp_path, settings(), port=adapter)
     assert state["loaded"] == list(DEBUGGER_MODULES)
@@ -173,6 +174,7 @@ def test_daemon_loads_debugpy_before_it_forks(tmp_path, adapter):
     assert 0.1 not in child["sleeps"], child["sleeps"]
 
 
+@pytest.mark.slow
 def test_daemon_loads_pydevd_pycharm_before_it_forks(tmp_path):
     pytest.importorskip("pydevd_pycharm")
     state, _ = run_daemon(tmp_path, settings(ide="pycharm"), watch=PYCHARM_MODULES)
@@ -206,6 +208,7 @@ def test_daemon_leaves_the_debugger_alone(tmp_path, cfg, env):
     assert stderr == ""
 
 
+@pytest.mark.slow
 def test_daemon_fails_open_when_the_debugger_does_not_load(tmp_path):
     # debugpy that cannot be imported: one line, and the daemon runs on.
     state, stderr = run_daemon(tmp_path, settings(), setup="import sys\nsys.modules['debugpy'] = None\n")
