@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/fakepydevd"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // hostileJob is the developer's copy of the function the hostile executor
@@ -109,6 +110,7 @@ func hostileStart(file, python string, data, code []byte, chunks int) map[string
 // source and never touches the code. An executor that announces more
 // chunks than the cap allows, or answers empty ones, is refused.
 func TestHostileCaptureRunsNothing(t *testing.T) {
+	testenv.SkipIfShort(t, "runs replay in Python processes")
 	py := python(t)
 	ctx := testContext(t, 120*time.Second)
 	dir := t.TempDir()

@@ -651,6 +651,7 @@ if __name__ == "__main__":
 // without the flag refuses with exit 2 naming it, and with the flag runs
 // the call.
 func TestCaptureNamesUnsupportedValue(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a real debugpy worker")
 	py := python(t)
 	ctx := testContext(t, 120*time.Second)
 	dir := t.TempDir()

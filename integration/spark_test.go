@@ -30,6 +30,7 @@ import (
 // and debugpy, or the test is testenv.Missing.
 func requireSpark(t *testing.T) string {
 	t.Helper()
+	testenv.SkipIfShort(t, "runs a Spark job")
 	_, submit := testenv.Spark(t, "debugpy", "pandas", "pyarrow")
 	return submit
 }

@@ -349,6 +349,7 @@ func TestTunnelAgentMode(t *testing.T) {
 // executor connection's own source address (its per-source limits count
 // hosts by it), not one address for the whole tunnel.
 func TestTunnelAgentSourceAddress(t *testing.T) {
+	testenv.SkipIfShort(t, "starts sshd")
 	ctx := testContext(t, 90*time.Second)
 	g := startGateway(t, ctx, "127.0.0.1")
 	remote := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
