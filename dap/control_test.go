@@ -13,10 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/sparkdap/sparkdap/control"
 	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 )
 
-// serveControl serves p's control protocol on a Unix socket for the test.
+// serveControl serves the control protocol for p's Hub on a Unix socket
+// for the test.
 func serveControl(t *testing.T, p *testProxy) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "sdc") // short: a socket path has ~100 bytes
@@ -31,18 +35,18 @@ func serveControl(t *testing.T, p *testProxy) string {
 	}
 	ctx, cancel := context.WithCancel(p.ctx)
 	done := make(chan error, 1)
-	go func() { done <- p.hub.ServeControl(ctx, l) }()
+	go func() { done <- control.Serve(ctx, l, zerolog.Nop(), p.hub) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("ServeControl: %v", err)
+			t.Errorf("control.Serve: %v", err)
 		}
 	})
 	return path
 }
 
 // rawControl sends b as is and returns the answer.
-func rawControl(t *testing.T, path string, b []byte) ControlAnswer {
+func rawControl(t *testing.T, path string, b []byte) control.Answer {
 	t.Helper()
 	c, err := net.Dial("unix", path)
 	if err != nil {
@@ -60,40 +64,11 @@ func rawControl(t *testing.T, path string, b []byte) ControlAnswer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ans ControlAnswer
+	var ans control.Answer
 	if err := json.Unmarshal(raw, &ans); err != nil {
 		t.Fatalf("answer %q: %v", raw, err)
 	}
 	return ans
-}
-
-// TestControlRejectsBadRequests: what is not exactly one well-formed
-// request is answered with a bad-request error and does nothing.
-func TestControlRejectsBadRequests(t *testing.T) {
-	p := startProxy(t, func(c *Config) { c.CaptureDir = t.TempDir() })
-	path := serveControl(t, p)
-	for _, tc := range []struct {
-		name string
-		req  string
-		want string
-	}{
-		{"not JSON", "capture please\n", "not a control request"},
-		{"empty", "", "reading the request"},
-		{"unknown field", `{"op":"capture","executor":1,"thread":3}` + "\n", `unknown field "thread"`},
-		{"wrong type", `{"op":"capture","executor":"1"}` + "\n", "not a control request"},
-		{"two values", `{"op":"workers"} {"op":"workers"}` + "\n", "more than one JSON value"},
-		{"oversize", `{"op":"workers","pad":"` + strings.Repeat("x", MaxControlRequestBytes) + "\"}\n", "request over 4096 bytes"},
-		{"unknown op", `{"op":"delete"}` + "\n", `unknown op "delete"`},
-		{"capture without executor", `{"op":"capture"}` + "\n", "capture needs an executor"},
-		{"workers with arguments", `{"op":"workers","executor":2}` + "\n", "workers takes no executor"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ans := rawControl(t, path, []byte(tc.req))
-			if ans.Code != CodeBadRequest || !strings.Contains(ans.Error, tc.want) {
-				t.Fatalf("answer %+v, want a bad-request error containing %q", ans, tc.want)
-			}
-		})
-	}
 }
 
 // TestControlCapture: the control protocol lists the stopped worker with
@@ -111,29 +86,29 @@ func TestControlCapture(t *testing.T) {
 	id := p.hub.Executors()[0].ID
 	fakeCaptures(f, `[1,22]`)
 
-	call := func(req ControlRequest) (ControlAnswer, error) {
+	call := func(req control.Request) (control.Answer, error) {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		return ControlCall(cctx, path, req)
+		return control.Call(cctx, path, req)
 	}
-	wantCode := func(req ControlRequest, code, text string) {
+	wantCode := func(req control.Request, code, text string) {
 		t.Helper()
 		_, err := call(req)
-		var ce *ControlError
+		var ce *control.Error
 		if !errors.As(err, &ce) || ce.Code != code || !strings.Contains(ce.Message, text) {
 			t.Fatalf("%+v: %v, want a %s error containing %q", req, err, code, text)
 		}
 	}
-	ans, err := call(ControlRequest{Op: ControlWorkers})
+	ans, err := call(control.Request{Op: control.OpWorkers})
 	if err != nil || len(ans.Workers) != 0 {
 		t.Fatalf("workers before any stop: %+v %v", ans, err)
 	}
-	wantCode(ControlRequest{Op: ControlCapture, Executor: id}, CodeNotStopped, "is not stopped")
-	wantCode(ControlRequest{Op: ControlCapture, Executor: id + 7}, CodeUnknownExecutor, "no executor session with that id")
+	wantCode(control.Request{Op: control.OpCapture, Executor: id}, control.CodeNotStopped, "is not stopped")
+	wantCode(control.Request{Op: control.OpCapture, Executor: id + 7}, control.CodeUnknownExecutor, "no executor session with that id")
 
 	f.stop()
 	tid := stoppedOn(ctx, t, c)
-	ans, err = call(ControlRequest{Op: ControlWorkers})
+	ans, err = call(control.Request{Op: control.OpWorkers})
 	if err != nil || len(ans.Workers) != 1 {
 		t.Fatalf("workers: %+v %v", ans, err)
 	}
@@ -143,9 +118,9 @@ func TestControlCapture(t *testing.T) {
 		t.Fatalf("stopped worker %+v", w)
 	}
 	three := 3
-	wantCode(ControlRequest{Op: ControlCapture, Executor: id, Frame: &three}, CodeNoFrame, "frame 3 of a stack of 1")
+	wantCode(control.Request{Op: control.OpCapture, Executor: id, Frame: &three}, control.CodeNoFrame, "frame 3 of a stack of 1")
 
-	ans, err = call(ControlRequest{Op: ControlCapture, Executor: id})
+	ans, err = call(control.Request{Op: control.OpCapture, Executor: id})
 	if err != nil || ans.Capture == nil {
 		t.Fatalf("capture: %+v %v", ans, err)
 	}
@@ -168,9 +143,9 @@ func TestControlCapture(t *testing.T) {
 func TestControlCaptureDisabled(t *testing.T) {
 	p := startProxy(t, nil)
 	path := serveControl(t, p)
-	_, err := ControlCall(p.ctx, path, ControlRequest{Op: ControlCapture, Executor: 1})
-	var ce *ControlError
-	if !errors.As(err, &ce) || ce.Code != CodeCaptureDisabled || !strings.Contains(ce.Message, "--capture-dir") {
+	_, err := control.Call(p.ctx, path, control.Request{Op: control.OpCapture, Executor: 1})
+	var ce *control.Error
+	if !errors.As(err, &ce) || ce.Code != control.CodeCaptureDisabled || !strings.Contains(ce.Message, "--capture-dir") {
 		t.Fatalf("capture on a proxy without a capture directory: %v", err)
 	}
 }
@@ -216,7 +191,7 @@ func TestControlCleansExecutorErrors(t *testing.T) {
 		t.Fatalf("workers: %+v", raw)
 	}
 	noTerminalControls(t, "the stack error on the wire", raw.Workers[0].StackError)
-	ans, err := ControlCall(p.ctx, path, ControlRequest{Op: ControlWorkers})
+	ans, err := control.Call(p.ctx, path, control.Request{Op: control.OpWorkers})
 	if err != nil || len(ans.Workers) != 1 {
 		t.Fatalf("workers: %+v %v", ans, err)
 	}
@@ -229,8 +204,8 @@ func TestControlCleansExecutorErrors(t *testing.T) {
 			resp["success"], resp["message"], resp["body"] = false, hostileText, map[string]any{}
 		}
 	})
-	_, err = ControlCall(p.ctx, path, ControlRequest{Op: ControlCapture, Executor: id, Frame: new(int)})
-	var ce *ControlError
+	_, err = control.Call(p.ctx, path, control.Request{Op: control.OpCapture, Executor: id, Frame: new(int)})
+	var ce *control.Error
 	if !errors.As(err, &ce) || !strings.Contains(ce.Message, "boom") {
 		t.Fatalf("capture: %v, want the executor's failure", err)
 	}

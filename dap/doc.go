@@ -50,7 +50,8 @@
 // (merged threads from what the proxy knows; continue-all and pause-all),
 // capture.go (sparkdapCapture: a stopped frame's call fetched to a capture
 // file), console.go (the Debug Console's !capture and !help, answered by the
-// proxy), control.go (the control protocol `sparkdap capture` speaks),
+// proxy), control.go (the Hub as the control socket's Backend: its stopped
+// executors with their stacks, and a capture of one, for `sparkdap capture`),
 // paths.go (path mapping of the traffic), ids.go and translate.go (the id
 // table and where ids sit in messages), message.go, framing.go and wire.go
 // (the wire), jsoncodec.go (generic JSON as encoding/json would make and

@@ -431,7 +431,7 @@ func (es *ExecutorSession) authorize(ctx context.Context) (token, why string, er
 				return
 			}
 			token, _ := m.Body()["clientAccessToken"].(string)
-			if err := es.hub.admission.PlausibleToken(remoteIP(es.remote), token); err != nil {
+			if err := es.hub.admission.PlausibleToken(worker.RemoteIP(es.remote), token); err != nil {
 				ch <- verdict{why: err.Error()}
 				return
 			}
@@ -462,7 +462,6 @@ func (es *ExecutorSession) refuse(ctx context.Context, why string) error {
 		level = es.logger().Warn()
 	}
 	level.Str("reason", why).Msg("executor refused; its worker continues undebugged")
-	es.hub.refused.Add(1)
 	_, _ = es.call(ctx, "configurationDone", nil)
 	return &errRefused{why}
 }

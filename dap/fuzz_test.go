@@ -319,7 +319,7 @@ func FuzzHello(f *testing.F) {
 		if err == nil {
 			t.Fatalf("a fixed input passed the challenge: %+v", hello)
 		}
-		if err := h.acceptHello("127.0.0.1:1234", hello); err == nil {
+		if _, err := h.acceptHello("127.0.0.1", hello); err == nil {
 			t.Fatal("an unverified hello accepted")
 		}
 		if n := len(h.admission.Pending()); n != 0 {
@@ -334,7 +334,7 @@ func FuzzHello(f *testing.F) {
 func TestHubClose(t *testing.T) {
 	var summary bytes.Buffer
 	h := NewHub(Config{Token: testToken, Log: zerolog.Nop(), HelloTTL: time.Hour, Summary: &summary})
-	if err := h.acceptHello("127.0.0.1:1234", verifiedHello(t, h, 7)); err != nil {
+	if _, err := h.acceptHello("127.0.0.1", verifiedHello(t, h, 7)); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(h.admission.Pending()); n != 1 {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"net"
 
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/worker"
@@ -29,19 +28,19 @@ const DefaultHelloTTL = worker.DefaultHelloTTL
 // helloKey is where a hello waits: pydevd's handshake tells the pid, the
 // connection the address.
 func helloKey(remote string, pid int64) (key, ip string) {
-	ip, _, _ = net.SplitHostPort(remote)
+	ip = worker.RemoteIP(remote)
 	return worker.AddrKey(ip, pid), ip
 }
 
-// acceptHello decides on a hello and, if accepted, keeps it for the pydevd
-// connection of the same process. It returns nil or the refusal.
-func (h *Hub) acceptHello(remote string, hello worker.Hello) error {
-	key, ip := helloKey(remote, hello.PID)
+// acceptHello decides on a verified hello from ip and, if accepted, keeps
+// it for the pydevd connection of the same process (a worker.Admit; no
+// nonce: the pydevd connection names its pid).
+func (h *Hub) acceptHello(ip string, hello worker.Hello) (nonce string, err error) {
 	// Under h.mu so the executor count stays still while the registry
 	// counts it against the session limit.
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.admission.Accept(key, ip, hello, len(h.executors))
+	return "", h.admission.Accept(worker.AddrKey(ip, hello.PID), ip, hello, len(h.executors))
 }
 
 // claimHelloLocked takes the hello of the process behind a pydevd
@@ -62,56 +61,21 @@ func (h *Hub) claimHelloLocked(remote string, pid int64, token string) (hello wo
 	return hello, true, nil
 }
 
-// serveHello answers a hello connection and closes it.
+// serveHello answers a hello connection (worker.ServeHello) and closes it
+// once the reply is out.
 func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
-	hello, err := es.hub.admission.Handshake(br, es.w.sendRaw)
+	err := worker.ServeHello(worker.HelloConn{Remote: es.remote, Reader: br, Send: es.w.sendRaw, Log: *es.logger()},
+		es.hub.admission, es.hub.refusals, es.hub.acceptHello)
+	// Still a hello connection, never a debug session: no handshake
+	// failure to report on top of a refusal.
 	if err != nil {
-		// A refusal's line is printed only if it is the first from its
-		// address in a while (refusedLine); the reply always goes out, so
-		// the worker falls back to running undebugged at once.
-		level := es.logger().Debug()
-		line := fmt.Sprintf("worker at %s sent a bad hello; it runs undebugged", es.remote)
-		if errors.Is(err, worker.ErrBadProof) || errors.Is(err, worker.ErrNoToken) || errors.Is(err, worker.ErrOldHello) {
-			line = fmt.Sprintf("worker from %s refused: %v; it runs undebugged", es.remote, err)
-			es.hub.refused.Add(1)
-		}
-		if es.hub.refusedLine(es.remote, line) {
-			level = es.logger().Warn()
-		}
-		level.Err(err).Msg("hello refused; the worker runs undebugged")
-		if !errors.Is(err, worker.ErrOldHello) {
-			es.w.sendRaw(worker.Reply("", err))
-		}
-		es.w.closeAfterFlush(err)
-		// Still a hello connection, never a debug session: no handshake
-		// failure to report on top of the refusal.
-		return fmt.Errorf("%w: %w", errHelloDone, err)
-	}
-	if err := es.hub.acceptHello(es.remote, hello); err != nil {
-		// hello's fields are clean (ReadHello); the line is printed only if
-		// it is the first from its address in a while.
-		level := es.logger().Debug()
-		if es.hub.refusedLine(es.remote, fmt.Sprintf("worker %s pid %d refused: %v; it runs undebugged", hello.Host, hello.PID, err)) {
-			level = es.logger().Warn()
-		}
-		level.Str("reason", err.Error()).Int64("pid", hello.PID).Str("host", hello.Host).
-			Msg("worker refused; it runs undebugged")
-		es.hub.refused.Add(1)
-		es.w.sendRaw(worker.Reply("", err))
+		err = fmt.Errorf("%w: %w", errHelloDone, err)
 	} else {
-		es.logger().Debug().Int64("pid", hello.PID).Str("label", hello.Label).Msg("hello accepted")
-		es.w.sendRaw(worker.Reply("", nil))
+		err = errHelloDone
 	}
-	es.w.closeAfterFlush(errHelloDone)
-	return errHelloDone
+	es.w.closeAfterFlush(err)
+	return err
 }
 
 // errHelloDone ends a hello connection: it was never a debug session.
 var errHelloDone = errors.New("hello answered")
-
-// remoteIP is the address part of a connection's remote address, as the
-// admission registry keys a hello's origin.
-func remoteIP(remote string) string {
-	ip, _, _ := net.SplitHostPort(remote)
-	return ip
-}

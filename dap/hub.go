@@ -186,8 +186,6 @@ type Hub struct {
 	now    func() time.Time // the clock of MaxStop; tests replace it before serving
 	ids    *idTable
 	nextID atomic.Uint64
-	// refused counts workers let go undebugged, for Stats.
-	refused atomic.Int64
 	// exeBudget and ideBudget count each port's connections before their
 	// token or attach; logLimit rate-limits the warnings about refused
 	// connections, per cause. Each has its own lock, a leaf.
@@ -201,7 +199,8 @@ type Hub struct {
 	summaryMu sync.Mutex
 	// refusals prints refused workers' summary lines, the first per
 	// address and then sums, so a flood of refusals cannot flood the
-	// terminal (its own lock; it calls summary, which takes summaryMu).
+	// terminal, and counts the refused workers for Stats (its own lock; it
+	// calls summary, which takes summaryMu).
 	refusals *worker.RefusalLog
 
 	mu         sync.Mutex
@@ -263,16 +262,12 @@ func (h *Hub) Close() {
 	h.logLimit.Close()
 }
 
-// refusedLine notes a refused worker at remote (host:port) and prints line
-// to the summary unless refusals from its address are being summed up. It
-// reports whether it printed, so that the log line matches: a flood of
-// refusals logs its first at Warn and the rest at Debug.
+// refusedLine counts a refused worker at remote (host:port) and prints
+// line to the summary unless refusals from its address are being summed
+// up. It reports whether it printed, so that the log line matches: a flood
+// of refusals logs its first at Warn and the rest at Debug.
 func (h *Hub) refusedLine(remote, line string) bool {
-	ip, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		ip = remote
-	}
-	return h.refusals.Refused(ip, line)
+	return h.refusals.Refused(worker.RemoteIP(remote), line)
 }
 
 func (h *Hub) summary(format string, args ...any) {
@@ -330,7 +325,7 @@ type Stats struct {
 
 // Stats returns a snapshot of the Hub.
 func (h *Hub) Stats() Stats {
-	st := Stats{Executors: h.Executors(), Refused: h.refused.Load()}
+	st := Stats{Executors: h.Executors(), Refused: h.refusals.Count()}
 	h.mu.Lock()
 	st.IDEAttached = h.root != nil
 	h.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/capture"
+	"github.com/sparkdap/sparkdap/control"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/pycharm"
 )
@@ -214,7 +215,7 @@ func TestCaptureStopped(t *testing.T) {
 	}
 	w.waitFor(t, pycharm.CmdRun)
 	tid := "pid_79_id_1"
-	if _, _, err := px.CaptureStopped(ctx, 79, nil, 0); !errors.Is(err, pycharm.ErrNotStopped) {
+	if _, err := px.CaptureStopped(ctx, 79, nil, 0); !errors.Is(err, pycharm.ErrNotStopped) || !errors.Is(err, control.ErrNotStopped) {
 		t.Fatalf("capture of a running worker: %v, want ErrNotStopped", err)
 	}
 	w.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 2, Payload: pycharm.ThreadCreatePayload(tid, "MainThread")})
@@ -228,7 +229,16 @@ func TestCaptureStopped(t *testing.T) {
 		st[0].Frames[0].File != "/x/job.py" || st[0].Frames[0].Line != 3 || !strings.Contains(st[0].Label, "partition 2") {
 		t.Fatalf("stopped: %+v", st)
 	}
-	if _, _, err := px.CaptureStopped(ctx, 79, ptr(2), 0); !errors.Is(err, pycharm.ErrNoFrame) {
+	// `sparkdap capture` lists it by pid, frame 0 the user's.
+	ws := px.StoppedWorkers(ctx)
+	if len(ws) != 1 || ws[0].Executor != 79 || ws[0].Thread != 1 || ws[0].ThreadName != "MainThread" || ws[0].Top != 0 ||
+		len(ws[0].Frames) != 2 || ws[0].Frames[1] != (control.WorkerFrame{Name: "main", File: "/x/job.py", Line: 9}) {
+		t.Fatalf("stopped workers: %+v", ws)
+	}
+	if _, err := px.CaptureStopped(ctx, 80, nil, 0); !errors.Is(err, control.ErrUnknownExecutor) || !strings.Contains(err.Error(), "worker pid 80: the worker is not connected") {
+		t.Fatalf("capture of an unknown pid: %v, want ErrUnknownExecutor", err)
+	}
+	if _, err := px.CaptureStopped(ctx, 79, ptr(2), 0); !errors.Is(err, control.ErrNoFrame) {
 		t.Fatalf("frame 2 of 2: %v, want ErrNoFrame", err)
 	}
 	start := map[string]any{"id": 1, "chunks": 1, "header": map[string]any{
@@ -236,9 +246,9 @@ func TestCaptureStopped(t *testing.T) {
 	// data "{}", code "cc"
 	done := make(chan []string, 1)
 	go func() { done <- w.serveCapture(t, "5002", start, []string{"{}cc"}) }()
-	res, idx, err := px.CaptureStopped(ctx, 79, ptr(1), 0)
-	if err != nil || idx != 1 || res.Function != "main" || res.Bytes != 4 || filepath.Dir(res.Path) != capDir || !strings.HasPrefix(res.Summary, "captured main (") {
-		t.Fatalf("capture: %+v %d %v", res, idx, err)
+	res, err := px.CaptureStopped(ctx, 79, ptr(1), 0)
+	if err != nil || res.Frame != 1 || res.Executor != 79 || res.Function != "main" || res.Bytes != 4 || filepath.Dir(res.Path) != capDir || !strings.HasPrefix(res.Summary, "captured main (") {
+		t.Fatalf("capture: %+v %v", res, err)
 	}
 	<-done
 	w.send(pycharm.Message{ID: pycharm.CmdThreadRun, Seq: 6, Payload: tid + "\t108"})

@@ -56,6 +56,7 @@
 // CMD_EVALUATE_EXPRESSION requests to the stopped worker (Proxy.eval: its
 // own sequence number, the answer handed to the waiting goroutine through
 // request.reply, p.mu never held while waiting); the proxy also records
-// the stops PyCharm is shown, for `sparkdap capture` (Proxy.Stopped,
-// CaptureStopped).
+// the stops PyCharm is shown, for `sparkdap capture`: the Proxy is a
+// control.Backend (StoppedWorkers, CaptureStopped), a worker named by its
+// pid.
 package pycharm

@@ -470,45 +470,16 @@ func (p *Proxy) serveConn(conn net.Conn, release func()) {
 	p.summary("worker %s pid %d detached", e.hello.Host, pid)
 }
 
-func remoteIP(conn net.Conn) string {
-	ip, _, _ := net.SplitHostPort(conn.RemoteAddr().String())
-	return ip
-}
-
-// serveHello answers a hello: token, session limit, PyCharm reachable.
+// serveHello answers a hello (worker.ServeHello): token, session limit,
+// PyCharm reachable (acceptHello).
 func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) {
-	reply := func(b []byte) {
+	send := func(b []byte) {
 		_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		_, _ = conn.Write(b)
 	}
 	_ = conn.SetDeadline(time.Now().Add(identifyTimeout))
-	hello, err := p.admission.Handshake(br, reply)
-	if err != nil {
-		level := log.Debug()
-		if p.refusals.Refused(remoteIP(conn), fmt.Sprintf("worker at %s: hello refused (%v); it runs undebugged", conn.RemoteAddr(), err)) {
-			level = log.Warn()
-		}
-		level.Err(err).Msg("hello refused; the worker runs undebugged")
-		if !errors.Is(err, worker.ErrOldHello) {
-			reply(worker.Reply("", err))
-		}
-		return
-	}
-	nonce, err := p.acceptHello(remoteIP(conn), hello)
-	if err != nil {
-		// hello's fields are clean (ReadHello); the line is printed only if
-		// it is the first from its address in a while.
-		level := log.Debug()
-		if p.refusals.Refused(remoteIP(conn), fmt.Sprintf("worker %s pid %d refused: %v; it runs undebugged", hello.Host, hello.PID, err)) {
-			level = log.Warn()
-		}
-		level.Str("reason", err.Error()).Int64("pid", hello.PID).Str("host", hello.Host).
-			Msg("worker refused; it runs undebugged")
-		reply(worker.Reply("", err))
-		return
-	}
-	log.Debug().Int64("pid", hello.PID).Str("label", hello.Label).Msg("hello accepted")
-	reply(worker.Reply(nonce, nil))
+	_ = worker.ServeHello(worker.HelloConn{Remote: conn.RemoteAddr().String(), Reader: br, Send: send, Log: log},
+		p.admission, p.refusals, p.acceptHello)
 }
 
 // errPIDElsewhere refuses a hello whose pid another host's worker already
@@ -521,7 +492,7 @@ func (e *errPIDElsewhere) Error() string {
 
 // acceptHello admits a verified hello (its proof checked by Handshake;
 // then PyCharm reachable, then the registry's caps) and returns the nonce
-// its pydevd connection must show.
+// its pydevd connection must show (a worker.Admit).
 func (p *Proxy) acceptHello(ip string, hello worker.Hello) (nonce string, err error) {
 	if err := p.ensurePyCharm(); err != nil {
 		return "", err
@@ -603,7 +574,7 @@ func (p *Proxy) readPyCharm(ide *peer, conn net.Conn) {
 // join registers an identified pydevd connection and replays PyCharm's
 // session to it.
 func (p *Proxy) join(conn net.Conn, pid int64, nonce string) (*executor, error) {
-	ip := remoteIP(conn)
+	ip := worker.RemoteIP(conn.RemoteAddr().String())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// One use only: Claim forgets it.

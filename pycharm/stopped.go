@@ -8,6 +8,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/sparkdap/sparkdap/control"
+	"github.com/sparkdap/sparkdap/worker"
 )
 
 // StoppedFrame is one frame of a stopped thread as PyCharm was shown it
@@ -83,19 +86,48 @@ func (p *Proxy) Stopped() []StoppedThread {
 	return out
 }
 
-// Errors of CaptureStopped.
+// Errors of CaptureStopped, each answered on the control socket with its
+// class's code.
 var (
-	ErrNotStopped = errors.New("the worker is not stopped")
-	ErrNoFrame    = errors.New("no such frame")
+	ErrNotStopped = control.WithClass(errors.New("the worker is not stopped"), control.ErrNotStopped)
+	ErrNoFrame    = control.ErrNoFrame
 )
+
+// The Proxy is a control.Backend: `sparkdap capture` lists its stopped
+// workers and captures one's frame through the control socket. A worker
+// is named by its pid, and its stack is the one PyCharm was shown at the
+// stop (the wrapper's frames left out, so frame 0 is user code).
+var _ control.Backend = (*Proxy)(nil)
+
+// StoppedWorkers lists the workers' stopped threads, by pid and thread id,
+// with the stacks PyCharm was shown (control.Backend).
+func (p *Proxy) StoppedWorkers(context.Context) []control.StoppedWorker {
+	var out []control.StoppedWorker
+	for _, st := range p.Stopped() {
+		w := control.StoppedWorker{Executor: uint64(st.PID), Label: st.Label, Thread: ThreadNumber(st.Thread),
+			ThreadName: st.Name, Frames: []control.WorkerFrame{}, Top: -1}
+		for _, f := range st.Frames {
+			w.Frames = append(w.Frames, control.WorkerFrame{Name: f.Name, File: f.File, Line: f.Line})
+		}
+		if len(w.Frames) > 0 {
+			w.Top = 0
+		}
+		out = append(out, w)
+	}
+	return out
+}
 
 // CaptureStopped captures frame index frame (0 the innermost; nil the
 // same: the wrapper's frames are never in the stack) of worker pid's
-// stopped thread, as `sparkdap capture` asks. Call it on no lock.
-func (p *Proxy) CaptureStopped(ctx context.Context, pid int64, frame *int, maxBytes int64) (CaptureResult, int, error) {
+// stopped thread, as `sparkdap capture` asks (control.Backend). Call it on
+// no lock.
+func (p *Proxy) CaptureStopped(ctx context.Context, pid uint64, frame *int, maxBytes int64) (control.CaptureResult, error) {
+	if p.cfg.CaptureDir == "" {
+		return control.CaptureResult{}, control.ErrCaptureDisabled
+	}
 	var st *StoppedThread
 	p.mu.Lock()
-	e := p.execs[pid]
+	e := p.execs[int64(pid)]
 	if e != nil {
 		ids := make([]string, 0, len(e.stopped))
 		for id := range e.stopped {
@@ -111,19 +143,26 @@ func (p *Proxy) CaptureStopped(ctx context.Context, pid int64, frame *int, maxBy
 	p.mu.Unlock()
 	switch {
 	case e == nil:
-		return CaptureResult{}, 0, fmt.Errorf("worker pid %d: %w", pid, ErrWorkerGone)
+		// Not yet the capture's ErrWorkerGone (which fails a capture the
+		// worker left during): no such worker to capture.
+		return control.CaptureResult{}, control.WithClass(fmt.Errorf("worker pid %d: %w", pid, ErrWorkerGone), control.ErrUnknownExecutor)
 	case st == nil:
-		return CaptureResult{}, 0, fmt.Errorf("worker pid %d: %w: stop it at a breakpoint or an exception first", pid, ErrNotStopped)
+		return control.CaptureResult{}, fmt.Errorf("worker pid %d: %w: stop it at a breakpoint or an exception first", pid, ErrNotStopped)
 	}
 	idx := 0
 	if frame != nil {
 		idx = *frame
 	}
 	if idx < 0 || idx >= len(st.Frames) {
-		return CaptureResult{}, 0, fmt.Errorf("worker pid %d: %w: frame %d of a stack of %d (0 is the innermost)", pid, ErrNoFrame, idx, len(st.Frames))
+		return control.CaptureResult{}, fmt.Errorf("worker pid %d: %w: frame %d of a stack of %d (0 is the innermost)", pid, ErrNoFrame, idx, len(st.Frames))
 	}
 	res, err := p.Capture(ctx, st.Thread, st.Frames[idx].ID, maxBytes)
-	return res, idx, err
+	if err != nil {
+		return control.CaptureResult{}, err
+	}
+	return control.CaptureResult{Path: res.Path, Bytes: int64(res.Bytes),
+		Function: worker.Clean(res.Function, worker.MaxTextRunes), Task: worker.Clean(res.Task, 4*worker.MaxTextRunes),
+		Executor: uint64(res.PID), Frame: idx, Summary: res.Summary}, nil
 }
 
 // ThreadNumber is the <n> of a thread id pid_<pid>_id_<n>, 0 if none.

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -103,6 +104,16 @@ func (r *Registry) CheckToken(token string) error {
 		return ErrNoToken
 	}
 	return ErrWrongToken
+}
+
+// RemoteIP is the address part of a connection's remote address
+// (host:port; all of it when it has no port): where a hello comes from, as
+// a Registry and a RefusalLog key it.
+func RemoteIP(remote string) string {
+	if ip, _, err := net.SplitHostPort(remote); err == nil {
+		return ip
+	}
+	return remote
 }
 
 // AddrKey is the key of a hello that its debugger's connection finds again

@@ -13,8 +13,12 @@
 // the hello's one-time token, where the key is no secret) or its own TTL
 // timer expires it; no other connection replaces or uses it up. Label is the one task label format people see.
 //
-// A new front end recognises the hello (IsHello), runs the Registry's
-// Handshake, asks it to admit (Accept or AcceptNonce), answers with Reply,
-// and calls Claim when the debugger's connection says which process it is
-// (then CheckPydevdToken, if the debugger presents an access token).
+// A new front end recognises the hello (IsHello) and hands the connection
+// to ServeHello, which runs the Registry's Handshake, calls the front end's
+// Admit (which keeps the hello with Accept under its own key, or
+// AcceptNonce), answers with Reply, and counts and logs a refusal in a
+// RefusalLog (the first per source address printed, the rest summed up).
+// The front end calls Claim when the debugger's connection says which
+// process it is (then CheckPydevdToken, if the debugger presents an access
+// token). RemoteIP is the source address every front end keys by.
 package worker

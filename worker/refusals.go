@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,9 +23,10 @@ const DefaultMaxRefusalAddrs = 256
 // next refusal is printed in full again. Each address has its own count, so
 // one noisy address never hides another's first refusal. Memory is bounded:
 // at most MaxAddrs addresses are tracked, and refusals from further ones
-// share one count.
+// share one count. It also counts the workers refused (Count), for a
+// front end's statistics.
 //
-// mu guards the counts and is held while out runs, so lines come out in
+// count is atomic; mu guards the counts and is held while out runs, so lines come out in
 // order; out must not call back into the RefusalLog. The timer runs only
 // while there is something to sum up or forget: an idle RefusalLog has no
 // timer.
@@ -32,6 +34,7 @@ type RefusalLog struct {
 	out      func(line string)
 	interval time.Duration
 	maxAddrs int
+	count    atomic.Int64
 
 	mu     sync.Mutex
 	addrs  map[string]*refusalCount
@@ -60,10 +63,19 @@ func NewRefusalLog(out func(line string), interval time.Duration, maxAddrs int) 
 }
 
 // Refused notes a refusal of a worker at addr (an IP address, so that one
-// host's connections count together) and prints line if it is the first
-// from addr in a while. It reports whether it printed, so the caller can
-// log the refusal at a level to match.
+// host's connections count together, as RemoteIP gives it): it counts the
+// worker (Count) and prints line if it is the first from addr in a while.
+// It reports whether it printed, so the caller can log the refusal at a
+// level to match.
 func (l *RefusalLog) Refused(addr, line string) bool {
+	l.count.Add(1)
+	return l.Noted(addr, line)
+}
+
+// Noted is Refused for a peer that may be no worker at all (its hello
+// could not be read): its line is printed, or summed up, as a refusal's,
+// but it is not counted.
+func (l *RefusalLog) Noted(addr, line string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -150,6 +162,9 @@ func (l *RefusalLog) Close() {
 	l.sumLocked(time.Time{})
 	clear(l.addrs)
 }
+
+// Count is how many workers Refused noted, Close or not.
+func (l *RefusalLog) Count() int64 { return l.count.Load() }
 
 // tracked is how many addresses l remembers, for tests.
 func (l *RefusalLog) tracked() int {

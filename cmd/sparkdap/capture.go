@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/control"
 )
 
 func init() {
@@ -61,19 +61,19 @@ func captureRun(o *captureOptions, args []string, stdout io.Writer) error {
 	}
 	path := o.control
 	if path == "" {
-		path = controlPathFor(o.ide)
+		path = control.PathFor(o.ide)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), captureTimeout)
 	defer cancel()
-	req := dap.ControlRequest{Op: dap.ControlWorkers}
+	req := control.Request{Op: control.OpWorkers}
 	if o.executor != 0 {
-		req = dap.ControlRequest{Op: dap.ControlCapture, Executor: o.executor, Frame: o.frame}
+		req = control.Request{Op: control.OpCapture, Executor: o.executor, Frame: o.frame}
 	}
-	ans, err := dap.ControlCall(ctx, path, req)
+	ans, err := control.Call(ctx, path, req)
 	if err != nil {
 		return captureError(o, path, err)
 	}
-	if req.Op == dap.ControlCapture {
+	if req.Op == control.OpCapture {
 		fmt.Fprintln(stdout, ans.Capture.Summary)
 		fmt.Fprintf(stdout, "file: %s\nreplay: sparkdap replay %s\n", ans.Capture.Path, shellWord(ans.Capture.Path))
 		return nil
@@ -109,13 +109,13 @@ func captureRun(o *captureOptions, args []string, stdout io.Writer) error {
 
 // captureError says what a failed control call means for the user.
 func captureError(o *captureOptions, path string, err error) error {
-	var ce *dap.ControlError
+	var ce *control.Error
 	switch {
 	case errors.As(err, &ce):
 		switch ce.Code {
-		case dap.CodeUnknownExecutor:
+		case control.CodeUnknownExecutor:
 			return flagError("executor", fmt.Errorf("%s (run 'sparkdap capture' without --executor to list the stopped ones)", ce.Message))
-		case dap.CodeNoFrame:
+		case control.CodeNoFrame:
 			return flagError("frame", errors.New(ce.Message))
 		}
 		return errors.New(ce.Message)

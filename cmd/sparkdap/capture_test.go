@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/control"
 	"github.com/sparkdap/sparkdap/dap"
 	"github.com/sparkdap/sparkdap/pycharm"
 )
@@ -29,74 +30,6 @@ func shortDir(t *testing.T) string {
 	return d
 }
 
-// TestListenControl: the control socket is the user's only (0600 in a
-// 0700 directory, made so if looser), a socket a dead proxy left is
-// replaced, and neither a live proxy's socket, nor a file that is not a
-// socket, nor a linked directory is touched.
-func TestListenControl(t *testing.T) {
-	base := shortDir(t)
-	dir := filepath.Join(base, "run")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "c.sock")
-	l, err := listenControl(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
-		if fi, err := os.Lstat(p); err != nil || fi.Mode().Perm() != want {
-			t.Errorf("%s: %v %v, want mode %v", p, fi.Mode(), err, want)
-		}
-	}
-	if _, err := listenControl(path); err == nil || !strings.Contains(err.Error(), "another sparkdap serve answers there") {
-		t.Errorf("second listen on a live socket: %v", err)
-	}
-	// A proxy that died leaves its socket (no unlink on close here).
-	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	l.Close()
-	if _, err := os.Lstat(path); err != nil {
-		t.Fatalf("the dead proxy's socket is gone already: %v", err)
-	}
-	l2, err := listenControl(path)
-	if err != nil {
-		t.Fatalf("listen over a dead proxy's socket: %v", err)
-	}
-	l2.Close()
-
-	plain := filepath.Join(dir, "plain.sock")
-	mustWrite(t, plain, "mine")
-	if _, err := listenControl(plain); err == nil || !strings.Contains(err.Error(), "is not a socket") {
-		t.Errorf("listen over a regular file: %v", err)
-	}
-	if b, _ := os.ReadFile(plain); string(b) != "mine" {
-		t.Errorf("the regular file was changed: %q", b)
-	}
-	elsewhere := shortDir(t)
-	mustSymlink(t, elsewhere, filepath.Join(base, "linked"))
-	if _, err := listenControl(filepath.Join(base, "linked", "c.sock")); err == nil || !strings.Contains(err.Error(), "a link is not followed") {
-		t.Errorf("listen in a linked directory: %v", err)
-	}
-	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
-		t.Errorf("a socket was made through the link: %v", ents)
-	}
-}
-
-// TestControlPathFor: serve and capture derive the same socket from the
-// same --ide, and different ones from different ports.
-func TestControlPathFor(t *testing.T) {
-	t.Setenv("XDG_RUNTIME_DIR", "/run/user/1000")
-	if got := controlPathFor("127.0.0.1:4711"); got != "/run/user/1000/sparkdap/ide-127.0.0.1-4711.sock" {
-		t.Errorf("controlPathFor = %s", got)
-	}
-	if controlPathFor("127.0.0.1:4711") == controlPathFor("127.0.0.1:4712") {
-		t.Error("two IDE ports share a control socket")
-	}
-	if got := controlPathFor("[::1]:4711"); got != "/run/user/1000/sparkdap/ide-__1-4711.sock" {
-		t.Errorf("controlPathFor(IPv6) = %s", got)
-	}
-}
-
 // TestCaptureCommandErrors: what `sparkdap capture` says when there is no
 // proxy, no stopped worker, an unknown executor, no capture directory, or
 // a PyCharm-mode proxy.
@@ -105,7 +38,7 @@ func TestCaptureCommandErrors(t *testing.T) {
 	serveHub := func(t *testing.T, name, capDir string) string {
 		hub := dap.NewHub(dap.Config{CaptureDir: capDir, Log: zerolog.Nop()})
 		path := filepath.Join(dir, name+".sock")
-		l, err := listenControl(path)
+		l, err := control.Listen(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,10 +52,10 @@ func TestCaptureCommandErrors(t *testing.T) {
 					return
 				}
 				defer px.Close()
-				done <- dap.ServeControlWith(ctx, l, zerolog.Nop(), pycharmControl(px, capDir))
+				done <- control.Serve(ctx, l, zerolog.Nop(), px)
 				return
 			}
-			done <- hub.ServeControl(ctx, l)
+			done <- control.Serve(ctx, l, zerolog.Nop(), hub)
 		}()
 		t.Cleanup(func() { cancel(); <-done })
 		return path
@@ -163,10 +96,10 @@ func TestCaptureCommandErrors(t *testing.T) {
 // The answers are written raw, as a proxy that never cleaned them would.
 func TestCaptureCommandPrintsNoControls(t *testing.T) {
 	const bad = "boom\x1b]52;c;cm0gLXJmIH4K\x07\x1b]0;pwned\x07\r\x1b[2Ksparkdap: all good\n\u009b2J"
-	workers, _ := json.Marshal(dap.ControlAnswer{Workers: []dap.StoppedWorker{{Executor: 3, Label: bad, Thread: 1, ThreadName: bad,
-		StackError: bad, Frames: []dap.WorkerFrame{{Name: bad, File: bad, Line: 5}}, Top: 0}}})
-	failed, _ := json.Marshal(dap.ControlAnswer{Error: "capture failed: executor 3: evaluate: " + bad, Code: dap.CodeFailed})
-	captured, _ := json.Marshal(dap.ControlAnswer{Capture: &dap.CaptureResult{Path: "/c/" + bad, Function: bad, Summary: "captured " + bad}})
+	workers, _ := json.Marshal(control.Answer{Workers: []control.StoppedWorker{{Executor: 3, Label: bad, Thread: 1, ThreadName: bad,
+		StackError: bad, Frames: []control.WorkerFrame{{Name: bad, File: bad, Line: 5}}, Top: 0}}})
+	failed, _ := json.Marshal(control.Answer{Error: "capture failed: executor 3: evaluate: " + bad, Code: control.CodeFailed})
+	captured, _ := json.Marshal(control.Answer{Capture: &control.CaptureResult{Path: "/c/" + bad, Function: bad, Summary: "captured " + bad}})
 	dir := shortDir(t)
 	for _, tc := range []struct {
 		name   string

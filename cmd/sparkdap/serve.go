@@ -19,6 +19,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/control"
 	"github.com/sparkdap/sparkdap/dap"
 	"github.com/sparkdap/sparkdap/internal/logsink"
 	"github.com/sparkdap/sparkdap/internal/safefile"
@@ -188,9 +189,9 @@ func serveUntil(ctx context.Context, f *serveOptions, args []string, stderr io.W
 		serve  func(context.Context) error
 		handle func(context.Context, net.Conn)
 		ready  = map[string]string{"token": token}
-		// control serves `sparkdap capture`; its socket's default name
+		// backend answers `sparkdap capture`; its socket's default name
 		// derives from controlIDE, the IDE port's address.
-		control    func(context.Context, net.Listener) error
+		backend    control.Backend
 		controlIDE = f.ide
 	)
 	switch {
@@ -200,9 +201,7 @@ func serveUntil(ctx context.Context, f *serveOptions, args []string, stderr io.W
 			return err
 		}
 		serve, handle = px.Serve, px.ServeExecutor
-		control = func(ctx context.Context, l net.Listener) error {
-			return dap.ServeControlWith(ctx, l, logger, pycharmControl(px, f.captureDir))
-		}
+		backend = px
 		ready["executors"], ready["pycharm"] = px.Addr().String(), pyc.pycharm
 	default:
 		if view != nil {
@@ -222,13 +221,13 @@ func serveUntil(ctx context.Context, f *serveOptions, args []string, stderr io.W
 		}
 		fmt.Fprintf(stderr, "sparkdap: IDE port %s (attach your debugger here), executor port %s\n", srv.IDEAddr(), srv.ExecutorAddr())
 		serve, handle = srv.Serve, hub.ServeExecutor
-		control, controlIDE = hub.ServeControl, srv.IDEAddr().String()
+		backend, controlIDE = hub, srv.IDEAddr().String()
 		ready["ide"], ready["executors"] = srv.IDEAddr().String(), srv.ExecutorAddr().String()
 		if view != nil {
 			view.start(hub, srv.IDEAddr().String(), srv.ExecutorAddr().String())
 		}
 	}
-	if serve, err = withControl(f.control, controlIDE, control, serve, ready, logger, stderr); err != nil {
+	if serve, err = withControl(f.control, controlIDE, backend, serve, ready, logger, stderr); err != nil {
 		return err
 	}
 	if generated {
@@ -374,16 +373,20 @@ func writeReadyFile(path string, fields map[string]string) error {
 }
 
 // withControl opens the control socket (--control, else the one derived
-// from ideAddr) and returns serve wrapped to serve it too. A default
+// from ideAddr) and returns serve wrapped to serve it too, answering for
+// backend (the front end). A default
 // socket that cannot be made costs only `sparkdap capture`: a warning.
-func withControl(flagPath, ideAddr string, control func(context.Context, net.Listener) error,
+func withControl(flagPath, ideAddr string, backend control.Backend,
 	serve func(context.Context) error, ready map[string]string, logger zerolog.Logger, stderr io.Writer) (func(context.Context) error, error) {
 	path := flagPath
 	if path == "" {
-		path = controlPathFor(ideAddr)
+		path = control.PathFor(ideAddr)
 	}
-	l, err := listenControl(path)
+	l, err := control.Listen(path)
 	if err != nil {
+		if errors.Is(err, control.ErrInUse) {
+			err = fmt.Errorf("%w (give this one another --ide port or --control)", err)
+		}
 		if flagPath != "" {
 			// The process ends with this error: it closes the listeners.
 			return nil, flagError("control", err)
@@ -397,7 +400,7 @@ func withControl(flagPath, ideAddr string, control func(context.Context, net.Lis
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		ctrl := make(chan error, 1)
-		go func() { ctrl <- control(ctx, l) }()
+		go func() { ctrl <- control.Serve(ctx, l, logger, backend) }()
 		err := serve(ctx)
 		cancel()
 		if cerr := <-ctrl; err == nil {

@@ -1,4 +1,4 @@
-package main
+package control
 
 import (
 	"errors"
@@ -11,17 +11,10 @@ import (
 	"time"
 )
 
-// The control socket: how `sparkdap capture` reaches a running `sparkdap
-// serve` (dap.ServeControl speaks on it). It carries the user's data (a
-// capture writes their arguments to disk) and has no token, so only the
-// user may reach it: a Unix socket, mode 0600, in a directory of theirs
-// with mode 0700. Its default name derives from the IDE port's address,
-// so that serve and capture agree on it from the --ide they are given.
-
-// controlDir is the default control socket's directory: sparkdap under
+// Dir is the default control sockets' directory: sparkdap under
 // $XDG_RUNTIME_DIR (the user's own, 0700, cleared at logout), else
 // sparkdap/run under the user's cache directory.
-func controlDir() string {
+func Dir() string {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "sparkdap")
 	}
@@ -32,9 +25,10 @@ func controlDir() string {
 	return filepath.Join(d, "sparkdap", "run")
 }
 
-// controlPathFor is the default control socket of the proxy whose IDE
-// port is ideAddr (HOST:PORT).
-func controlPathFor(ideAddr string) string {
+// PathFor is the default control socket of the proxy whose IDE port is
+// ideAddr (HOST:PORT): serve and capture derive the same one from the same
+// address, and different ones from different ports.
+func PathFor(ideAddr string) string {
 	host, port, err := net.SplitHostPort(ideAddr)
 	if err != nil {
 		host, port = ideAddr, ""
@@ -47,11 +41,18 @@ func controlPathFor(ideAddr string) string {
 			return '_'
 		}, s)
 	}
-	return filepath.Join(controlDir(), "ide-"+clean(host)+"-"+clean(port)+".sock")
+	return filepath.Join(Dir(), "ide-"+clean(host)+"-"+clean(port)+".sock")
 }
 
-// errControlDir: the control socket's directory is not safely the user's.
-var errControlDir = errors.New("unsafe control socket directory")
+// Errors of Listen.
+var (
+	// ErrUnsafeDir: the socket's directory is not safely the user's.
+	ErrUnsafeDir = errors.New("unsafe control socket directory")
+	// ErrInUse: a live server answers on the socket already.
+	ErrInUse = errors.New("another sparkdap serve answers there")
+	// ErrNotSocket: something else than a socket has the socket's name.
+	ErrNotSocket = errors.New("exists and is not a socket: not replacing it")
+)
 
 // privateDir makes dir (and its missing parents) and checks that dir is
 // a real directory, not a link, owned by this user; its mode is set to
@@ -68,10 +69,10 @@ func privateDir(dir string) error {
 		return err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 || !fi.IsDir() {
-		return fmt.Errorf("%w: %s is not a directory (a link is not followed)", errControlDir, dir)
+		return fmt.Errorf("%w: %s is not a directory (a link is not followed)", ErrUnsafeDir, dir)
 	}
 	if err := ownedByMe(fi); err != nil {
-		return fmt.Errorf("%w: %s: %w", errControlDir, dir, err)
+		return fmt.Errorf("%w: %s: %w", ErrUnsafeDir, dir, err)
 	}
 	if fi.Mode().Perm() != 0o700 {
 		return os.Chmod(dir, 0o700)
@@ -79,20 +80,21 @@ func privateDir(dir string) error {
 	return nil
 }
 
-// listenControl opens the control socket at path: in a private directory
-// (privateDir), mode 0600. A socket left there by a proxy that died is
-// replaced; one a live proxy answers on is not, nor anything else.
-func listenControl(path string) (net.Listener, error) {
+// Listen opens the control socket at path: in a private directory (the
+// user's own, mode 0700, not a link; made so if missing or looser), mode
+// 0600. A socket left there by a server that died is replaced; one a live
+// server answers on is not (ErrInUse), nor anything else (ErrNotSocket).
+func Listen(path string) (net.Listener, error) {
 	if err := privateDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&fs.ModeSocket == 0 {
-			return nil, fmt.Errorf("%s exists and is not a socket: not replacing it", path)
+			return nil, fmt.Errorf("%s %w", path, ErrNotSocket)
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
-			return nil, fmt.Errorf("%s: another sparkdap serve answers there (give this one another --ide port or --control)", path)
+			return nil, fmt.Errorf("%s: %w", path, ErrInUse)
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, err

@@ -1,0 +1,138 @@
+package control
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/sparkdap/sparkdap/worker"
+)
+
+// Operations.
+const (
+	// OpWorkers lists the stopped workers (Answer.Workers).
+	OpWorkers = "workers"
+	// OpCapture captures one stopped worker's frame (Answer.Capture).
+	OpCapture = "capture"
+)
+
+// MaxRequestBytes bounds one request: it names an operation and a few
+// numbers.
+const MaxRequestBytes = 4 << 10
+
+// maxAnswerBytes bounds what Call reads back: a list of stopped workers
+// with their stacks.
+const maxAnswerBytes = 8 << 20
+
+// Request is one request on the control socket.
+type Request struct {
+	Op string `json:"op"`
+	// Executor is the worker to capture (OpCapture), as the list names it.
+	Executor uint64 `json:"executor,omitempty"`
+	// Frame is the index of the frame to capture in the stopped thread's
+	// stack, 0 the innermost; nil: the innermost frame of user code.
+	Frame *int `json:"frame,omitempty"`
+	// MaxBytes, if > 0, lowers the proxy's size cap for this capture.
+	MaxBytes int64 `json:"maxBytes,omitempty"`
+}
+
+// Answer is the answer to a Request: Error (and Code) when it failed.
+type Answer struct {
+	Error string `json:"error,omitempty"`
+	// Code classifies Error: one of the Code* constants.
+	Code    string          `json:"code,omitempty"`
+	Workers []StoppedWorker `json:"workers,omitempty"`
+	Capture *CaptureResult  `json:"capture,omitempty"`
+}
+
+// Codes of Answer.Code, one per error class a client tells apart.
+const (
+	CodeBadRequest      = "bad-request"
+	CodeCaptureDisabled = "capture-disabled"
+	CodeUnknownExecutor = "unknown-executor"
+	CodeNotStopped      = "not-stopped"
+	CodeNoFrame         = "no-frame"
+	CodeFailed          = "failed"
+)
+
+// StoppedWorker is one worker stopped in the debugger, as `sparkdap
+// capture` lists it.
+type StoppedWorker struct {
+	// Executor names the worker in an OpCapture request: the DAP front
+	// end's executor session id, the PyCharm front end's worker pid.
+	Executor   uint64 `json:"executor"`
+	Label      string `json:"label"`
+	Thread     int64  `json:"thread"` // pydevd's id of the stopped thread
+	ThreadName string `json:"threadName,omitempty"`
+	// Frames is the stopped thread's stack, innermost first; Top indexes
+	// its innermost frame of user code (-1: none).
+	Frames []WorkerFrame `json:"frames"`
+	Top    int           `json:"top"`
+	// StackError says why Frames is empty.
+	StackError string `json:"stackError,omitempty"`
+}
+
+// WorkerFrame is one frame of a stopped worker's stack.
+type WorkerFrame struct {
+	Name string `json:"name"`
+	// File is the local file when the path maps to one, else the
+	// executor's path.
+	File     string `json:"file"`
+	Line     int64  `json:"line"`
+	Plumbing bool   `json:"plumbing,omitempty"`
+}
+
+// CaptureResult is what a capture through the control socket made.
+type CaptureResult struct {
+	Path     string `json:"path"`
+	Bytes    int64  `json:"bytes"`
+	Function string `json:"function"`
+	Task     string `json:"task"`
+	Executor uint64 `json:"executor"`
+	Frame    int    `json:"frame"`
+	// Summary is the line the Debug Console's !capture shows.
+	Summary string `json:"summary"`
+}
+
+// clean cleans every string of a (see the package doc), each capped at
+// worker.MaxMessageRunes: a path, or an error message with the executor's
+// words in it.
+func (a *Answer) clean() { worker.CleanAll(a, worker.MaxMessageRunes) }
+
+// ErrBadRequest is a request that is not one: not a line of JSON, too
+// long, a field Request lacks, an unknown operation or arguments it does
+// not take.
+var ErrBadRequest = errors.New("bad control request")
+
+// badRequest is an ErrBadRequest saying why.
+type badRequest struct{ why string }
+
+func (e *badRequest) Error() string        { return e.why }
+func (e *badRequest) Is(target error) bool { return target == ErrBadRequest }
+
+// ReadRequest reads and strictly parses one request line from r, reading
+// no more than MaxRequestBytes and a newline. Its errors are ErrBadRequest
+// (errors.Is).
+func ReadRequest(r io.Reader) (Request, error) {
+	br := bufio.NewReaderSize(io.LimitReader(r, MaxRequestBytes+1), 512)
+	line, err := br.ReadBytes('\n')
+	if len(line) > MaxRequestBytes {
+		return Request{}, &badRequest{fmt.Sprintf("request over %d bytes", MaxRequestBytes)}
+	}
+	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+		return Request{}, &badRequest{fmt.Sprintf("reading the request: %v", err)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var req Request
+	if err := dec.Decode(&req); err != nil {
+		return Request{}, &badRequest{fmt.Sprintf("not a control request: %v", err)}
+	}
+	if dec.More() {
+		return Request{}, &badRequest{"more than one JSON value on the request line"}
+	}
+	return req, nil
+}

@@ -1,0 +1,82 @@
+package worker
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+
+	"github.com/rs/zerolog"
+)
+
+// HelloConn is one hello connection as a front end hands it to ServeHello.
+type HelloConn struct {
+	// Remote is the peer's address (host:port): refusal lines name it, and
+	// RemoteIP of it is where the hello comes from.
+	Remote string
+	// Reader reads the connection; IsHello said it starts with a hello.
+	Reader *bufio.Reader
+	// Send writes to the peer: the challenge, then the reply. It must
+	// not block for long (a write queue, or a write deadline).
+	Send func([]byte)
+	// Log gets one line per hello: Warn for a refusal the RefusalLog
+	// printed, else Debug.
+	Log zerolog.Logger
+}
+
+// Admit admits a verified hello from ip (RemoteIP of the connection): it
+// returns the nonce for the reply ("" for none) or the refusal. The front
+// end keeps the hello in its Registry under the key it finds it again by
+// (Accept with AddrKey, or AcceptNonce), under the lock that keeps its
+// session count still, and adds its own conditions.
+type Admit func(ip string, hello Hello) (nonce string, err error)
+
+// ServeHello answers a hello for a front end: the challenge–response
+// (reg.Handshake), admission (admit), the reply, and the refusal's count
+// and lines in refusals (the first from an address in a while printed,
+// the rest summed up). The reply always goes out (an old hello's refusal
+// already has), so a refused worker falls back to running undebugged at
+// once. It returns nil when the worker was admitted, else why not; the
+// caller closes the connection after the reply.
+//
+// A worker that failed the token check or was refused by admit is
+// counted (RefusalLog.Count); a hello that could not be read or parsed
+// is not (it may be no worker at all), though its line is printed alike.
+func ServeHello(c HelloConn, reg *Registry, refusals *RefusalLog, admit Admit) error {
+	ip := RemoteIP(c.Remote)
+	hello, err := reg.Handshake(c.Reader, c.Send)
+	if err != nil {
+		var printed bool
+		if errors.Is(err, ErrBadProof) || errors.Is(err, ErrNoToken) || errors.Is(err, ErrOldHello) {
+			printed = refusals.Refused(ip, fmt.Sprintf("worker from %s refused: %v; it runs undebugged", c.Remote, err))
+		} else {
+			// A parse error may quote the peer's bytes.
+			printed = refusals.Noted(ip, fmt.Sprintf("worker at %s: hello refused (%s); it runs undebugged", c.Remote, Clean(err.Error(), MaxMessageRunes)))
+		}
+		level(c.Log, printed).Err(err).Msg("hello refused; the worker runs undebugged")
+		if !errors.Is(err, ErrOldHello) {
+			c.Send(Reply("", err))
+		}
+		return err
+	}
+	nonce, err := admit(ip, hello)
+	if err != nil {
+		// hello's fields are clean (ReadHello).
+		printed := refusals.Refused(ip, fmt.Sprintf("worker %s pid %d refused: %v; it runs undebugged", hello.Host, hello.PID, err))
+		level(c.Log, printed).Str("reason", err.Error()).Int64("pid", hello.PID).Str("host", hello.Host).
+			Msg("worker refused; it runs undebugged")
+		c.Send(Reply("", err))
+		return err
+	}
+	c.Log.Debug().Int64("pid", hello.PID).Str("label", hello.Label).Msg("hello accepted")
+	c.Send(Reply(nonce, nil))
+	return nil
+}
+
+// level is Warn for a refusal whose line was printed, Debug for one
+// summed up: a flood of refusals logs its first at Warn.
+func level(log zerolog.Logger, printed bool) *zerolog.Event {
+	if printed {
+		return log.Warn()
+	}
+	return log.Debug()
+}
