@@ -102,7 +102,8 @@ func (fr *FrameReader) ReadFrame() ([]byte, error) { return fr.ReadFrameInto(nil
 // ReadFrameInto is ReadFrame reading a body that fits in buf's capacity
 // into buf's storage, for a reader that is done with each body before it
 // reads the next and would rather not allocate one a frame. A larger body
-// gets a buffer of its own, as with ReadFrame.
+// (or any, if buf is nil) gets a buffer of its own, as with ReadFrame, so
+// a reader that passes each body back in keeps the largest it needed.
 func (fr *FrameReader) ReadFrameInto(buf []byte) ([]byte, error) {
 	length := -1
 	headerBytes := 0
