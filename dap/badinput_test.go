@@ -34,7 +34,7 @@ type badInput struct {
 	log     string // in the proxy's log when the outcome is closed
 }
 
-func frame(body string) string { return fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body) }
+func frame(body string) string { return string(dapwire.AppendFrame(nil, []byte(body))) }
 
 // framingAttacks break the framing or the envelope: from either side they
 // must close the connection.
