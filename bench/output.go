@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 )
 
 // The real-debugpy output section: workers that print() 80-byte lines
@@ -104,23 +106,16 @@ func dialOutputIDE(ctx context.Context, addr string) (*outputIDE, error) {
 
 func (r *outputIDE) read() {
 	defer close(r.done)
-	br := bufio.NewReaderSize(r.conn, 256<<10)
+	fr := dapwire.NewFrameReader(bufio.NewReaderSize(r.conn, 256<<10), 0)
 	var buf []byte
 	for {
-		n, err := readContentLength(br)
-		if err != nil {
+		var err error
+		if buf, err = fr.ReadFrameInto(buf); err != nil {
 			r.fail(err)
 			return
 		}
-		if n > cap(buf) {
-			buf = make([]byte, n)
-		}
-		if _, err := io.ReadFull(br, buf[:n]); err != nil {
-			r.fail(err)
-			return
-		}
-		if !bytes.Contains(buf[:n], outputMarker) {
-			if err := r.attach.see(buf[:n]); err != nil {
+		if !bytes.Contains(buf, outputMarker) {
+			if err := r.attach.see(buf); err != nil {
 				r.fail(err)
 				return
 			}
@@ -132,7 +127,7 @@ func (r *outputIDE) read() {
 				Output string `json:"output"`
 			} `json:"body"`
 		}
-		if err := json.Unmarshal(buf[:n], &m); err != nil || m.Event != "output" {
+		if err := json.Unmarshal(buf, &m); err != nil || m.Event != "output" {
 			continue
 		}
 		r.take(m.Body.Output)

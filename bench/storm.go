@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 )
 
 // The stop storm: N executors stop at once, and the IDE reacts to every
@@ -119,16 +120,11 @@ func dialStorm(ctx context.Context, addr string, onStopped func(int)) (*stormCon
 
 func (s *stormConn) read() {
 	defer close(s.done)
-	br := bufio.NewReaderSize(s.conn, 64<<10)
+	fr := dapwire.NewFrameReader(bufio.NewReaderSize(s.conn, 64<<10), 0)
 	initOnce := sync.Once{}
 	for {
-		n, err := readContentLength(br)
+		body, err := fr.ReadFrame()
 		if err != nil {
-			s.fail(err)
-			return
-		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(br, body); err != nil {
 			s.fail(err)
 			return
 		}
@@ -200,7 +196,7 @@ func (s *stormConn) write(m map[string]any) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.conn.Write(append([]byte("Content-Length: "+strconv.Itoa(len(b))+"\r\n\r\n"), b...))
+	_, err = s.conn.Write(dapwire.AppendFrame(nil, b))
 	return err
 }
 
@@ -218,7 +214,7 @@ func (s *stormConn) send(command string, args any, cb func(dapclient.Envelope)) 
 	}
 	b, err := json.Marshal(m)
 	if err == nil {
-		_, err = s.conn.Write(append([]byte("Content-Length: "+strconv.Itoa(len(b))+"\r\n\r\n"), b...))
+		_, err = s.conn.Write(dapwire.AppendFrame(nil, b))
 	}
 	s.wmu.Unlock()
 	return err

@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 )
 
@@ -80,7 +79,7 @@ const configurationDoneSeq = 3
 
 func sendMergedAttach(c net.Conn) error {
 	for _, m := range mergedAttach {
-		if _, err := c.Write([]byte("Content-Length: " + strconv.Itoa(len(m)) + "\r\n\r\n" + m)); err != nil {
+		if _, err := c.Write(dapwire.AppendFrame(nil, []byte(m))); err != nil {
 			return err
 		}
 	}
@@ -148,29 +147,22 @@ var outputMarker = []byte(`"event":"output"`)
 
 func (r *rawIDE) read() {
 	defer close(r.done)
-	br := bufio.NewReaderSize(r.conn, 256<<10)
+	fr := dapwire.NewFrameReader(bufio.NewReaderSize(r.conn, 256<<10), 0)
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := readContentLength(br)
-		if err != nil {
+		var err error
+		if buf, err = fr.ReadFrameInto(buf); err != nil {
 			r.err = err
 			return
 		}
-		if n > len(buf) {
-			buf = make([]byte, n)
-		}
-		if _, err := io.ReadFull(br, buf[:n]); err != nil {
-			r.err = err
-			return
-		}
-		if bytes.Contains(buf[:n], outputMarker) {
+		if bytes.Contains(buf, outputMarker) {
 			r.outputs.Add(1)
-			r.bytes.Add(int64(n))
+			r.bytes.Add(int64(len(buf)))
 			select {
 			case r.changed <- struct{}{}:
 			default:
 			}
-		} else if err := r.attach.see(buf[:n]); err != nil {
+		} else if err := r.attach.see(buf); err != nil {
 			r.err = err
 			return
 		}
@@ -356,27 +348,4 @@ func Throughput(ctx context.Context, cfg ThroughputConfig, logf func(string, ...
 	t.Note("each round: %d MiB of output text in %d-byte events (64-byte lines), split evenly among the executors (fake pydevd peers in the bench process, sending as fast as the socket takes it); time from the first send to the IDE (merged mode: the proxy prefixes each line with the executor's label) holding every event; MB = 10⁶ bytes of output text", cfg.Bytes>>20, cfg.EventBytes)
 	t.Note("both SSH paths use aes128-gcm@openssh.com to a real sshd on loopback; the tunnel's agent is the sparkdap binary run by sshd; sshd, ssh, the agent, the proxy and the senders all share the same CPUs, so these are CPU-bound rates")
 	return t, nil
-}
-
-// readContentLength reads one DAP frame's header lines and returns its
-// Content-Length: the bench's IDE-side readers share it.
-func readContentLength(br *bufio.Reader) (int, error) {
-	n := -1
-	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			return 0, err
-		}
-		s := strings.TrimSpace(string(line))
-		if s == "" {
-			break
-		}
-		if v, ok := strings.CutPrefix(s, "Content-Length:"); ok {
-			n, _ = strconv.Atoi(strings.TrimSpace(v))
-		}
-	}
-	if n < 0 {
-		return 0, errors.New("frame without Content-Length")
-	}
-	return n, nil
 }

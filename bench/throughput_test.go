@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 )
 
 // TestRawIDEClientsWaitForAttach holds the bench's raw IDE clients
@@ -68,14 +70,11 @@ func TestRawIDEClientsWaitForAttach(t *testing.T) {
 					}
 					defer c.Close()
 					br := bufio.NewReader(c)
+					fr := dapwire.NewFrameReader(br, 0)
 					var reqs []string
 					for range mergedAttach {
-						n, err := readContentLength(br)
+						body, err := fr.ReadFrame()
 						if err != nil {
-							return
-						}
-						body := make([]byte, n)
-						if _, err := io.ReadFull(br, body); err != nil {
 							return
 						}
 						reqs = append(reqs, string(body))
@@ -92,7 +91,7 @@ func TestRawIDEClientsWaitForAttach(t *testing.T) {
 							answeredAll.Store(true)
 						}
 						resp := fmt.Sprintf(`{"seq":%d,"type":"response","request_seq":%d,"command":%q,"success":%t,"message":"no"}`, seq, seq, cmd, ok)
-						if _, err := c.Write([]byte("Content-Length: " + strconv.Itoa(len(resp)) + "\r\n\r\n" + resp)); err != nil {
+						if _, err := c.Write(dapwire.AppendFrame(nil, []byte(resp))); err != nil {
 							return
 						}
 					}

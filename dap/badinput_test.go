@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
@@ -33,7 +34,7 @@ type badInput struct {
 	log     string // in the proxy's log when the outcome is closed
 }
 
-func frame(body string) string { return fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body) }
+func frame(body string) string { return string(dapwire.AppendFrame(nil, []byte(body))) }
 
 // framingAttacks break the framing or the envelope: from either side they
 // must close the connection.
@@ -78,14 +79,14 @@ func waitEOF(t *testing.T, c net.Conn) {
 }
 
 // readResponse reads frames from the proxy until a response comes.
-func readResponse(t *testing.T, fr *FrameReader) Message {
+func readResponse(t *testing.T, fr *dapwire.FrameReader) Message {
 	t.Helper()
 	for range 100 {
 		b, err := fr.ReadFrame()
 		if err != nil {
 			t.Fatalf("reading the proxy's answer: %v", err)
 		}
-		m, err := DecodeMessage(b)
+		m, err := dapwire.DecodeMessage(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +173,7 @@ func TestBadIDEInputClosesOnlyItself(t *testing.T) {
 			if _, err := io.WriteString(c, frame(`{"seq":2,"type":"request","command":"initialize","arguments":{}}`)); err != nil {
 				t.Fatal(err)
 			}
-			fr := NewFrameReader(c, 0)
+			fr := dapwire.NewFrameReader(c, 0)
 			resp := readResponse(t, fr)
 			if tt.outcome == refused {
 				if resp.RequestSeq() != 1 || resp.Success() || resp.ErrorMessage() == "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/connbudget"
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
@@ -45,7 +46,7 @@ func TestNoTokenPeerCannotLockOut(t *testing.T) {
 	served := 0
 	for range flood {
 		r := &rawPeer{t: t, conn: dialFrom(t, "127.0.0.1", exe)}
-		r.fr = NewFrameReader(r.conn, 0)
+		r.fr = dapwire.NewFrameReader(r.conn, 0)
 		// The proxy speaks first to a connection it serves (it asks
 		// for the token); one over budget is closed unread.
 		if m := r.read(); m != nil {

@@ -53,8 +53,6 @@
 // proxy), control.go (the Hub as the control socket's Backend: its stopped
 // executors with their stacks, and a capture of one, for `sparkdap capture`),
 // paths.go (path mapping of the traffic), ids.go and translate.go (the id
-// table and where ids sit in messages), message.go, framing.go and wire.go
-// (the wire), jsoncodec.go (generic JSON as encoding/json would make and
-// write it, built on jsontext's tokens from
-// github.com/go-json-experiment/json).
+// table and where ids sit in messages), message.go and wire.go (the wire,
+// framed and encoded by internal/dapwire).
 package dap

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/internal/quickack"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/worker"
@@ -293,7 +294,7 @@ func (es *ExecutorSession) begin(ctx context.Context) *handshakeRun {
 func (es *ExecutorSession) read() error {
 	fr, hello := es.newReader()
 	if hello {
-		return es.serveHello(fr.r)
+		return es.serveHello(fr.Reader())
 	}
 	return es.w.readFrames(fr, es.handle)
 }
@@ -302,13 +303,13 @@ func (es *ExecutorSession) read() error {
 // hello rather than pydevd's messages.
 //
 //go:noinline
-func (es *ExecutorSession) newReader() (*FrameReader, bool) {
+func (es *ExecutorSession) newReader() (*dapwire.FrameReader, bool) {
 	// Header lines are short and bodies are read straight into their own
 	// buffer, so a small read buffer does; it is per idle connection.
 	br := bufio.NewReaderSize(es.w.conn, 256)
-	fr := NewFrameReader(br, es.hub.cfg.MaxMessageBytes)
+	fr := dapwire.NewFrameReader(br, es.hub.cfg.MaxMessageBytes)
 	fr.LimitUntil(&es.authorized, maxUnauthorizedMessageBytes)
-	fr.onAlloc = es.hub.frameAlloc
+	fr.OnAlloc(es.hub.frameAlloc)
 	return fr, worker.IsHello(br)
 }
 

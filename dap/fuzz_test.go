@@ -362,7 +362,7 @@ func TestCapMinimization(t *testing.T) {
 		{"executor side", []string{"-test.fuzz=FuzzHubExecutorSide"}, minimizeLimit},
 		{"given", []string{"-test.fuzz=^FuzzHubIDESide$", "-test.fuzzminimizetime=5s"}, "5s"},
 		{"hello", []string{"-test.fuzz=^FuzzHello$"}, minimizeLimit},
-		{"other target", []string{"-test.fuzz=^FuzzFrameReader$"}, "60s"},
+		{"other target", []string{"-test.fuzz=^FuzzTranslate$"}, "60s"},
 		{"not fuzzing", nil, "60s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
@@ -113,7 +114,7 @@ func TestChildAttachNeedsOneTimeKey(t *testing.T) {
 type rawPeer struct {
 	t    *testing.T
 	conn net.Conn
-	fr   *FrameReader
+	fr   *dapwire.FrameReader
 	seq  int
 }
 
@@ -124,7 +125,7 @@ func dialRaw(t *testing.T, addr string) *rawPeer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return &rawPeer{t: t, conn: c, fr: NewFrameReader(c, 0)}
+	return &rawPeer{t: t, conn: c, fr: dapwire.NewFrameReader(c, 0)}
 }
 
 // send writes one message; errors are ignored (the proxy may have hung up).
@@ -133,7 +134,7 @@ func (r *rawPeer) send(m map[string]any) {
 	m["seq"] = r.seq
 	b, _ := json.Marshal(m)
 	_ = r.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	_, _ = r.conn.Write(appendFrame(nil, b))
+	_, _ = r.conn.Write(dapwire.AppendFrame(nil, b))
 }
 
 func (r *rawPeer) event(name string, body map[string]any) {
@@ -151,7 +152,7 @@ func (r *rawPeer) read() Message {
 		}
 		return nil
 	}
-	m, err := DecodeMessage(b)
+	m, err := dapwire.DecodeMessage(b)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -491,9 +492,9 @@ func TestBreakpointEditWhileExecutorLeaves(t *testing.T) {
 
 	replies := make(chan Message, 1)
 	go func() {
-		fr := NewFrameReader(idePeer, 0)
+		fr := dapwire.NewFrameReader(idePeer, 0)
 		if b, err := fr.ReadFrame(); err == nil {
-			if m, err := DecodeMessage(b); err == nil {
+			if m, err := dapwire.DecodeMessage(b); err == nil {
 				replies <- m
 			}
 		}

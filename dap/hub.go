@@ -221,7 +221,7 @@ type Hub struct {
 	admission *worker.Registry
 
 	// frameAlloc, if set before serving, is every connection's
-	// FrameReader.onAlloc (tests).
+	// FrameReader.OnAlloc (tests).
 	frameAlloc func(capacity int)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
@@ -621,13 +622,13 @@ func (f *fakePydevd) awaitRequest(command string, match func(Message) bool, d ti
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	r, err := f.WaitRequest(ctx, command, func(r fakepydevd.Message) bool {
-		m, err := DecodeMessage(r.Raw)
+		m, err := dapwire.DecodeMessage(r.Raw)
 		return err == nil && (match == nil || match(m))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fake pydevd %d: %w", f.pid, err)
 	}
-	return DecodeMessage(r.Raw)
+	return dapwire.DecodeMessage(r.Raw)
 }
 
 func (f *fakePydevd) waitClosed() {

@@ -13,6 +13,7 @@ import (
 	godap "github.com/google/go-dap"
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/worker"
 )
 
@@ -74,9 +75,9 @@ func (s *IDESession) fail(req Message, format string, args ...any) {
 // serve reads the client's messages until it leaves.
 func (s *IDESession) serve(ctx context.Context) {
 	done := make(chan error, 1)
-	fr := NewFrameReader(s.w.conn, s.hub.cfg.MaxMessageBytes)
+	fr := dapwire.NewFrameReader(s.w.conn, s.hub.cfg.MaxMessageBytes)
 	fr.LimitUntil(&s.admitted, maxUnattachedMessageBytes)
-	fr.onAlloc = s.hub.frameAlloc
+	fr.OnAlloc(s.hub.frameAlloc)
 	go func() { done <- s.w.readFrames(fr, s.handle) }()
 	var reason error
 	select {

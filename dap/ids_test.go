@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 )
 
 func TestIDTable(t *testing.T) {
@@ -58,7 +60,7 @@ func TestIDTableWrapsAndSkipsLiveIDs(t *testing.T) {
 func TestTranslateBothWays(t *testing.T) {
 	tab := newIDTable()
 	parse := func(s string) map[string]any {
-		m, err := DecodeMessage([]byte(s))
+		m, err := dapwire.DecodeMessage([]byte(s))
 		if err != nil {
 			t.Fatal(err)
 		}

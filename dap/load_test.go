@@ -16,6 +16,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/connbudget"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/worker"
 )
 
@@ -34,7 +35,7 @@ func loadSize(full, short int) int {
 func (f *fakePydevd) lastBreakpointLines(path string) ([]int64, bool) {
 	recorded := f.Recorded()
 	for i := len(recorded) - 1; i >= 0; i-- {
-		r, err := DecodeMessage(recorded[i].Raw)
+		r, err := dapwire.DecodeMessage(recorded[i].Raw)
 		if err != nil || r.Command() != "setBreakpoints" {
 			continue
 		}

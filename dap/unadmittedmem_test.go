@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 )
 
 // allocLog records the body buffers a Hub's frame readers make.
@@ -145,9 +147,9 @@ func TestUnadmittedPeersHoldLittle(t *testing.T) {
 			}
 			allocs.waitFor(t, "the proxy reading the partial bodies", func(count, _, _ int) bool { return count >= conns })
 			count, largest, total := allocs.snapshot()
-			if count != conns || largest > bodyChunk || total > conns*bodyChunk {
+			if count != conns || largest > dapwire.BodyChunk || total > conns*dapwire.BodyChunk {
 				t.Errorf("%d unadmitted connections, each %d bytes into a %d-byte body, hold %d buffers, the largest %d bytes, "+
-					"%d in all; want one of at most %d each", conns, sent, port.limit, count, largest, total, bodyChunk)
+					"%d in all; want one of at most %d each", conns, sent, port.limit, count, largest, total, dapwire.BodyChunk)
 			}
 		})
 	}
@@ -175,7 +177,7 @@ func TestAdmittedBodyGrowsAsItArrives(t *testing.T) {
 	body, _ := json.Marshal(map[string]any{"seq": 99, "type": "request", "command": "loadedSources",
 		"arguments": map[string]any{"pad": strings.Repeat("x", DefaultMaxMessageBytes-200)}})
 	body = append(body, strings.Repeat(" ", DefaultMaxMessageBytes-len(body))...)
-	frame := appendFrame(nil, body)
+	frame := dapwire.AppendFrame(nil, body)
 	head := len(frame) - len(body)
 	_ = r.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	if _, err := r.conn.Write(frame[:head+first]); err != nil {

@@ -6,7 +6,28 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/internal/wirequeue"
+)
+
+// DefaultMaxMessageBytes bounds one message body unless Config says
+// otherwise; anything larger closes the offending connection only.
+const DefaultMaxMessageBytes = dapwire.DefaultMaxMessageBytes
+
+// Until a peer is admitted (an executor presented a token that could be
+// valid, an IDE attached) its messages are bounded far below
+// MaxMessageBytes, so that the connections waiting for admission (up to
+// Config.MaxUnadmitted of them) cannot make the proxy hold much: a peer
+// that holds no token gets no more than this, each byte of which it must
+// send (bodies grow as they arrive: dapwire.FrameReader).
+const (
+	// maxUnauthorizedMessageBytes: an executor says nothing before its
+	// token but its answer to pydevdAuthorize (some 200 bytes).
+	maxUnauthorizedMessageBytes = 4 << 10
+	// maxUnattachedMessageBytes: an IDE sends initialize and attach before
+	// it is attached; attach carries the user's launch configuration
+	// (VS Code's is under 1 KiB), hence the margin.
+	maxUnattachedMessageBytes = 64 << 10
 )
 
 // errClosed is returned when sending on a connection that has gone away.
@@ -18,7 +39,7 @@ var errMalformedMessage = errors.New("malformed message")
 // isBadInput reports whether a connection ended because its peer broke the
 // protocol (as opposed to leaving), which is worth a warning.
 func isBadInput(err error) bool {
-	return errors.Is(err, ErrMalformedFrame) || errors.Is(err, ErrMessageTooLarge) ||
+	return errors.Is(err, dapwire.ErrMalformedFrame) || errors.Is(err, dapwire.ErrMessageTooLarge) ||
 		errors.Is(err, errMalformedMessage)
 }
 
@@ -45,7 +66,19 @@ func newWire(conn net.Conn) *wire {
 // in place before any answer can arrive.
 func (w *wire) send(m Message, onSeq func(seq int64)) error {
 	delete(m, "seq")
-	body, err := m.Encode()
+	return w.sendEncoded(m, nil, onSeq)
+}
+
+// sendWithBody is send for a message whose body is already encoded (a
+// cached merged answer): head gets "body" without decoding it again.
+func (w *wire) sendWithBody(head Message, body []byte) error {
+	delete(head, "seq")
+	delete(head, "body")
+	return w.sendEncoded(head, body, nil)
+}
+
+func (w *wire) sendEncoded(m Message, body []byte, onSeq func(seq int64)) error {
+	enc, err := m.Encode()
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", describe(m), err)
 	}
@@ -54,57 +87,33 @@ func (w *wire) send(m Message, onSeq func(seq int64)) error {
 		if onSeq != nil {
 			onSeq(w.seq)
 		}
-		return frameWithSeq(body, w.seq)
+		return frameWithSeq(enc, w.seq, body)
 	})
 }
 
-// frameWithSeq frames an encoded object with "seq" put first, in one
-// buffer: one copy of the body, not two.
-func frameWithSeq(body []byte, seq int64) []byte {
+var (
+	seqKey     = []byte(`{"seq":`)
+	comma      = []byte(",")
+	bodyKey    = []byte(`,"body":`)
+	closeBrace = []byte("}")
+)
+
+// frameWithSeq frames the encoded object obj with "seq" put first and, if
+// body is not nil, the encoded body as its "body", in one buffer: one copy
+// of each. The body may be a merged answer of every executor's threads,
+// sent on every stop.
+func frameWithSeq(obj []byte, seq int64, body []byte) []byte {
 	var num [20]byte
 	s := strconv.AppendInt(num[:0], seq, 10)
-	n := len(`{"seq":`) + len(s) + len(body) - 1
-	if len(body) > 2 { // not "{}"
-		n++
+	fields := obj[1 : len(obj)-1] // without its braces
+	var sep, key []byte
+	if len(fields) > 0 {
+		sep = comma
 	}
-	out := make([]byte, 0, len("Content-Length: \r\n\r\n")+20+n)
-	out = append(out, "Content-Length: "...)
-	out = strconv.AppendInt(out, int64(n), 10)
-	out = append(out, "\r\n\r\n{\"seq\":"...)
-	out = append(out, s...)
-	if len(body) > 2 {
-		out = append(out, ',')
+	if body != nil {
+		key = bodyKey
 	}
-	return append(out, body[1:]...)
-}
-
-// sendWithBody is send for a message whose body is already encoded (a
-// cached merged answer): head gets "body" without decoding it again.
-func (w *wire) sendWithBody(head Message, body []byte) error {
-	delete(head, "seq")
-	delete(head, "body")
-	enc, err := head.Encode()
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", describe(head), err)
-	}
-	// One copy of body, straight into the frame: it may be a merged
-	// answer of every executor's threads, sent on every stop.
-	return w.q.SendWith(func() []byte {
-		w.seq++
-		var seq [20]byte
-		s := strconv.AppendInt(seq[:0], w.seq, 10)
-		n := len(`{"seq":,`) + len(s) + len(enc) - 2 + len(`,"body":`) + len(body) + 1
-		out := make([]byte, 0, n+32)
-		out = append(out, "Content-Length: "...)
-		out = strconv.AppendInt(out, int64(n), 10)
-		out = append(out, "\r\n\r\n{\"seq\":"...)
-		out = append(out, s...)
-		out = append(out, ',')
-		out = append(out, enc[1:len(enc)-1]...)
-		out = append(out, `,"body":`...)
-		out = append(out, body...)
-		return append(out, '}')
-	})
+	return dapwire.AppendFrame(nil, seqKey, s, sep, fields, key, body, closeBrace)
 }
 
 // close shuts the connection once; the first reason wins.
@@ -125,10 +134,10 @@ func (w *wire) sendRaw(b []byte) { _ = w.q.Send(b) }
 
 // readFrames decodes messages until the connection ends and hands each to
 // handle, in order, on the caller's goroutine. It returns why it stopped.
-func (w *wire) readFrames(fr *FrameReader, handle func(Message)) error {
+func (w *wire) readFrames(fr *dapwire.FrameReader, handle func(Message)) error {
 	for {
 		var body []byte
-		err := fr.wait()
+		err := fr.Wait()
 		if err == nil {
 			body, err = fr.ReadFrame()
 		}
@@ -138,7 +147,7 @@ func (w *wire) readFrames(fr *FrameReader, handle func(Message)) error {
 			}
 			return err
 		}
-		m, err := DecodeMessage(body)
+		m, err := dapwire.DecodeMessage(body)
 		if err != nil {
 			return fmt.Errorf("%w: %w", errMalformedMessage, err)
 		}
@@ -155,4 +164,11 @@ func describe(m Message) string {
 		return "response " + m.Command()
 	}
 	return m.Type() + " " + m.Command()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -8,15 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/textproto"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/worker"
 )
 
@@ -116,7 +115,8 @@ var debugDAP = os.Getenv("SPARKDAP_TEST_DEBUG_DAP") != ""
 
 type dapConn struct {
 	c   net.Conn
-	r   *bufio.Reader
+	r   *bufio.Reader // the connection's, where a hello is looked for first
+	fr  *dapwire.FrameReader
 	seq int
 }
 
@@ -130,22 +130,13 @@ func (d *dapConn) send(msg map[string]any) error {
 	if debugDAP {
 		fmt.Printf("-> %s\n", b)
 	}
-	_, err = fmt.Fprintf(d.c, "Content-Length: %d\r\n\r\n%s", len(b), b)
+	_, err = d.c.Write(dapwire.AppendFrame(nil, b))
 	return err
 }
 
 func (d *dapConn) read() (map[string]any, error) {
-	tp := textproto.NewReader(d.r)
-	hdr, err := tp.ReadMIMEHeader()
+	body, err := d.fr.ReadFrame()
 	if err != nil {
-		return nil, err
-	}
-	n, err := strconv.Atoi(hdr.Get("Content-Length"))
-	if err != nil || n <= 0 || n > 16<<20 {
-		return nil, fmt.Errorf("bad Content-Length %q", hdr.Get("Content-Length"))
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(d.r, body); err != nil {
 		return nil, err
 	}
 	if debugDAP {
@@ -220,7 +211,8 @@ func (a *fakeAdapter) event(d *dapConn, m map[string]any) error {
 }
 
 func (a *fakeAdapter) serve(c net.Conn) error {
-	d := &dapConn{c: c, r: bufio.NewReader(c)}
+	r := bufio.NewReader(c)
+	d := &dapConn{c: c, r: r, fr: dapwire.NewFrameReader(r, 16<<20)}
 	// A worker's hello comes first and unasked; pydevd waits to be spoken
 	// to. The real proxy does not wait (see dap/hello.go); a fake may.
 	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))

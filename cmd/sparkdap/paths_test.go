@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/textproto"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 )
 
 // TestPathsPrintsNoControls: the path report's executor paths, roots and
@@ -36,20 +34,14 @@ func TestPathsPrintsNoControls(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		r := bufio.NewReader(c)
-		h, err := textproto.NewReader(r).ReadMIMEHeader()
+		req, err := dapwire.NewFrameReader(c, 0).ReadFrame()
 		if err != nil {
-			return
-		}
-		n, _ := strconv.Atoi(h.Get("Content-Length"))
-		req := make([]byte, n)
-		if _, err := io.ReadFull(r, req); err != nil {
 			return
 		}
 		var m struct{ Seq int }
 		_ = json.Unmarshal(req, &m)
 		resp := fmt.Sprintf(`{"seq":1,"type":"response","request_seq":%d,"command":%q,"success":true,"body":%s}`, m.Seq, dap.PathsCommand, body)
-		fmt.Fprintf(c, "Content-Length: %d\r\n\r\n%s", len(resp), resp)
+		_, _ = c.Write(dapwire.AppendFrame(nil, []byte(resp)))
 		_, _ = io.Copy(io.Discard, c)
 	}()
 	var out, errb bytes.Buffer

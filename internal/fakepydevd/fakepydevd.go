@@ -9,8 +9,9 @@
 //
 // It is for benchmarks and load tests that need hundreds or thousands of
 // debuggees, where real debugpy processes would cost ~30 MB each, and for
-// the proxy's fast protocol tests. It does not import the proxy, so it can
-// test any adapter. Each peer costs one goroutine and a 4 KiB read buffer;
+// the proxy's fast protocol tests. It does not import the proxy (only the
+// wire framing it shares with it, internal/dapwire), so it can test any
+// adapter. Each peer costs one goroutine and a 4 KiB read buffer;
 // writes are one frame per Write call (header and body together), so it has
 // none of pydevd's Nagle stalls.
 //
@@ -20,8 +21,6 @@
 package fakepydevd
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +33,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 )
 
 // Config describes the debuggee a peer pretends to be.
@@ -407,14 +408,8 @@ func (p *Peer) SendOutput(o *Output) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	p.seq += 2
-	var buf bytes.Buffer
-	buf.Grow(len(o.body) + 96)
-	body := []byte(`{"seq":` + strconv.FormatInt(p.seq, 10) + `,"type":"event","event":"output","body":`)
-	body = append(body, o.body...)
-	body = append(body, '}')
-	buf.WriteString("Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n")
-	buf.Write(body)
-	_, err := p.conn.Write(buf.Bytes())
+	head := `{"seq":` + strconv.FormatInt(p.seq, 10) + `,"type":"event","event":"output","body":`
+	_, err := p.conn.Write(dapwire.AppendFrame(nil, []byte(head), o.body, []byte("}")))
 	return err
 }
 
@@ -427,12 +422,7 @@ func (p *Peer) send(m map[string]any) error {
 	if err != nil {
 		return err
 	}
-	frame := make([]byte, 0, len(body)+32)
-	frame = append(frame, "Content-Length: "...)
-	frame = strconv.AppendInt(frame, int64(len(body)), 10)
-	frame = append(frame, "\r\n\r\n"...)
-	frame = append(frame, body...)
-	_, err = p.conn.Write(frame)
+	_, err = p.conn.Write(dapwire.AppendFrame(nil, body))
 	return err
 }
 
@@ -447,9 +437,9 @@ type request struct {
 func (p *Peer) serve() {
 	defer close(p.done)
 	defer p.conn.Close()
-	br := bufio.NewReaderSize(p.conn, 4096)
+	fr := dapwire.NewFrameReader(p.conn, p.cfg.MaxFrameBytes)
 	for {
-		body, err := readFrame(br, p.cfg.MaxFrameBytes)
+		body, err := fr.ReadFrame()
 		if err != nil {
 			p.err = err
 			return
@@ -511,40 +501,6 @@ func (p *Peer) serve() {
 			}
 		}
 	}
-}
-
-// readFrame reads one Content-Length framed message.
-func readFrame(br *bufio.Reader, max int) ([]byte, error) {
-	n := -1
-	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			if errors.Is(err, bufio.ErrBufferFull) {
-				return nil, errors.New("fakepydevd: header line too long")
-			}
-			return nil, err
-		}
-		s := strings.TrimRight(string(line), "\r\n")
-		if s == "" {
-			break
-		}
-		if k, v, ok := strings.Cut(s, ":"); ok && strings.EqualFold(strings.TrimSpace(k), "Content-Length") {
-			if n, err = strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 0 {
-				return nil, fmt.Errorf("fakepydevd: bad Content-Length %q", v)
-			}
-		}
-	}
-	if n < 0 {
-		return nil, errors.New("fakepydevd: frame without Content-Length")
-	}
-	if n > max {
-		return nil, fmt.Errorf("fakepydevd: %d-byte frame over the %d-byte limit", n, max)
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(br, body); err != nil {
-		return nil, err
-	}
-	return body, nil
 }
 
 func toInt(v any) int64 {

@@ -1,16 +1,16 @@
 package fakepydevd
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 )
 
 // adapterSide plays a debug adapter on the accepted end of a fake's
@@ -18,7 +18,7 @@ import (
 type adapterSide struct {
 	t   *testing.T
 	c   net.Conn
-	br  *bufio.Reader
+	fr  *dapwire.FrameReader
 	seq int
 }
 
@@ -26,7 +26,7 @@ func (a *adapterSide) send(command string, args any) int {
 	a.t.Helper()
 	a.seq++
 	b, _ := json.Marshal(map[string]any{"seq": a.seq, "type": "request", "command": command, "arguments": args})
-	if _, err := a.c.Write([]byte("Content-Length: " + strconv.Itoa(len(b)) + "\r\n\r\n" + string(b))); err != nil {
+	if _, err := a.c.Write(dapwire.AppendFrame(nil, b)); err != nil {
 		a.t.Fatal(err)
 	}
 	return a.seq
@@ -49,7 +49,7 @@ func (a *adapterSide) call(command string, args any, events *[]string) msg {
 	seq := a.send(command, args)
 	for {
 		_ = a.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		b, err := readFrame(a.br, 1<<20)
+		b, err := a.fr.ReadFrame()
 		if err != nil {
 			a.t.Fatalf("%s: %v", command, err)
 		}
@@ -89,7 +89,7 @@ func TestHandshakeAndRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	a := &adapterSide{t: t, c: c, br: bufio.NewReader(c)}
+	a := &adapterSide{t: t, c: c, fr: dapwire.NewFrameReader(c, 1<<20)}
 	var events []string
 
 	if m := a.call("pydevdAuthorize", map[string]any{"debugServerAccessToken": nil}, &events); m.Body["clientAccessToken"] != "tok" {
@@ -181,7 +181,7 @@ func TestRecording(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	a := &adapterSide{t: t, c: c, br: bufio.NewReader(c)}
+	a := &adapterSide{t: t, c: c, fr: dapwire.NewFrameReader(c, 1<<20)}
 	var events []string
 
 	a.call("attach", map[string]any{}, &events)

@@ -1,4 +1,4 @@
-package dap
+package dapwire
 
 import (
 	"bytes"

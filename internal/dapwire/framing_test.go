@@ -1,4 +1,4 @@
-package dap
+package dapwire
 
 import (
 	"bytes"
@@ -110,13 +110,13 @@ func TestFrameReaderLimitUntilAdmitted(t *testing.T) {
 // the length it declared; the whole body, once sent, comes out intact.
 func TestFrameReaderGrowsAsBytesArrive(t *testing.T) {
 	const declared = DefaultMaxMessageBytes
-	for _, sent := range []int{0, 1, bodyChunk, bodyChunk + 1, 64 << 10, 1<<20 + 3} {
+	for _, sent := range []int{0, 1, BodyChunk, BodyChunk + 1, 64 << 10, 1<<20 + 3} {
 		t.Run(fmt.Sprint(sent), func(t *testing.T) {
 			pr, pw := io.Pipe()
 			fr := NewFrameReader(pr, 0)
 			var mu sync.Mutex
 			largest := 0
-			fr.onAlloc = func(c int) { mu.Lock(); largest = max(largest, c); mu.Unlock() }
+			fr.OnAlloc(func(c int) { mu.Lock(); largest = max(largest, c); mu.Unlock() })
 			body := bytes.Repeat([]byte("0123456789abcdef"), declared/16)
 			done := make(chan error, 1)
 			go func() {
@@ -136,9 +136,9 @@ func TestFrameReaderGrowsAsBytesArrive(t *testing.T) {
 			mu.Lock()
 			held := largest
 			mu.Unlock()
-			if held > max(bodyChunk, 2*sent) {
+			if held > max(BodyChunk, 2*sent) {
 				t.Errorf("%d bytes into a %d-byte body the reader holds a %d-byte buffer, want at most %d",
-					sent, declared, held, max(bodyChunk, 2*sent))
+					sent, declared, held, max(BodyChunk, 2*sent))
 			}
 			if _, err := pw.Write(body[sent:]); err != nil {
 				t.Fatal(err)
@@ -157,50 +157,64 @@ func TestOversizedErrorIsTyped(t *testing.T) {
 	}
 }
 
-func TestDecodeMessage(t *testing.T) {
+// TestAppendFrame: the header announces the length of all the parts,
+// and the reader gets them back as one body.
+func TestAppendFrame(t *testing.T) {
 	tests := []struct {
-		name, in, wantErr string
+		name  string
+		dst   string
+		parts []string
+		want  string
 	}{
-		{"request", `{"seq":1,"type":"request","command":"threads"}`, ""},
-		{"response", `{"seq":1,"type":"response","command":"threads","request_seq":3,"success":true}`, ""},
-		{"event", `{"seq":1,"type":"event","event":"stopped"}`, ""},
-		{"not JSON", `{`, "invalid JSON"},
-		{"array", `[]`, "invalid JSON"},
-		{"null", `null`, "not a JSON object"},
-		{"unknown type", `{"type":"nope"}`, "unknown message type"},
-		{"request without command", `{"type":"request"}`, "without \"command\""},
-		{"response without request_seq", `{"type":"response","command":"x"}`, "request_seq"},
-		{"event without name", `{"type":"event"}`, "without \"event\""},
-		{"trailing data", `{"type":"event","event":"x"} {}`, "trailing"},
+		{"no parts", "", nil, "Content-Length: 0\r\n\r\n"},
+		{"one body", "", []string{`{"a":"é"}`}, "Content-Length: 10\r\n\r\n{\"a\":\"é\"}"},
+		{"pieces, some empty", "", []string{`{"seq":`, "12", "", `}`}, "Content-Length: 10\r\n\r\n{\"seq\":12}"},
+		{"after what dst holds", "Content-Length: 2\r\n\r\n{}", []string{"[1]"},
+			"Content-Length: 2\r\n\r\n{}Content-Length: 3\r\n\r\n[1]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeMessage([]byte(tt.in))
-			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
-				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			var parts [][]byte
+			for _, p := range tt.parts {
+				parts = append(parts, []byte(p))
+			}
+			got := AppendFrame([]byte(tt.dst), parts...)
+			if string(got) != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+			fr := NewFrameReader(bytes.NewReader(got[len(tt.dst):]), 0)
+			body, err := fr.ReadFrame()
+			if err != nil || string(body) != strings.Join(tt.parts, "") {
+				t.Fatalf("read back %q (%v)", body, err)
 			}
 		})
 	}
 }
 
-func TestFramesRoundTrip(t *testing.T) {
-	var buf bytes.Buffer
-	m := Message{"type": "event", "event": "output", "body": map[string]any{"output": "héllo\r\n"}}
-	body, _ := m.Encode()
-	buf.Write(frameWithSeq(body, 7))
-	got, err := NewFrameReader(&buf, 0).ReadFrame()
-	if err != nil {
-		t.Fatal(err)
+// TestReadFrameInto: a body that fits the buffer given is read into it,
+// a larger one into a buffer of its own; either way it is the body sent.
+func TestReadFrameInto(t *testing.T) {
+	bodies := []string{"{}", "", strings.Repeat("x", 16), strings.Repeat("y", 17), "[1]"}
+	var in []byte
+	for _, b := range bodies {
+		in = AppendFrame(in, []byte(b))
 	}
-	dm, err := DecodeMessage(got)
-	if err != nil {
-		t.Fatal(err)
+	fr := NewFrameReader(bytes.NewReader(in), 0)
+	buf := make([]byte, 16)
+	for _, want := range bodies {
+		got, err := fr.ReadFrameInto(buf)
+		if err != nil || string(got) != want {
+			t.Fatalf("read %q (%v), want %q", got, err, want)
+		}
+		if reused := len(got) > 0 && &got[0] == &buf[0]; reused != (len(want) <= len(buf) && len(want) > 0) {
+			t.Errorf("%d-byte body into a %d-byte buffer: read into it %v", len(want), len(buf), reused)
+		}
+		if got == nil {
+			t.Errorf("%d-byte body read as nil", len(want))
+		}
 	}
-	if dm.Seq() != 7 || dm.Body()["output"] != "héllo\r\n" {
-		t.Fatalf("round trip changed the message: %s", got)
-	}
-	if got := string(frameWithSeq([]byte("{}"), 12)); got != "Content-Length: 10\r\n\r\n{\"seq\":12}" {
-		t.Fatalf("empty object framed as %q", got)
+	if _, err := fr.ReadFrameInto(buf); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want io.EOF", err)
 	}
 }
 
@@ -239,7 +253,7 @@ func fuzzFrames(t *testing.T, data []byte, admitAt int) {
 		fr.LimitUntil(&admitted, preLimit)
 	}
 	held := 0
-	fr.onAlloc = func(c int) { held = c }
+	fr.OnAlloc(func(c int) { held = c })
 	for i := 1; i <= 100; i++ {
 		if i == admitAt {
 			admitted.Store(true)
@@ -249,7 +263,7 @@ func fuzzFrames(t *testing.T, data []byte, admitAt int) {
 			now = preLimit
 		}
 		b, err := fr.ReadFrame()
-		if held > now || held > max(2*len(data), bodyChunk) {
+		if held > now || held > max(2*len(data), BodyChunk) {
 			t.Fatalf("a %d-byte buffer under a %d-byte limit from %d bytes of input", held, now, len(data))
 		}
 		if err != nil {

@@ -1,4 +1,4 @@
-package dap
+package dapwire
 
 import (
 	"bytes"
@@ -19,8 +19,8 @@ import (
 //
 // decodeObject and appendJSON replaced encoding/json's Decoder and
 // Marshal, whose scanning twice and reflection were the largest part of
-// the proxy's own CPU per relayed request after its syscalls (bench
-// Finding 1). Differential tests hold both to encoding/json.
+// the proxy's own CPU per relayed request after its syscalls (measured in
+// bench/README.md). Differential tests hold both to encoding/json.
 
 // decodeOptions make jsontext accept what encoding/json accepts: a
 // duplicate key (the last wins) and invalid UTF-8 or lone surrogates in

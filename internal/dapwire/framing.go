@@ -1,4 +1,4 @@
-package dap
+package dapwire
 
 import (
 	"bufio"
@@ -6,39 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 )
 
-// DefaultMaxMessageBytes bounds one message body. debugpy can produce large
-// evaluate and output payloads, so this is generous; anything larger closes
-// the offending connection only.
+// DefaultMaxMessageBytes bounds one message body where the reader is given
+// no limit. debugpy can produce large evaluate and output payloads, so this
+// is generous.
 const DefaultMaxMessageBytes = 16 << 20
 
 // maxHeaderBytes bounds the header block, which in practice is one line.
 const maxHeaderBytes = 4096
 
-// Until a peer is admitted (an executor presented a token that could be
-// valid, an IDE attached) its messages are bounded far below
-// MaxMessageBytes, so that the connections waiting for admission (up to
-// Config.MaxUnadmitted of them) cannot make the proxy hold much: a peer
-// that holds no token gets no more than this, each byte of which it must
-// send (bodies grow as they arrive, see readBody).
-const (
-	// maxUnauthorizedMessageBytes: an executor says nothing before its
-	// token but its answer to pydevdAuthorize (some 200 bytes).
-	maxUnauthorizedMessageBytes = 4 << 10
-	// maxUnattachedMessageBytes: an IDE sends initialize and attach before
-	// it is attached; attach carries the user's launch configuration
-	// (VS Code's is under 1 KiB), hence the margin.
-	maxUnattachedMessageBytes = 64 << 10
-)
-
-// bodyChunk is the first buffer a body gets: a body larger than that
+// BodyChunk is the first buffer a body gets: a body larger than that
 // grows, doubling, only as its bytes arrive, never to the length a peer
 // declares before sending it.
-const bodyChunk = 4 << 10
+const BodyChunk = 4 << 10
 
 // ErrMessageTooLarge is returned when a peer announces a body over the limit.
 var ErrMessageTooLarge = errors.New("message exceeds the size limit")
@@ -50,7 +35,8 @@ var ErrMalformedFrame = errors.New("malformed frame")
 // has a configurable limit, a lower one until its peer is admitted
 // (LimitUntil), reports malformed headers precisely, and never allocates a
 // body's declared length before the body arrives. It is used by one
-// goroutine, the connection's reader.
+// goroutine, the connection's reader (OnAlloc and Reader are set up and
+// taken before it starts).
 type FrameReader struct {
 	r   *bufio.Reader
 	max int
@@ -58,12 +44,11 @@ type FrameReader struct {
 	// bodies are bounded by preMax instead of max.
 	admitted *atomic.Bool
 	preMax   int
-	// onAlloc, if set, is told the capacity of each body buffer the
-	// reader makes (tests measure what a peer can make it hold).
-	onAlloc func(capacity int)
+	onAlloc  func(capacity int) // see OnAlloc
 }
 
-// NewFrameReader reads frames from r, refusing bodies over max bytes.
+// NewFrameReader reads frames from r, refusing bodies over max bytes
+// (DefaultMaxMessageBytes if max is not positive).
 func NewFrameReader(r io.Reader, max int) *FrameReader {
 	if max <= 0 {
 		max = DefaultMaxMessageBytes
@@ -75,6 +60,14 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 	return &FrameReader{r: br, max: max}
 }
 
+// OnAlloc has f told the capacity of each body buffer the reader makes,
+// on the reader's goroutine (tests measure what a peer can make it hold).
+func (fr *FrameReader) OnAlloc(f func(capacity int)) { fr.onAlloc = f }
+
+// Reader is the buffered reader frames are read from, for a caller that
+// reads something other than a frame first (the worker's hello line).
+func (fr *FrameReader) Reader() *bufio.Reader { return fr.r }
+
 // LimitUntil bounds bodies to n bytes (or the reader's own limit, if
 // lower) until admitted is set; from the next frame after that, the
 // reader's own limit applies.
@@ -82,13 +75,13 @@ func (fr *FrameReader) LimitUntil(admitted *atomic.Bool, n int) {
 	fr.admitted, fr.preMax = admitted, min(n, fr.max)
 }
 
-// wait blocks until the next frame's first byte has arrived. It parks in
+// Wait blocks until the next frame's first byte has arrived. It parks in
 // a shallow frame, not ReadFrame's: the runtime halves an idle goroutine's
 // stack at GC only while it uses under a quarter of it, and an idle
 // session's reader is most of what the session costs (bench section 3).
 // Its errors are ReadFrame's for the same end: io.EOF for a clean end
 // between messages.
-func (fr *FrameReader) wait() error {
+func (fr *FrameReader) Wait() error {
 	if fr.r.Buffered() > 0 {
 		return nil
 	}
@@ -101,9 +94,17 @@ func (fr *FrameReader) wait() error {
 	return nil
 }
 
-// ReadFrame returns the next message body. io.EOF means a clean end between
-// messages; any other error leaves the stream unusable.
-func (fr *FrameReader) ReadFrame() ([]byte, error) {
+// ReadFrame returns the next message body, in a buffer of its own. io.EOF
+// means a clean end between messages; any other error leaves the stream
+// unusable.
+func (fr *FrameReader) ReadFrame() ([]byte, error) { return fr.ReadFrameInto(nil) }
+
+// ReadFrameInto is ReadFrame reading a body that fits in buf's capacity
+// into buf's storage, for a reader that is done with each body before it
+// reads the next and would rather not allocate one a frame. A larger body
+// (or any, if buf is nil) gets a buffer of its own, as with ReadFrame, so
+// a reader that passes each body back in keeps the largest it needed.
+func (fr *FrameReader) ReadFrameInto(buf []byte) ([]byte, error) {
 	length := -1
 	headerBytes := 0
 	for first := true; ; first = false {
@@ -127,12 +128,12 @@ func (fr *FrameReader) ReadFrame() ([]byte, error) {
 		}
 		name, value, ok := strings.Cut(string(line), ":")
 		if !ok {
-			return nil, fmt.Errorf("%w: malformed header %q", ErrMalformedFrame, truncate(string(line), 64))
+			return nil, fmt.Errorf("%w: malformed header %q", ErrMalformedFrame, clip(string(line), 64))
 		}
 		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
 			n, err := strconv.Atoi(strings.TrimSpace(value))
 			if err != nil || n < 0 {
-				return nil, fmt.Errorf("%w: bad Content-Length %q", ErrMalformedFrame, truncate(value, 32))
+				return nil, fmt.Errorf("%w: bad Content-Length %q", ErrMalformedFrame, clip(value, 32))
 			}
 			length = n
 		}
@@ -147,15 +148,21 @@ func (fr *FrameReader) ReadFrame() ([]byte, error) {
 	if length > max {
 		return nil, fmt.Errorf("%w: %d bytes announced, limit %d%s", ErrMessageTooLarge, length, max, before)
 	}
+	if buf != nil && length <= cap(buf) {
+		if _, err := io.ReadFull(fr.r, buf[:length]); err != nil {
+			return nil, fmt.Errorf("reading %d-byte body: %w", length, noEOF(err))
+		}
+		return buf[:length], nil
+	}
 	return fr.readBody(length)
 }
 
 // readBody reads a body of length bytes into a buffer that grows as they
-// arrive: bodyChunk first, then doubling up to length. What a peer can
+// arrive: BodyChunk first, then doubling up to length. What a peer can
 // make the reader hold is about twice what it sent, whatever it declared;
 // a complete body costs at most one copy of itself on the way.
 func (fr *FrameReader) readBody(length int) ([]byte, error) {
-	body := make([]byte, min(length, bodyChunk))
+	body := make([]byte, min(length, BodyChunk))
 	fr.alloc(len(body))
 	for got := 0; ; {
 		n, err := io.ReadFull(fr.r, body[got:])
@@ -179,14 +186,24 @@ func (fr *FrameReader) alloc(capacity int) {
 	}
 }
 
-// appendFrame frames body for the wire. Header and body go out in one write:
-// split writes interact badly with Nagle and delayed ACKs (about 40 ms per
-// message on Linux).
-func appendFrame(dst, body []byte) []byte {
+// AppendFrame appends to dst one frame whose body is parts, one after
+// the other: a sender that builds its body from pieces copies each once,
+// straight into the frame. Header and body are meant to go out in one
+// write: split writes interact badly with Nagle and delayed ACKs (about
+// 40 ms per message on Linux).
+func AppendFrame(dst []byte, parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	dst = slices.Grow(dst, len("Content-Length: \r\n\r\n")+20+n)
 	dst = append(dst, "Content-Length: "...)
-	dst = strconv.AppendInt(dst, int64(len(body)), 10)
+	dst = strconv.AppendInt(dst, int64(n), 10)
 	dst = append(dst, "\r\n\r\n"...)
-	return append(dst, body...)
+	for _, p := range parts {
+		dst = append(dst, p...)
+	}
+	return dst
 }
 
 func noEOF(err error) error {
@@ -196,9 +213,10 @@ func noEOF(err error) error {
 	return err
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+// clip cuts s to n bytes for an error message, marking the cut.
+func clip(s string, n int) string {
+	if len(s) > n {
+		s = s[:n] + "…"
 	}
-	return s[:n] + "…"
+	return s
 }
