@@ -26,6 +26,9 @@ import (
 // round trips to it complete while the
 // proxy logs at debug level. Once the pipe is read again, what was kept
 // arrives, and a count of what was dropped, if anything was.
+// stallToken is a token serve accepts (128 bits, as `openssl rand -hex 16`).
+const stallToken = "5f0c2b7e9a41d38c6e2f7b90a1d4c853"
+
 func TestServeKeepsServingWithStderrFull(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -60,7 +63,7 @@ func TestServeKeepsServingWithStderrFull(t *testing.T) {
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready.json")
 	c, f := serveCmd(io.Discard)
-	if err := parseFlags(c.fs, []string{"--ide", "127.0.0.1:0", "--executors", "127.0.0.1:0", "--token", "tok",
+	if err := parseFlags(c.fs, []string{"--ide", "127.0.0.1:0", "--executors", "127.0.0.1:0", "--token", stallToken,
 		"--ready-file", ready, "--log-level", "debug", "--live", "off", "--no-path-mapping",
 		"--control", filepath.Join(dir, "ctl.sock")}); err != nil {
 		t.Fatal(err)
@@ -98,7 +101,7 @@ func TestServeKeepsServingWithStderrFull(t *testing.T) {
 	if err := ide.Attach(ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	w, err := fakepydevd.Dial(ctx, addrs.Executors, fakepydevd.Config{Token: "tok", PID: 4242})
+	w, err := fakepydevd.Dial(ctx, addrs.Executors, fakepydevd.Config{Token: stallToken, PID: 4242})
 	if err != nil {
 		t.Fatal(err)
 	}
