@@ -89,6 +89,7 @@ type ExecutorSession struct {
 	announceGen uint64      // counts startDebugging requests sent for it (and their cancellations)
 	childWait   *time.Timer // lets it go if its child session does not attach in time
 	childKey    string      // the one-time value its awaited child session must attach with; "" for none
+	leaseTimer  *time.Timer // renews its stops' lease while it has a stopped thread (lease.go)
 
 	// Its output while no IDE session shows it yet (heldoutput.go), also
 	// guarded by hub.mu.

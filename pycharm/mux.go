@@ -54,6 +54,10 @@ type Config struct {
 	// EvalTimeout bounds each of the proxy's own evaluates in a worker
 	// (default 60 s).
 	EvalTimeout time.Duration
+	// LeasePing is how often the proxy speaks to a worker with a stopped
+	// thread, renewing the lease the wrapper holds the stop on (lease.go).
+	// Default DefaultLeasePing.
+	LeasePing time.Duration
 }
 
 // The proxy speaks first on every executor connection, because pydevd never
@@ -176,6 +180,10 @@ type executor struct {
 	threads map[string]string        // thread id → pydevd's name, for those PyCharm knows
 	hidden  map[string]bool          // the wrapper's own threads, kept from PyCharm
 	stopped map[string]StoppedThread // thread id → its stop as PyCharm saw it
+	// leaseTimer renews its stops' lease while it has a stopped thread;
+	// leasePing is the sequence number of its last ping (lease.go).
+	leaseTimer *time.Timer
+	leasePing  int
 }
 
 // Listen opens the executor port.
@@ -188,6 +196,9 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 	}
 	if cfg.HelloTTL <= 0 {
 		cfg.HelloTTL = worker.DefaultHelloTTL
+	}
+	if cfg.LeasePing <= 0 {
+		cfg.LeasePing = DefaultLeasePing
 	}
 	if cfg.FallbackVersion == "" {
 		cfg.FallbackVersion = "sparkdap"
@@ -857,6 +868,7 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 		m.Payload = PrefixThreadNames(m.Payload, e.label)
 	}
 	e.noteStop(m)
+	p.renewLeaseLocked(e)
 	p.ide.send(m)
 }
 
