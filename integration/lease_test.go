@@ -14,6 +14,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
 )
 
 // The lease on stops: a real local-mode Spark job under `sparkdap submit`
@@ -253,5 +254,90 @@ func (n *dropNamespace) drop(t *testing.T) {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+	}
+}
+
+// TestLeasePyCharmJobSurvivesFrozenProxy: the same in PyCharm mode
+// (pydevd-pycharm, `serve --ide-kind pycharm`): serve SIGSTOPped while the
+// worker is suspended at a breakpoint PyCharm set.
+func TestLeasePyCharmJobSurvivesFrozenProxy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a Spark job")
+	}
+	ctx := testContext(t, 5*time.Minute)
+	j := startPyCharmScript(t, ctx, "local[2]", "1", "pcjob.py", "--lease", testLease.String())
+	if _, err := j.ide.Start(ctx, pycharmtest.Breakpoint{File: j.localMath, Line: j.line, Func: "scale"}); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	j.nextSuspend(t, ctx)
+	t.Logf("partition 1 is suspended at pcmath.py:%d; SIGSTOP serve", j.line)
+	if err := j.serve.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// Before the harness's cleanup, which stops serve with SIGINT.
+	t.Cleanup(func() { _ = j.serve.Process.Signal(syscall.SIGCONT) })
+	frozen := time.Now()
+	bound, cancel := context.WithTimeout(ctx, testLease+150*time.Second)
+	defer cancel()
+	j.finish(t, bound)
+	took := time.Since(frozen)
+	t.Logf("the job finished %v after the proxy went silent", took.Round(time.Millisecond))
+	if took < testLease-3*time.Second {
+		t.Errorf("the job finished %v after the proxy went silent, before its lease of %v could lapse", took, testLease)
+	}
+	if n := strings.Count(j.submitOut.String(), leaseLine); n != 1 {
+		t.Errorf("the worker said %q %d times, want once", leaseLine, n)
+	}
+}
+
+// TestLeaseHeldWhileProxyLives: a worker stopped for twice its lease, the
+// IDE idle all along, stays stopped as long as serve lives (serve renews
+// the lease), then resumes when the IDE says so; the job ends with the
+// plain result and the lease never lapsed.
+func TestLeaseHeldWhileProxyLives(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a Spark job")
+	}
+	requireSpark(t)
+	ctx := testContext(t, 5*time.Minute)
+	dir, lib, line := loansDir(t)
+	p := startFaultProxy(t, ctx, "--root", dir)
+	job := startLeaseJob(t, ctx, dir, p.Executors, nil)
+	c := dialIDE(t, ctx, p.IDE)
+	attachMerged(t, ctx, c, false)
+	if bps, err := c.SetBreakpoints(ctx, lib, line); err != nil || len(bps) != 1 {
+		t.Fatalf("setBreakpoints %s:%d = %+v, %v", lib, line, bps, err)
+	}
+	stop := nextStop(t, ctx, c, &sparkRun{done: make(chan struct{})})
+	select {
+	case err := <-job.done:
+		t.Fatalf("the job ended (%v) while its worker was stopped and serve alive", err)
+	case <-time.After(2 * testLease):
+	}
+	if strings.Contains(job.out.String(), leaseLine) {
+		t.Fatalf("the lease lapsed while serve was alive")
+	}
+	// Still stopped, and still debuggable: its stack answers.
+	if frames, err := c.StackTrace(ctx, stop.threadID); err != nil || len(frames) == 0 || frames[0].Line != line {
+		t.Fatalf("after %v stopped: stackTrace %+v, %v; want the stop at line %d", 2*testLease, frames, err, line)
+	}
+	// Let every stop go: the IDE leaves, as a developer done with it does.
+	if err := c.Disconnect(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-job.done:
+		if err != nil {
+			t.Fatalf("the job failed: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the job did not finish after the IDE left")
+	}
+	got, want := readJSON(t, job.res), readJSON(t, filepath.Join("..", "workerwrap", "testdata", "loans.want.json"))
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("job result:\n%v\nwant (plain run):\n%v", got, want)
+	}
+	if strings.Contains(job.out.String(), leaseLine) {
+		t.Errorf("the lease lapsed while serve was alive")
 	}
 }

@@ -49,6 +49,7 @@ type pycharmJob struct {
 	serveErr   *syncbuf.Buffer
 	submitOut  *syncbuf.Buffer
 	submitDone chan error
+	serve      *exec.Cmd
 }
 
 func startPyCharmJob(t *testing.T, ctx context.Context, master, partitions string) *pycharmJob {
@@ -56,8 +57,8 @@ func startPyCharmJob(t *testing.T, ctx context.Context, master, partitions strin
 }
 
 // startPyCharmScript runs testdata/pycharm/<script> (same result as
-// pcjob.py).
-func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, script string) *pycharmJob {
+// pcjob.py); submitFlags go to `sparkdap submit` before its --.
+func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, script string, submitFlags ...string) *pycharmJob {
 	t.Helper()
 	py := requirePyCharmSpark(t)
 	bin := sparkdapBinary(t)
@@ -93,6 +94,7 @@ func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, s
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
+	j.serve = serve
 	t.Cleanup(func() {
 		_ = serve.Process.Signal(os.Interrupt)
 		_ = serve.Wait()
@@ -109,10 +111,10 @@ func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, s
 
 	// The job, from the deploy directory.
 	j.out = filepath.Join(t.TempDir(), "result.json")
-	submit := exec.CommandContext(ctx, bin, "submit", "--ide-kind", "pycharm", "--partitions", partitions, "--proxy", executors,
-		"--", "--master", master, "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN",
+	submitArgs := append([]string{"submit", "--ide-kind", "pycharm", "--partitions", partitions, "--proxy", executors}, submitFlags...)
+	submit := exec.CommandContext(ctx, bin, append(submitArgs, "--", "--master", master, "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN",
 		"--conf", "spark.pyspark.python="+py, "--py-files", filepath.Join(deploy, "pcmath.py"),
-		filepath.Join(deploy, script), j.out)
+		filepath.Join(deploy, script), j.out)...)
 	submit.Dir = deploy
 	submit.Env = append(os.Environ(), "SPARKDAP_TOKEN="+testToken)
 	submit.Stdout, submit.Stderr = j.submitOut, j.submitOut
