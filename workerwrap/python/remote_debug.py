@@ -1262,11 +1262,10 @@ def _lease_lapsed(pydb, sock, seconds):
 
 def _let_go(pydb, sock):
     """What a DAP disconnect does in pydevd (breakpoints cleared, every
-    stopped thread resumed), then what the proxy's closing the connection
-    does (pydevd disposes itself), without waiting on the network: the
-    connection is shut down first, which also frees pydevd's writer if it
-    is blocked on a peer that stopped reading. Works on debugpy's pydevd and
-    pydevd-pycharm alike (the same names in both). Never raises."""
+    stopped thread resumed) and what the proxy's closing the connection
+    does (pydevd disposes itself), without waiting on the network. Works
+    on debugpy's pydevd and pydevd-pycharm alike (the same names in both).
+    Never raises."""
     import socket
     import threading
 
@@ -1294,6 +1293,20 @@ def _let_go(pydb, sock):
         pydb.on_breakpoints_changed(removed=True)
     except Exception:
         pass
+    # The reader gets an end of file now, not when a silent peer speaks;
+    # writes are left alone: pydevd-pycharm prints a line on stdout (the
+    # task's) for a write that fails.
+    try:
+        sock.shutdown(socket.SHUT_RD)
+    except Exception:
+        pass
+    # Disposed before the threads resume, so that they queue nothing more
+    # for a proxy that is not there; a disposed pydevd traces nothing, and
+    # closes the connection.
+    try:
+        pydb.dispose_and_kill_all_pydevd_threads(wait=False)
+    except Exception:
+        pass
     for thread in threading.enumerate():
         info = getattr(thread, "additional_info", None)
         if info is None:
@@ -1306,14 +1319,6 @@ def _let_go(pydb, sock):
             info.pydev_state = state_run
         except Exception:
             pass
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except Exception:
-        pass
-    try:
-        pydb.dispose_and_kill_all_pydevd_threads(wait=False)
-    except Exception:
-        pass
 
 
 def _stop_tracing_here():
