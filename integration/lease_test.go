@@ -49,6 +49,7 @@ type leaseJob struct {
 	out  *syncbuf.Buffer
 	done chan error
 	res  string
+	pid  int
 }
 
 func startLeaseJob(t *testing.T, ctx context.Context, dir, proxyAddr string, prefix []string, sparkConf ...string) *leaseJob {
@@ -72,6 +73,7 @@ func startLeaseJob(t *testing.T, ctx context.Context, dir, proxyAddr string, pre
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	j.pid = cmd.Process.Pid
 	go func() { j.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		select {
@@ -187,7 +189,7 @@ func TestLeaseSparkJobSurvivesDroppedPath(t *testing.T) {
 		"spark.driver.host=127.0.0.1", "spark.driver.bindAddress=127.0.0.1")
 	stopsInLoanlib(t, ctx, p, lib, line, job)
 	t.Logf("partition 0 is stopped at loanlib.py:%d; drop every packet between the namespace and serve", line)
-	ns.drop(t)
+	ns.drop(t, job.pid)
 	job.finishes(t, ctx, time.Now())
 }
 
@@ -206,7 +208,7 @@ func newDropNamespace(t *testing.T) *dropNamespace {
 	if os.Geteuid() != 0 {
 		testenv.Missing(t, "root, to make a network namespace and its firewall rules")
 	}
-	for _, tool := range []string{"ip", "iptables"} {
+	for _, tool := range []string{"ip", "iptables", "nsenter"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			testenv.Missing(t, tool+" (scripts/setup installs it: apt-get install iproute2 iptables)")
 		}
@@ -244,15 +246,18 @@ func newDropNamespace(t *testing.T) *dropNamespace {
 }
 
 // drop makes the namespace drop every packet to and from the host's end.
-func (n *dropNamespace) drop(t *testing.T) {
+// It enters the namespace through the process pid that runs in it, not by
+// its name: the name is only a file in /run/netns, which anything on the
+// machine may remove (`ip -all netns delete`) while the namespace lives on.
+func (n *dropNamespace) drop(t *testing.T, pid int) {
 	t.Helper()
 	for _, rule := range [][]string{
 		{"INPUT", "-s", n.hostIP, "-j", "DROP"},
 		{"OUTPUT", "-d", n.hostIP, "-j", "DROP"},
 	} {
-		args := append([]string{"netns", "exec", n.name, "iptables", "-A"}, rule...)
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		args := append([]string{fmt.Sprintf("--net=/proc/%d/ns/net", pid), "iptables", "-A"}, rule...)
+		if out, err := exec.Command("nsenter", args...).CombinedOutput(); err != nil {
+			t.Fatalf("nsenter %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 }
