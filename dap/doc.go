@@ -21,7 +21,10 @@
 // IDE session (root or child) stops the debugging of the whole job: every
 // other session is sent terminated and closed, and every executor is let
 // go; only a child that says "terminateDebuggee": false detaches its
-// executor alone (Hub.ideGone).
+// executor alone (Hub.ideGone). While an executor has a thread stopped, the
+// Hub sends it pydevdSystemInfo every Config.LeasePing: the wrapper holds
+// each stop on a lease that lapses when the proxy falls silent, so a
+// vanished laptop cannot hold a task forever.
 //
 // Messages travel as generic JSON objects rather than go-dap structs, so a
 // command or field the proxy does not know is forwarded intact; go-dap types
@@ -46,7 +49,8 @@
 // fanout.go (the breakpoint registry, its fan-out and merged answers, what
 // "verified" may claim), refusals.go (breakpoints no executor could bind),
 // release.go (letting executors go when nobody watches them), maxstop.go
-// (resuming a worker stopped too long with nobody asking), threads.go
+// (resuming a worker stopped too long with nobody asking), lease.go
+// (renewing a stopped worker's lease), threads.go
 // (merged threads from what the proxy knows; continue-all and pause-all),
 // capture.go (sparkdapCapture: a stopped frame's call fetched to a capture
 // file), console.go (the Debug Console's !capture and !help, answered by the

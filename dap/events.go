@@ -81,6 +81,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 			es.stopped = map[int64]Message{}
 		}
 		es.stopped[tid] = deepCopy(m).(Message)
+		es.renewLeaseLocked()
 		h.focused = es
 		h.armMaxStopLocked(es)
 		h.learnStopLocationLocked(es, tid)

@@ -97,6 +97,7 @@ type ExecutorSession struct {
 	// maxStopResumed: its last stop was ended by the clock (the live view
 	// says so until it stops again).
 	maxStopResumed bool
+	leaseTimer     *time.Timer // renews its stops' lease while it has a stopped thread (lease.go)
 
 	// Its output while no IDE session shows it yet (heldoutput.go), also
 	// guarded by hub.mu.

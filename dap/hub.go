@@ -73,6 +73,10 @@ type Config struct {
 	// terminated), for the client to close it first: clients close it
 	// once they have the answer. Default DefaultDisconnectGrace.
 	DisconnectGrace time.Duration
+	// LeasePing is how often the proxy speaks to a worker with a stopped
+	// thread, renewing the lease the wrapper holds the stop on (lease.go).
+	// Default DefaultLeasePing.
+	LeasePing time.Duration
 	// Paths translates between executor paths and local sources; nil
 	// passes paths through unchanged.
 	Paths *pathmap.Mapper
@@ -128,6 +132,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxUnattached <= 0 {
 		c.MaxUnattached = DefaultMaxUnattached
+	}
+	if c.LeasePing <= 0 {
+		c.LeasePing = DefaultLeasePing
 	}
 	if c.AttachTimeout <= 0 {
 		c.AttachTimeout = 30 * time.Second

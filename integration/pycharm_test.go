@@ -47,6 +47,7 @@ type pycharmJob struct {
 	serveErr   *syncbuf.Buffer
 	submitOut  *syncbuf.Buffer
 	submitDone chan error
+	serve      *exec.Cmd
 }
 
 func startPyCharmJob(t *testing.T, ctx context.Context, master, partitions string) *pycharmJob {
@@ -54,14 +55,21 @@ func startPyCharmJob(t *testing.T, ctx context.Context, master, partitions strin
 }
 
 // startPyCharmScript runs testdata/pycharm/<script> (same result as
-// pcjob.py).
-func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, script string) *pycharmJob {
+// pcjob.py); submitFlags go to `sparkdap submit` before its --.
+func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, script string, submitFlags ...string) *pycharmJob {
 	t.Helper()
-	return startPyCharmScriptServe(t, ctx, master, partitions, script)
+	return startPyCharmRun(t, ctx, master, partitions, script, nil, submitFlags)
 }
 
 // startPyCharmScriptServe is startPyCharmScript with more flags for serve.
 func startPyCharmScriptServe(t *testing.T, ctx context.Context, master, partitions, script string, serveArgs ...string) *pycharmJob {
+	t.Helper()
+	return startPyCharmRun(t, ctx, master, partitions, script, serveArgs, nil)
+}
+
+// startPyCharmRun starts serve (with serveArgs) and the job (submitFlags
+// before submit's --).
+func startPyCharmRun(t *testing.T, ctx context.Context, master, partitions, script string, serveArgs, submitFlags []string) *pycharmJob {
 	t.Helper()
 	py := requirePyCharmSpark(t)
 	bin := sparkdapBinary(t)
@@ -97,6 +105,7 @@ func startPyCharmScriptServe(t *testing.T, ctx context.Context, master, partitio
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
+	j.serve = serve
 	t.Cleanup(func() {
 		_ = serve.Process.Signal(os.Interrupt)
 		_ = serve.Wait()
@@ -113,10 +122,10 @@ func startPyCharmScriptServe(t *testing.T, ctx context.Context, master, partitio
 
 	// The job, from the deploy directory.
 	j.out = filepath.Join(t.TempDir(), "result.json")
-	submit := exec.CommandContext(ctx, bin, "submit", "--ide-kind", "pycharm", "--partitions", partitions, "--proxy", executors,
-		"--", "--master", master, "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN",
+	submitArgs := append([]string{"submit", "--ide-kind", "pycharm", "--partitions", partitions, "--proxy", executors}, submitFlags...)
+	submit := exec.CommandContext(ctx, bin, append(submitArgs, "--", "--master", master, "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN",
 		"--conf", "spark.pyspark.python="+py, "--py-files", filepath.Join(deploy, "pcmath.py"),
-		filepath.Join(deploy, script), j.out)
+		filepath.Join(deploy, script), j.out)...)
 	submit.Dir = deploy
 	submit.Env = append(os.Environ(), "SPARKDAP_TOKEN="+testToken)
 	submit.Stdout, submit.Stderr = j.submitOut, j.submitOut

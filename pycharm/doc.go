@@ -43,7 +43,10 @@
 // (pathmap.Mapper.ToRemote) and frame files back (ToLocal), so PyCharm needs
 // no path mappings; breakpoints lose PyCharm's function filter (a lambda
 // shipped from the driver runs as <lambda>, never as the function PyCharm
-// names). Commands from PyCharm the proxy does not know pass through
+// names). While a worker has a thread suspended, the proxy sends it
+// CMD_LIST_THREADS every Config.LeasePing, answered and swallowed: that
+// renews the lease the wrapper holds the stop on. Commands from PyCharm the
+// proxy does not know pass through
 // unchanged; from executors only what PyCharm needs reaches it (an
 // allowlist: events about the worker's own threads, console output, answers
 // to requests PyCharm waits for). Never CMD_EXIT: PyCharm drops the whole

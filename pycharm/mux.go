@@ -72,6 +72,10 @@ type Config struct {
 	// command from PyCharm about it (one naming its thread, or a capture
 	// of it) before the proxy resumes it and tells PyCharm (maxstop.go).
 	MaxStop time.Duration
+	// LeasePing is how often the proxy speaks to a worker with a stopped
+	// thread, renewing the lease the wrapper holds the stop on (lease.go).
+	// Default DefaultLeasePing.
+	LeasePing time.Duration
 }
 
 // The proxy speaks first on every executor connection, because pydevd never
@@ -218,6 +222,10 @@ type executor struct {
 	stopSince time.Time   // when it last stopped
 	lastAsked time.Time   // when PyCharm last asked something about it
 	maxStop   *time.Timer // checks the clock; nil when not running
+	// leaseTimer renews its stops' lease while it has a stopped thread;
+	// leasePing is the sequence number of its last ping (lease.go).
+	leaseTimer *time.Timer
+	leasePing  int
 }
 
 // Listen opens the executor port.
@@ -230,6 +238,9 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 	}
 	if cfg.HelloTTL <= 0 {
 		cfg.HelloTTL = worker.DefaultHelloTTL
+	}
+	if cfg.LeasePing <= 0 {
+		cfg.LeasePing = DefaultLeasePing
 	}
 	if cfg.FallbackVersion == "" {
 		cfg.FallbackVersion = "sparkdap"
@@ -941,6 +952,7 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 	if m.ID == CmdThreadSuspend {
 		p.armMaxStop(e)
 	}
+	p.renewLeaseLocked(e)
 	p.ide.send(m)
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,9 +25,10 @@ import (
 // pydevd connection that answers the proxy's probe and CMD_VERSION, and
 // records everything else it gets.
 type fakeWorker struct {
-	pid  int64
-	conn net.Conn
-	got  chan pycharm.Message
+	pid   int64
+	conn  net.Conn
+	got   chan pycharm.Message
+	lists atomic.Int64 // CMD_LIST_THREADS requests answered
 }
 
 func startWorker(t *testing.T, ctx context.Context, addr string, pid int64, partition int64, roots pathmap.Roots) *fakeWorker {
@@ -105,6 +107,7 @@ func connectPydevdFrom(t *testing.T, src, addr string, pid int64, nonce string) 
 			}
 			switch m.ID {
 			case pycharm.CmdListThreads:
+				w.lists.Add(1)
 				w.send(pycharm.Message{ID: pycharm.CmdReturn, Seq: m.Seq, Payload: pycharm.PyQuote(
 					`<xml>`+threads+`</xml>`, `/<>_=" `)})
 			case pycharm.CmdVersion:
@@ -583,5 +586,45 @@ func TestWindowsIDEPaths(t *testing.T) {
 				t.Errorf("suspend frames %+v, want the local file %s", ths, real)
 			}
 		})
+	}
+}
+
+// TestStoppedWorkerHearsFromTheProxy: while a worker has a thread stopped,
+// the proxy sends it CMD_LIST_THREADS at a steady interval, however idle
+// PyCharm is, renewing the lease the wrapper holds the stop on; PyCharm
+// never sees those requests or their answers.
+func TestStoppedWorkerHearsFromTheProxy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	px, ide := startProxy(t, ctx, pycharm.Config{LeasePing: 20 * time.Millisecond})
+	w := startWorker(t, ctx, px.Addr().String(), 91, 0, pathmap.Roots{})
+	if err := ide.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ide.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(t, pycharm.CmdRun)
+	probes := w.lists.Load() // the connection's probe
+	main := "pid_91_id_1"
+	q := func(s string) string { return pycharm.PyQuote(s, `/<>_=" `) }
+	w.send(pycharm.Message{ID: pycharm.CmdThreadCreate, Seq: 2, Payload: pycharm.ThreadCreatePayload(main, "MainThread")})
+	w.send(pycharm.Message{ID: pycharm.CmdThreadSuspend, Seq: 4, Payload: q(`<xml><thread id="` + main + `" stop_reason="111"><frame id="1" name="f" file="/x.py" line="1"></frame></thread></xml>`)})
+	if _, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdThreadSuspend }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; w.lists.Load() < probes+3; i++ {
+		if i == 1000 {
+			t.Fatalf("a stopped worker got %d CMD_LIST_THREADS after the probe; want 3", w.lists.Load()-probes)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a := ide.Anomalies(); len(a) > 0 {
+		t.Errorf("PyCharm would log %q", a)
+	}
+	ctxShort, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if m, err := ide.WaitFor(ctxShort, func(m pycharm.Message) bool { return m.ID == pycharm.CmdReturn }); err == nil {
+		t.Errorf("PyCharm got an answer it never asked for: %v", m)
 	}
 }

@@ -31,6 +31,27 @@
 // baked-in option (SPARKDAP_* variables, listed in the generated file and in
 // EnvVars), so one wrapper can be retargeted without rebuilding the job.
 //
+// Every stop is held on a lease (Options.Lease, `--lease`), because a proxy
+// that vanishes without closing the connection (SIGSTOP, a closed laptop, a
+// firewall dropping packets) gives pydevd nothing to notice, and a stopped
+// task would hold its executor slot forever. DAP has no ping and the
+// wrapper cannot add a message pydevd would read, so the proxy renews the
+// lease every 2 s while a worker is stopped with a request pydevd answers
+// on its reader thread without side effects (pydevdSystemInfo;
+// CMD_LIST_THREADS with PyCharm). The wrapper does not parse anything: it
+// swaps pydevd's reader socket for one that counts the reads that brought
+// bytes, and wraps PyDB.do_wait_suspend, which every tracer of both
+// debuggers calls as an attribute (settrace, Cython, sys.monitoring on 3.12
+// and later), to know when a thread is stopped. A guard thread, hidden from
+// pydevd and asleep on a condition while nothing is stopped (so a running
+// task pays nothing), looks once a second while something is; when the
+// proxy was silent for the lease it clears the breakpoints, shuts the
+// connection down for reading, disposes pydevd and resumes every stopped
+// thread, and says so in one line. A side channel of its own would have
+// needed a second connection per worker through every tunnel, and would
+// prove less: the renewal travels on pydevd's own connection, so it proves
+// exactly the path the IDE's commands take.
+//
 // The module is a plain Python file, python/remote_debug.py, with unit tests
 // of its own (python/tests, pytest) and a ruff configuration. Render writes a
 // short settings header (template/header.py.tmpl: the _BAKED dict and the

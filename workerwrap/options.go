@@ -18,6 +18,16 @@ const (
 	DefaultTokenEnv         = "SPARKDAP_TOKEN"
 	DefaultConnectTimeout   = 3 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultLease is how long a worker stopped at a breakpoint waits
+	// without a word from the proxy before it resumes and runs on
+	// undebugged (Options.Lease).
+	DefaultLease = 60 * time.Second
+	// MinLease and MaxLease bound a lease other than 0 (none). The proxy
+	// proves it is there every 2 s while a worker is stopped
+	// (dap.DefaultLeasePing, pycharm.DefaultLeasePing): a shorter lease
+	// would lapse on a proxy that is only slow.
+	MinLease = 10 * time.Second
+	MaxLease = 24 * time.Hour
 
 	// ModuleName is what spark.python.daemon.module must be set to.
 	ModuleName = "remote_debug"
@@ -39,6 +49,7 @@ var EnvVars = []string{
 	"SPARKDAP_HANDSHAKE_TIMEOUT",
 	"SPARKDAP_WAIT",
 	"SPARKDAP_POST_MORTEM",
+	"SPARKDAP_LEASE",
 	"SPARKDAP_VERBOSE",
 }
 
@@ -69,6 +80,13 @@ type Options struct {
 	Wait bool
 	// PostMortem asks the proxy to stop where an exception escapes user code.
 	PostMortem bool
+	// Lease is how long a worker stopped at a breakpoint goes on waiting
+	// without hearing from the proxy (which speaks every 2 s while it is
+	// stopped): then it clears its breakpoints, resumes and runs on
+	// undebugged, so that a proxy gone silent (a closed laptop, a dropped
+	// VPN, a firewall dropping packets) cannot hold a task forever. 0 means
+	// no lease: such a worker waits as long as the connection stays open.
+	Lease time.Duration
 	// IDE selects the debugger the wrapper loads: IDEDAP (debugpy, for
 	// `sparkdap serve`'s DAP front end) or IDEPyCharm (pydevd-pycharm, for
 	// `sparkdap serve --ide-kind pycharm`).
@@ -90,6 +108,7 @@ func NewOptions() Options {
 		IDE:              IDEDAP,
 		ConnectTimeout:   DefaultConnectTimeout,
 		HandshakeTimeout: DefaultHandshakeTimeout,
+		Lease:            DefaultLease,
 	}
 }
 
@@ -97,7 +116,7 @@ var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // SettingError is one invalid setting of Options. Setting names the Options
 // field ("Proxy", "IDE", "TokenEnv", "Token", "Partitions", "Stages",
-// "SampleRate", "ConnectTimeout", "HandshakeTimeout"), so a caller that took
+// "SampleRate", "ConnectTimeout", "HandshakeTimeout", "Lease"), so a caller that took
 // the value from a flag or a variable can say which; the text names the
 // setting in words.
 type SettingError struct {
@@ -156,6 +175,9 @@ func (o Options) Validate() error {
 		if t.d <= 0 || t.d > maxTimeout {
 			errs = append(errs, settingError(t.setting, t.name, t.d.String(), fmt.Sprintf("want more than 0 and at most %v", maxTimeout)))
 		}
+	}
+	if o.Lease != 0 && (o.Lease < MinLease || o.Lease > MaxLease) {
+		errs = append(errs, settingError("Lease", "lease", o.Lease.String(), fmt.Sprintf("want 0 (no lease) or from %v to %v", MinLease, MaxLease)))
 	}
 	return errors.Join(errs...)
 }

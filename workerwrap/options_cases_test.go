@@ -98,6 +98,18 @@ func parseSetting(setting, in string) (any, error) {
 			return nil, err
 		}
 		return d.Seconds(), nil
+	case "lease":
+		var d time.Duration
+		fs := flag.NewFlagSet("", flag.ContinueOnError)
+		fs.DurationVar(&d, "lease", DefaultLease, "")
+		if err := fs.Set("lease", in); err != nil {
+			return nil, err
+		}
+		o.Lease = d
+		if err := o.Validate(); err != nil {
+			return nil, err
+		}
+		return d.Seconds(), nil
 	case "bool":
 		var v bool
 		fs := flag.NewFlagSet("", flag.ContinueOnError)

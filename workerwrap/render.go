@@ -1,6 +1,7 @@
 package workerwrap
 
 import (
+	"bufio"
 	"bytes"
 	_ "embed"
 	"encoding/json"
@@ -43,6 +44,7 @@ type templateData struct {
 	HandshakeTimeout float64
 	Wait             bool
 	PostMortem       bool
+	Lease            float64
 	PyCharm          bool // the header's comment says pydevd-pycharm; the module reads IDE
 }
 
@@ -62,6 +64,7 @@ func Render(w io.Writer, o Options) error {
 		HandshakeTimeout: seconds(o.HandshakeTimeout),
 		Wait:             o.Wait,
 		PostMortem:       o.PostMortem,
+		Lease:            seconds(o.Lease),
 		PyCharm:          o.IDE == IDEPyCharm,
 	}
 	if o.Token != "" {
@@ -145,4 +148,43 @@ func pyLiteral(v any) (string, error) {
 		return "[" + strings.Join(parts, ", ") + "]", nil
 	}
 	return "", fmt.Errorf("no Python literal for %T", v)
+}
+
+// BakedLeaseFile reads the lease baked into the settings header of a
+// wrapper written by WriteFile; false if the file has none (an older
+// wrapper's workers use DefaultLease) or cannot be read.
+func BakedLeaseFile(path string) (time.Duration, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	return BakedLease(io.LimitReader(f, 64<<10))
+}
+
+// BakedLease finds the lease in a settings header's _BAKED dict
+// (template/header.py.tmpl writes it as `    "lease": 60.0,`).
+func BakedLease(r io.Reader) (time.Duration, bool) {
+	sc := bufio.NewScanner(r)
+	in := false
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "_BAKED = {":
+			in = true
+		case in && line == "}":
+			return 0, false
+		case in:
+			v, ok := strings.CutPrefix(strings.TrimSpace(line), `"lease": `)
+			if !ok {
+				continue
+			}
+			secs, err := strconv.ParseFloat(strings.TrimSuffix(v, ","), 64)
+			if err != nil || secs < 0 || secs > MaxLease.Seconds() {
+				return 0, false
+			}
+			return time.Duration(secs * float64(time.Second)), true
+		}
+	}
+	return 0, false
 }

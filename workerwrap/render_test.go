@@ -229,3 +229,40 @@ print(json.dumps([r._pycharm(), c["proxy"], c["token"], c["partitions"], c["stag
 		})
 	}
 }
+
+// TestLeaseBakedAndReadBack: the lease is baked into the header in
+// seconds (what the worker module reads) and BakedLease, which conf uses to
+// say what a wrapper file does, reads it back.
+func TestLeaseBakedAndReadBack(t *testing.T) {
+	for _, d := range []time.Duration{DefaultLease, 0, MinLease, 90 * time.Second, MaxLease} {
+		o := NewOptions()
+		o.Lease = d
+		var buf bytes.Buffer
+		if err := Render(&buf, o); err != nil {
+			t.Fatalf("lease %v: %v", d, err)
+		}
+		got, ok := BakedLease(&buf)
+		if !ok || got != d {
+			t.Errorf("lease %v: read back %v, %v", d, got, ok)
+		}
+	}
+	if _, ok := BakedLease(strings.NewReader("_BAKED = {\n    \"wait\": False,\n}\n\"lease\": 5.0,\n")); ok {
+		t.Error("a header without a lease reads as having one")
+	}
+}
+
+func TestLeaseValidated(t *testing.T) {
+	for _, tc := range []struct {
+		d  time.Duration
+		ok bool
+	}{{0, true}, {MinLease, true}, {MaxLease, true}, {time.Minute, true},
+		{MinLease - time.Millisecond, false}, {-time.Second, false}, {MaxLease + time.Second, false}} {
+		o := NewOptions()
+		o.Lease = tc.d
+		err := o.Validate()
+		var se *SettingError
+		if tc.ok != (err == nil) || (err != nil && (!errors.As(err, &se) || se.Setting != "Lease")) {
+			t.Errorf("lease %v: %v", tc.d, err)
+		}
+	}
+}

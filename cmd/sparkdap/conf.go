@@ -106,6 +106,17 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 			fmt.Fprintf(&b, "--conf %s\n", shellQuote(c.key+"="+c.value))
 		}
 	}
+	// The lease in effect: --lease here (an executor variable above), else
+	// what the wrapper file bakes.
+	lease, known := wf.lease, wf.leaseGiven()
+	if !known {
+		lease, known = workerwrap.BakedLeaseFile(path)
+	}
+	if known {
+		fmt.Fprintf(&b, "# %s.\n", leaseText(lease))
+	} else {
+		fmt.Fprintf(&b, "# The wrapper's lease (sparkdap wrap --lease) decides how long a worker stopped at a breakpoint waits for a silent sparkdap serve; --lease here overrides it.\n")
+	}
 	fmt.Fprintln(&b, "# spark.executorEnv.PYTHONPATH matters in local mode: shipped files are not on sys.path when the daemon starts.")
 	fmt.Fprintf(&b, "# %s: where the driver's script is (--driver-dir), so its breakpoints bind before a task runs its functions.\n", workerwrap.EnvDriverDir)
 	fmt.Fprintf(&b, "# With an existing --py-files, append %s to it (comma separated).\n", path)

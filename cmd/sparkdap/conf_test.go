@@ -337,3 +337,60 @@ func TestConfPrintsWhatSubmitSets(t *testing.T) {
 		t.Errorf("submit sets SPARKDAP_DRIVER_DIR=%q, want the script's directory %s", submitted["spark.executorEnv.SPARKDAP_DRIVER_DIR"], filepath.Dir(app))
 	}
 }
+
+// TestLeaseIsPrinted: conf and submit say how long a stopped worker waits
+// for a silent serve: --lease when given (conf then also sets it on the
+// executors), else what the wrapper file bakes.
+func TestLeaseIsPrinted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "w")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"wrap", "-o", dir, "--lease", "2m"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("wrap: exit %d: %s", code, stderr.String())
+	}
+	path := filepath.Join(dir, "remote_debug.py")
+	for _, tc := range []struct {
+		args []string
+		want []string
+		not  string
+	}{
+		{[]string{"conf", "-wrapper", path}, []string{"# lease 120s (--lease): a worker stopped at a breakpoint that hears nothing from sparkdap serve for 120s"}, "SPARKDAP_LEASE"},
+		{[]string{"conf", "-wrapper", path, "--lease", "45s"}, []string{"# lease 45s (--lease)", "--conf spark.executorEnv.SPARKDAP_LEASE=45\n"}, "120s"},
+		{[]string{"conf", "-wrapper", path, "--lease", "0"}, []string{"# no lease (--lease 0)", "--conf spark.executorEnv.SPARKDAP_LEASE=0\n"}, "120s"},
+	} {
+		stdout.Reset()
+		stderr.Reset()
+		if code := run(tc.args, &stdout, &stderr); code != 0 {
+			t.Fatalf("%q: exit %d: %s", tc.args, code, stderr.String())
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(stdout.String(), want) {
+				t.Errorf("%q: output lacks %q:\n%s", tc.args, want, stdout.String())
+			}
+		}
+		if strings.Contains(stdout.String(), tc.not) {
+			t.Errorf("%q: output has %q:\n%s", tc.args, tc.not, stdout.String())
+		}
+	}
+}
+
+// TestLeaseRefused: a lease the worker would not honour is refused by
+// every command that takes it, naming the flag.
+func TestLeaseRefused(t *testing.T) {
+	wrapper := wrapperIn(t)
+	for _, cmd := range [][]string{{"wrap", "-o", t.TempDir()}, {"conf", "-wrapper", wrapper}, {"submit", "-n"}} {
+		for _, bad := range []string{"5s", "-1s", "25h"} {
+			args := append(append([]string{}, cmd...), "--lease", bad)
+			if cmd[0] == "submit" {
+				args = append(args, "--", "app.py")
+			}
+			var stdout, stderr bytes.Buffer
+			code := run(args, &stdout, &stderr)
+			if code == 0 || !strings.Contains(stderr.String(), "--lease") || !strings.Contains(stderr.String(), "want 0 (no lease) or from 10s to 24h0m0s") {
+				t.Errorf("%q: exit %d, stderr %q; want a refusal naming --lease", args, code, stderr.String())
+			}
+		}
+	}
+}

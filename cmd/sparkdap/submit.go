@@ -137,6 +137,7 @@ func submitRun(o *submitOptions, sparkArgs []string, stdout, stderr io.Writer) e
 		// `python -m` puts it ahead of PYTHONPATH, so a stale copy wins.
 		fmt.Fprintf(stderr, "sparkdap: warning: ./%s in the working directory shadows the generated wrapper in local mode; remove it or run from another directory\n", workerwrap.FileName)
 	}
+	fmt.Fprintf(stderr, "sparkdap: %s\n", leaseText(opts.Lease))
 	cmd := exec.Command(bin, finalArgs...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	// Local-mode workers inherit the JVM's environment: the wrapper's

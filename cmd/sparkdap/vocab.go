@@ -53,6 +53,7 @@ var vocab = map[string]string{
 	"handshake-timeout": "give up if the proxy has not finished the debug handshake after this `duration`",
 	"wait":              "stop each selected task at its first line of user code",
 	"post-mortem":       "stop where an exception escapes user code",
+	"lease":             "a worker stopped at a breakpoint that hears nothing from the proxy for this `duration` clears its breakpoints, resumes and runs on undebugged (0: it waits as long as the connection stays open)",
 }
 
 // Defaults shared by every command that takes the flag.

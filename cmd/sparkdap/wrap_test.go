@@ -94,7 +94,8 @@ func TestSubmitRunsSparkSubmit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("runSubmit: %v\nstderr: %s", err, stderr.String())
 	}
-	if stdout.String() != "out-from-spark\n" || stderr.String() != "err-from-spark\n" {
+	lease := "sparkdap: lease 60s (--lease): a worker stopped at a breakpoint that hears nothing from sparkdap serve for 60s clears its breakpoints, resumes and runs on undebugged\n"
+	if stdout.String() != "out-from-spark\n" || stderr.String() != lease+"err-from-spark\n" {
 		t.Errorf("stdio not passed through: stdout %q stderr %q", stdout.String(), stderr.String())
 	}
 	b, err := os.ReadFile(record)

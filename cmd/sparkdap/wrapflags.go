@@ -24,6 +24,7 @@ type wrapFlags struct {
 	handshakeTimeout time.Duration
 	wait             bool
 	postMortem       bool
+	lease            time.Duration
 	ide              string
 	allowWeakToken   bool
 	stderr           io.Writer // takes the weak-token warning
@@ -46,6 +47,7 @@ func addWrapFlags(c *cmdSpec, stderr io.Writer) *wrapFlags {
 	defDuration(fs, &w.handshakeTimeout, "handshake-timeout", d.HandshakeTimeout, "")
 	defBool(fs, &w.wait, "wait", "")
 	defBool(fs, &w.postMortem, "post-mortem", "")
+	defDuration(fs, &w.lease, "lease", d.Lease, "")
 	defKind(fs, &w.ide, "the wrapper loads the matching debugger")
 	// Until this release --ide was the kind here; everywhere else it is
 	// the IDE address. A kind is never HOST:PORT, so the old spelling
@@ -64,6 +66,7 @@ func (w *wrapFlags) options() (workerwrap.Options, error) {
 	o.HandshakeTimeout = w.handshakeTimeout
 	o.Wait = w.wait
 	o.PostMortem = w.postMortem
+	o.Lease = w.lease
 	o.IDE = w.ide
 	var err error
 	if o.Partitions, err = workerwrap.ParseIDs(w.partitions); err != nil {
@@ -101,7 +104,7 @@ func (w *wrapFlags) checkBakedToken(token string) error {
 var wrapSettingFlags = map[string]string{
 	"Proxy": "proxy", "IDE": "ide-kind", "TokenEnv": "token-env", "Token": "embed-token",
 	"Partitions": "partitions", "Stages": "stages", "SampleRate": "sample-rate",
-	"ConnectTimeout": "connect-timeout", "HandshakeTimeout": "handshake-timeout",
+	"ConnectTimeout": "connect-timeout", "HandshakeTimeout": "handshake-timeout", "Lease": "lease",
 }
 
 // withWrapFlagNames rewrites workerwrap's setting errors to name the flags
@@ -161,6 +164,8 @@ func (w *wrapFlags) envOverrides() [][2]string {
 			name = "SPARKDAP_WAIT"
 		case "post-mortem":
 			name = "SPARKDAP_POST_MORTEM"
+		case "lease":
+			name = "SPARKDAP_LEASE"
 		default:
 			return
 		}
@@ -171,4 +176,23 @@ func (w *wrapFlags) envOverrides() [][2]string {
 		env = append(env, [2]string{name, value})
 	})
 	return env
+}
+
+// leaseText says what a lease of d means for a stopped worker, for conf
+// and submit to print: the one setting that decides how long a task may
+// stay stopped when serve goes silent.
+func leaseText(d time.Duration) string {
+	if d == 0 {
+		return "no lease (--lease 0): a worker stopped at a breakpoint waits for sparkdap serve " +
+			"as long as the connection stays open, even if serve went silent (a closed laptop, a dropped VPN)"
+	}
+	return fmt.Sprintf("lease %gs (--lease): a worker stopped at a breakpoint that hears nothing from "+
+		"sparkdap serve for %gs clears its breakpoints, resumes and runs on undebugged", d.Seconds(), d.Seconds())
+}
+
+// leaseGiven reports whether --lease was on the command line.
+func (w *wrapFlags) leaseGiven() bool {
+	given := false
+	w.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "lease" })
+	return given
 }

@@ -39,6 +39,7 @@ def default_settings(**over):
         "handshake_timeout": 10.0,
         "wait": False,
         "post_mortem": False,
+        "lease": 60.0,
     }
     settings.update(over)
     return settings

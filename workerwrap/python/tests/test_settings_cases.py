@@ -19,6 +19,7 @@ PARSERS = {
     "sample_rate": ("_parse_rate", "SPARKDAP_SAMPLE_RATE", "sample_rate"),
     "timeout": ("_parse_seconds", "SPARKDAP_CONNECT_TIMEOUT", "connect_timeout"),
     "bool": ("_parse_bool", "SPARKDAP_WAIT", "wait"),
+    "lease": ("_parse_lease", "SPARKDAP_LEASE", "lease"),
 }
 
 
