@@ -53,7 +53,7 @@
 // session, every worker's, on one. When PyCharm goes away the executors are
 // let go and run on undebugged.
 //
-// Capture (issue 17): a Debug Console line starting with "!"
+// Capture: a Debug Console line starting with "!"
 // (CMD_CONSOLE_EXEC) is the proxy's own command, never pydevd's. "!capture"
 // runs the shared capture package through the proxy's own
 // CMD_EVALUATE_EXPRESSION requests to the stopped worker (Proxy.eval: its

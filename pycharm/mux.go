@@ -50,7 +50,7 @@ type Config struct {
 	// HelloTTL is how long an accepted hello waits for its pydevd
 	// connection (default worker.DefaultHelloTTL).
 	HelloTTL time.Duration
-	// CaptureDir is where `!capture` writes captures (issue 17); empty
+	// CaptureDir is where `!capture` writes captures; empty
 	// refuses them. CaptureMaxBytes caps one (default
 	// capture.DefaultMaxBytes).
 	CaptureDir      string

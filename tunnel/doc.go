@@ -29,10 +29,4 @@
 // untouched) and Run reconnects with bounded exponential backoff; the new
 // agent retries its port while the old one, which notices through yamux
 // keepalives, exits.
-//
-// Files by role: dial.go (SSH client config and host key policy), agent.go
-// (the gateway side), client.go (the laptop side of agent mode), forward.go
-// (forward mode), source.go (the stream header), upload.go (getting an
-// agent onto the gateway), pipe.go (the agent's copy loops) and
-// reconnect.go (keepalive and reconnecting).
 package tunnel

@@ -78,7 +78,7 @@ func (fr *FrameReader) LimitUntil(admitted *atomic.Bool, n int) {
 // Wait blocks until the next frame's first byte has arrived. It parks in
 // a shallow frame, not ReadFrame's: the runtime halves an idle goroutine's
 // stack at GC only while it uses under a quarter of it, and an idle
-// session's reader is most of what the session costs (bench section 3).
+// session's reader is most of what the session costs.
 // Its errors are ReadFrame's for the same end: io.EOF for a clean end
 // between messages.
 func (fr *FrameReader) Wait() error {

@@ -9,7 +9,7 @@
 // already due); only sending data enters it again. So the option is re-armed
 // after every write, not before every read: one setsockopt per message
 // written instead of one per read (a relayed request made two or three
-// reads of pydevd's connection, each with its setsockopt: bench Finding 1).
+// reads of pydevd's connection, each with its setsockopt).
 // The proxy wraps pydevd's connections with it; the benchmarks wrap their
 // direct client the same way, so both are measured alike.
 package quickack

@@ -8,7 +8,7 @@
 // lets callers send while holding their own locks.
 //
 // Writing on the caller's goroutine saves a request relayed through the
-// proxy two goroutine hand-offs (each a futex wake-up; bench Finding 1).
+// proxy two goroutine hand-offs (each a futex wake-up).
 // The flusher runs only while there is something left to write, so an idle
 // connection costs no goroutine (thousands of executors sit idle most of
 // the time), and a peer that lets more than a byte cap pile up is cut off,
