@@ -129,11 +129,11 @@ func (r *breakpointRegistry) drop(e *bpEntry) {
 
 // current reports whether e is still in force (not replaced by a newer
 // request), so late answers to old requests are ignored.
-func (r *breakpointRegistry) current(e *bpEntry) bool {
+func (tx *held) bpCurrent(e *bpEntry) bool {
 	if e.owner != nil {
-		return e.owner.overrides[e.key] == e
+		return tx.exec(e.owner).overrides[e.key] == e
 	}
-	return r.entries[e.key] == e
+	return tx.bps.entries[e.key] == e
 }
 
 // global returns the entries to replay, in the order they were first set.

@@ -15,12 +15,12 @@ import (
 // (stops, threads, the task label).
 
 // eventTargetLocked is the IDE session that shows es's events, or nil.
-func (h *Hub) eventTargetLocked(es *ExecutorSession) *IDESession {
-	if c := h.children[es.id]; c != nil {
+func (tx *held) eventTarget(es *ExecutorSession) *IDESession {
+	if c := tx.children[es.id]; c != nil {
 		return c
 	}
-	if h.root != nil && !h.root.childMode {
-		return h.root
+	if tx.root != nil && !tx.ide(tx.root).childMode {
+		return tx.root
 	}
 	return nil
 }
@@ -47,9 +47,9 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		return
 	}
 	body := m.Body()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !es.ready {
+	tx := h.lock()
+	defer tx.unlock()
+	if !tx.exec(es).ready {
 		// Still in its handshake: pydevd has nothing to show yet, and the
 		// IDE nothing to see of an executor it does not know.
 		es.logger().Debug().Str("event", truncate(m.Event(), 64)).Msg("dropping event sent during the handshake")
@@ -67,59 +67,59 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 	}
 	switch m.Event() {
 	case "stopped":
-		if !h.watchedLocked(es) {
-			h.unwatchedStopLocked(es, tid)
+		if !tx.watched(es) {
+			tx.unwatchedStop(es, tid)
 			return
 		}
-		if !es.learnThreadLocked(tid) {
+		if !tx.exec(es).learnThread(tid) {
 			// Not shown, so resumed: a stop no one sees must not hold
 			// the task.
 			es.request("continue", map[string]any{"threadId": tid}, h.cfg.RequestTimeout, ignoreAnswer(es))
 			return
 		}
-		if es.stopped == nil {
-			es.stopped = map[int64]Message{}
+		if tx.exec(es).stopped == nil {
+			tx.exec(es).stopped = map[int64]Message{}
 		}
-		es.stopped[tid] = deepCopy(m).(Message)
-		h.focused = es
-		h.armMaxStopLocked(es)
-		h.learnStopLocationLocked(es, tid)
-		h.hitBreakpointsLocked(es, m)
+		tx.exec(es).stopped[tid] = deepCopy(m).(Message)
+		tx.focused = es
+		tx.armMaxStop(es)
+		tx.learnStopLocation(es, tid)
+		tx.hitBreakpoints(es, m)
 	case "output":
 		if text, ok := body["output"].(string); ok {
-			es.outputBytes += int64(len(text))
+			tx.exec(es).outputBytes += int64(len(text))
 		}
 	case "continued":
 		if all, _ := body["allThreadsContinued"].(bool); all {
-			clear(es.stopped)
+			clear(tx.exec(es).stopped)
 			h.ids.Release(es.id, kindFrame, kindVariables)
 		} else {
-			delete(es.stopped, tid)
+			delete(tx.exec(es).stopped, tid)
 		}
 	case "thread":
 		if body["reason"] == "exited" {
-			es.forgetThreadLocked(tid)
-			delete(es.stopped, tid)
-		} else if !es.learnThreadLocked(tid) {
+			tx.exec(es).forgetThread(tid)
+			delete(tx.exec(es).stopped, tid)
+		} else if !tx.exec(es).learnThread(tid) {
 			return
 		}
 	case "breakpoint":
-		h.breakpointEventLocked(es, m)
+		tx.breakpointEvent(es, m)
 		return
 	}
-	target := h.eventTargetLocked(es)
-	if m.Event() == "output" && h.holdOutputLocked(es, target, m) {
+	target := tx.eventTarget(es)
+	if m.Event() == "output" && tx.holdOutput(es, target, m) {
 		return
 	}
 	if target == nil {
-		if !es.unshownLogged {
-			es.unshownLogged = true
+		if !tx.exec(es).unshownLogged {
+			tx.exec(es).unshownLogged = true
 			es.logger().Debug().Str("event", m.Event()).
 				Msg("dropping events while no IDE session shows this executor (said once per executor)")
 		}
 		return
 	}
-	if !target.configured && (m.Event() == "stopped" || m.Event() == "continued") {
+	if !tx.ide(target).configured && (m.Event() == "stopped" || m.Event() == "continued") {
 		// Held until the session's configurationDone, which replays the
 		// stops still current (ideConfigured): sent now as well, a stop
 		// would reach the session twice, and a client that continues once
@@ -128,7 +128,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 			Msg("held until the IDE session's configurationDone")
 		return
 	}
-	h.relayEventLocked(es, m, target)
+	tx.relayEvent(es, m, target)
 	if m.Event() == "thread" && body["reason"] == "exited" {
 		h.ids.ReleaseOne(kindThread, es.id, tid)
 	}
@@ -136,26 +136,28 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 
 // relayEventLocked sends target the allowed event m of es, translated:
 // global ids, local paths, and in the merged view its executor's label.
-func (h *Hub) relayEventLocked(es *ExecutorSession, m Message, target *IDESession) {
+func (tx *held) relayEvent(es *ExecutorSession, m Message, target *IDESession) {
+	h := tx.h
 	out := deepCopy(m).(Message)
 	if err := h.ids.globalize(es.id, out["body"]); err != nil {
 		es.logger().Warn().Err(err).Str("event", m.Event()).Msg("dropping event")
 		return
 	}
-	h.mapPathsLocked(es, out["body"])
+	tx.mapPaths(es, out["body"])
 	if m.Event() == "stopped" {
-		h.globalBreakpointIDsLocked(es, out, target)
+		tx.globalBreakpointIDs(es, out, target)
 	}
-	if target == h.root {
-		h.mergedViewLocked(es, out)
+	if target == tx.root {
+		tx.mergedView(es, out)
 	}
 	_ = target.w.send(out, nil)
 }
 
 // learnStopLocationLocked asks pydevd where a thread stopped (its top
 // frame), for the status view: the stopped event does not say.
-func (h *Hub) learnStopLocationLocked(es *ExecutorSession, tid int64) {
-	es.stoppedAt = ""
+func (tx *held) learnStopLocation(es *ExecutorSession, tid int64) {
+	h := tx.h
+	tx.exec(es).stoppedAt = ""
 	args := map[string]any{"threadId": tid, "startFrame": 0, "levels": 1}
 	es.request("stackTrace", args, h.cfg.RequestTimeout, func(m Message, err error) {
 		if err != nil || !m.Success() {
@@ -169,15 +171,15 @@ func (h *Hub) learnStopLocationLocked(es *ExecutorSession, tid int64) {
 		line, _ := toInt(top["line"])
 		src, _ := top["source"].(map[string]any)
 		path, _ := src["path"].(string)
-		h.mu.Lock()
-		defer h.mu.Unlock()
+		tx := h.lock()
+		defer tx.unlock()
 		if h.cfg.Paths != nil && path != "" {
-			if r := h.mapRemoteLocked(es, path); r.Err == nil {
+			if r := tx.mapRemote(es, path); r.Err == nil {
 				path = r.Mapping.Local
 			}
 		}
-		if _, still := es.stopped[tid]; still {
-			es.stoppedAt = worker.Clean(fmt.Sprintf("%s:%d", filepath.Base(path), line), worker.MaxTextRunes)
+		if _, still := tx.exec(es).stopped[tid]; still {
+			tx.exec(es).stoppedAt = worker.Clean(fmt.Sprintf("%s:%d", filepath.Base(path), line), worker.MaxTextRunes)
 		}
 	})
 }
@@ -188,7 +190,7 @@ func (h *Hub) learnStopLocationLocked(es *ExecutorSession, tid int64) {
 // stop at one of the root's breakpoints (pydevd hit it before the child's
 // replaced it) is named by the child's breakpoint at the same place. Ids
 // the session does not know (a breakpoint since replaced) are left out.
-func (h *Hub) globalBreakpointIDsLocked(es *ExecutorSession, ev Message, target *IDESession) {
+func (tx *held) globalBreakpointIDs(es *ExecutorSession, ev Message, target *IDESession) {
 	b, _ := ev["body"].(map[string]any)
 	hits, ok := b["hitBreakpointIds"].([]any)
 	if !ok {
@@ -200,15 +202,15 @@ func (h *Hub) globalBreakpointIDsLocked(es *ExecutorSession, ev Message, target 
 		if !ok {
 			continue
 		}
-		g, ok := es.bpIDs[local]
+		g, ok := tx.exec(es).bpIDs[local]
 		if !ok {
 			continue
 		}
-		ref, ok := h.bps.byID[g]
+		ref, ok := tx.bps.byID[g]
 		if !ok {
 			continue
 		}
-		if own := es.overrides[ref.entry.key]; own != nil && own != ref.entry && target != nil && target.executor == es {
+		if own := tx.exec(es).overrides[ref.entry.key]; own != nil && own != ref.entry && target != nil && target.executor.Load() == es {
 			i := own.samePlace(ref.entry, ref.index)
 			if i < 0 {
 				continue
@@ -225,7 +227,7 @@ func (h *Hub) globalBreakpointIDsLocked(es *ExecutorSession, ev Message, target 
 // mergedViewLocked adapts one executor's event to a session that shows all
 // executors at once: a stop or resume concerns that process only, and its
 // output is prefixed with its label.
-func (h *Hub) mergedViewLocked(es *ExecutorSession, out Message) {
+func (tx *held) mergedView(es *ExecutorSession, out Message) {
 	b, _ := out["body"].(map[string]any)
 	if b == nil {
 		return
@@ -237,29 +239,29 @@ func (h *Hub) mergedViewLocked(es *ExecutorSession, out Message) {
 		b["allThreadsContinued"] = false
 	case "output":
 		if s, ok := b["output"].(string); ok && b["category"] != "telemetry" {
-			b["output"] = es.prefixLines(s)
+			b["output"] = tx.exec(es).prefixLines(s)
 		}
 	}
 }
 
 // prefixLines puts the executor's label before each line of output, keeping
 // track of lines split across events.
-func (es *ExecutorSession) prefixLines(s string) string {
+func (x *executorState) prefixLines(s string) string {
 	var sb strings.Builder
-	prefix := "[" + es.labelLocked() + "] "
+	prefix := "[" + x.label() + "] "
 	for len(s) > 0 {
-		if !es.midLine {
+		if !x.midLine {
 			sb.WriteString(prefix)
 		}
 		i := strings.IndexByte(s, '\n')
 		if i < 0 {
 			sb.WriteString(s)
-			es.midLine = true
+			x.midLine = true
 			break
 		}
 		sb.WriteString(s[:i+1])
 		s = s[i+1:]
-		es.midLine = false
+		x.midLine = false
 	}
 	return sb.String()
 }
@@ -272,64 +274,64 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 		return
 	}
 	ti = ti.Clean() // the cluster's words, shown to people
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	tx := h.lock()
+	defer tx.unlock()
 	if ti.Roots == nil {
-		ti.Roots = es.task.Roots
+		ti.Roots = tx.exec(es).task.Roots
 	}
-	es.task = ti
-	es.threadsChangedLocked() // its label names its threads
+	tx.exec(es).task = ti
+	tx.exec(es).threadsChanged() // its label names its threads
 	if ti.Roots != nil && es.paths.SetRoots(*ti.Roots) {
-		if !es.ready {
+		if !tx.exec(es).ready {
 			// executorReady sends them all, to the new roots.
 			return
 		}
 		// New roots, new candidate paths: send again what this executor
 		// is meant to have (none once its child session has left).
-		if !es.detached {
-			for _, e := range h.bps.global() {
-				if es.overrides[e.key] == nil {
-					h.sendBreakpointsLocked(es, e, nil)
+		if !tx.exec(es).detached {
+			for _, e := range tx.bps.global() {
+				if tx.exec(es).overrides[e.key] == nil {
+					tx.sendBreakpoints(es, e, nil)
 				}
 			}
 		}
-		for _, e := range es.overrides {
-			h.sendBreakpointsLocked(es, e, nil)
+		for _, e := range tx.exec(es).overrides {
+			tx.sendBreakpoints(es, e, nil)
 		}
 	}
-	es.logger().Info().Str("label", es.labelLocked()).Msg("executor task")
-	h.announceLocked(es)
+	es.logger().Info().Str("label", tx.exec(es).label()).Msg("executor task")
+	tx.announce(es)
 }
 
 // breakpointEventLocked relays pydevd's news about one breakpoint under the
 // breakpoint's global id, merged with the other executors' view.
-func (h *Hub) breakpointEventLocked(es *ExecutorSession, m Message) {
+func (tx *held) breakpointEvent(es *ExecutorSession, m Message) {
 	bp, _ := m.Body()["breakpoint"].(map[string]any)
 	local, ok := toInt(bp["id"])
 	if !ok {
 		return
 	}
-	global, ok := es.bpIDs[local]
+	global, ok := tx.exec(es).bpIDs[local]
 	if !ok {
 		return
 	}
-	ref, ok := h.bps.byID[global]
-	if !ok || !h.bps.current(ref.entry) {
+	ref, ok := tx.bps.byID[global]
+	if !ok || !tx.bpCurrent(ref.entry) {
 		return
 	}
 	if v, _ := bp["verified"].(bool); v {
-		es.verifiedLocked(ref.entry, ref.index)
+		tx.exec(es).verified(ref.entry, ref.index)
 	}
 	if ref.entry.absorb(ref.index, bp) {
-		h.breakpointChangedLocked(ref.entry, ref.index)
+		tx.breakpointChanged(ref.entry, ref.index)
 	}
 }
 
 // breakpointChangedLocked tells the IDE session that owns e about position i.
-func (h *Hub) breakpointChangedLocked(e *bpEntry, i int) {
-	target := h.root
+func (tx *held) breakpointChanged(e *bpEntry, i int) {
+	target := tx.root
 	if e.owner != nil {
-		target = h.children[e.owner.id]
+		target = tx.children[e.owner.id]
 	}
 	if target == nil || !e.answered {
 		return
@@ -342,20 +344,20 @@ func (h *Hub) breakpointChangedLocked(e *bpEntry, i int) {
 // hitBreakpointsLocked marks verified the breakpoints a stop names as hit
 // (pydevd's ids, before globalization): a breakpoint that stopped a task is
 // bound, whatever its paths said. The IDE hears it before the stop.
-func (h *Hub) hitBreakpointsLocked(es *ExecutorSession, m Message) {
+func (tx *held) hitBreakpoints(es *ExecutorSession, m Message) {
 	hits, _ := m.Body()["hitBreakpointIds"].([]any)
 	for _, v := range hits {
 		local, ok := toInt(v)
 		if !ok {
 			continue
 		}
-		ref, ok := h.bps.byID[es.bpIDs[local]]
-		if !ok || !h.bps.current(ref.entry) {
+		ref, ok := tx.bps.byID[tx.exec(es).bpIDs[local]]
+		if !ok || !tx.bpCurrent(ref.entry) {
 			continue
 		}
-		es.verifiedLocked(ref.entry, ref.index)
+		tx.exec(es).verified(ref.entry, ref.index)
 		if ref.entry.hit(ref.index) {
-			h.breakpointChangedLocked(ref.entry, ref.index)
+			tx.breakpointChanged(ref.entry, ref.index)
 		}
 	}
 }

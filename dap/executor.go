@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/internal/guard"
 	"github.com/sparkdap/sparkdap/internal/quickack"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/worker"
@@ -69,10 +70,19 @@ type ExecutorSession struct {
 	// connections not yet admitted (Hub.take).
 	unadmitted func()
 
-	// Guarded by hub.mu.
+	// g is its state guarded by the Hub's lock (held.exec).
+	g guard.Guarded[executorState]
+	// paths translates its paths (its roots and path translations; its own
+	// leaf lock).
+	paths *pathmap.Cache
+}
+
+// executorState is an ExecutorSession's state guarded by the Hub's lock,
+// reached with held.exec.
+type executorState struct {
+	es          *ExecutorSession // whose state it is; never changes
 	proc        ProcessInfo
 	task        TaskInfo
-	paths       *pathmap.Cache              // its roots and path translations (own leaf lock)
 	sent        map[string]*sentBreakpoints // breakpoint key → where it was sent, so clearing reaches it all
 	refusals    map[string]*bpAnswers       // breakpoint key → what pydevd answered to its latest request
 	ready       bool                        // handshake done: gets fan-outs and routed requests
@@ -89,7 +99,7 @@ type ExecutorSession struct {
 	announceGen uint64      // counts startDebugging requests sent for it (and their cancellations)
 	childWait   *time.Timer // lets it go if its child session does not attach in time
 	childKey    string      // the one-time value its awaited child session must attach with; "" for none
-	// Its Config.MaxStop clock (maxstop.go), also guarded by hub.mu.
+	// Its Config.MaxStop clock (maxstop.go):
 	stopSince time.Time   // when it last stopped
 	lastAsked time.Time   // when an IDE last asked something about it
 	maxStop   *time.Timer // checks the clock; nil when not running
@@ -97,13 +107,11 @@ type ExecutorSession struct {
 	// says so until it stops again).
 	maxStopResumed bool
 
-	// Its output while no IDE session shows it yet (heldoutput.go), also
-	// guarded by hub.mu.
+	// Its output while no IDE session shows it yet (heldoutput.go):
 	held          *heldOutput // waiting for its IDE session; nil for none
 	unshownLogged bool        // said that its events reach no IDE session
 
-	// Its threads as the merged view shows them (threads.go), also
-	// guarded by hub.mu.
+	// Its threads as the merged view shows them (threads.go):
 	threadOrder []int64 // the keys of threads, in pydevd's order (new ones last)
 	// threadsKnown: threads is the whole list pydevd would answer now,
 	// so a merged threads request needs no round trip to it.
@@ -121,6 +129,7 @@ func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {
 		// Its maps are made on first use: an idle session needs few.
 		paths: pathmap.NewCache(h.cfg.Paths, pathmap.Roots{}),
 	}
+	es.g = guard.New(&h.mu, executorState{es: es})
 	es.log = h.log.Hook(logHook{es})
 	return es
 }
@@ -145,34 +154,35 @@ func (es *ExecutorSession) ID() uint64 { return es.id }
 // labelLocked names the session for people (worker.Label): executor, host
 // (the connection's address until the wrapper says), pid and Spark task
 // where known. Callers hold hub.mu, which guards what it reads.
-func (es *ExecutorSession) labelLocked() string { return worker.Label(es.labelInfoLocked()) }
+func (x *executorState) label() string { return worker.Label(x.labelInfo()) }
 
 // workerLabelLocked names the worker process alone (labelLocked without
 // the task): what a child session is named by, since a reused worker runs
 // one task after another under the same session.
-func (es *ExecutorSession) workerLabelLocked() string {
-	t := es.labelInfoLocked()
+func (x *executorState) workerLabel() string {
+	t := x.labelInfo()
 	t.Label = ""
 	return worker.Label(t)
 }
 
-func (es *ExecutorSession) labelInfoLocked() TaskInfo {
-	t := es.task
+func (x *executorState) labelInfo() TaskInfo {
+	es := x.es
+	t := x.task
 	if t.Host == "" {
 		t.Host, _, _ = net.SplitHostPort(es.remote)
 	}
-	t.PID = es.proc.PID
+	t.PID = x.proc.PID
 	return t
 }
 
 // childThreadNameLocked is what a child session calls one of its worker's
 // threads: pydevd's name after the task the worker runs now, as merged
 // mode's labels do (the session's own name says which worker it is).
-func (es *ExecutorSession) childThreadNameLocked(name string) string {
-	if es.task.Label == "" {
+func (x *executorState) childThreadName(name string) string {
+	if x.task.Label == "" {
 		return name
 	}
-	return "[" + es.task.Label + "] " + name
+	return "[" + x.task.Label + "] " + name
 }
 
 // request sends a request to pydevd; cb gets its response, or an error if

@@ -13,32 +13,32 @@ func (h *Hub) setBreakpoints(ide *IDESession, req Message, owner *ExecutorSessio
 	if args == nil {
 		args = map[string]any{}
 	}
-	h.mu.Lock()
-	e := h.bps.newEntry(req.Command(), deepCopy(args).(map[string]any), owner)
+	tx := h.lock()
+	e := tx.bps.newEntry(req.Command(), deepCopy(args).(map[string]any), owner)
 	var targets []*ExecutorSession
 	if owner != nil {
-		if old := owner.overrides[e.key]; old != nil {
-			h.bps.drop(old)
+		if old := tx.exec(owner).overrides[e.key]; old != nil {
+			tx.bps.drop(old)
 		}
-		if owner.overrides == nil {
-			owner.overrides = map[string]*bpEntry{}
+		if tx.exec(owner).overrides == nil {
+			tx.exec(owner).overrides = map[string]*bpEntry{}
 		}
-		owner.overrides[e.key] = e
-		if owner.ready {
+		tx.exec(owner).overrides[e.key] = e
+		if tx.exec(owner).ready {
 			targets = []*ExecutorSession{owner}
 		}
 	} else {
-		for _, es := range h.readyLocked() {
-			if !es.detached && es.overrides[e.key] == nil {
+		for _, es := range tx.ready() {
+			if !tx.exec(es).detached && tx.exec(es).overrides[e.key] == nil {
 				targets = append(targets, es)
 			}
 		}
 	}
 	answer := func() {
-		h.mu.Lock()
+		tx := h.lock()
 		e.answered = true
 		body := e.body()
-		h.mu.Unlock()
+		tx.unlock()
 		if req.Command() == "setExceptionBreakpoints" && len(e.ids) == 0 {
 			body = nil
 		}
@@ -47,13 +47,13 @@ func (h *Hub) setBreakpoints(ide *IDESession, req Message, owner *ExecutorSessio
 	var left atomic.Int64
 	left.Store(int64(len(targets)))
 	for _, es := range targets {
-		h.sendBreakpointsLocked(es, e, func() {
+		tx.sendBreakpoints(es, e, func() {
 			if left.Add(-1) == 0 {
 				answer()
 			}
 		})
 	}
-	h.mu.Unlock()
+	tx.unlock()
 	if len(targets) == 0 {
 		answer()
 	}
@@ -63,11 +63,12 @@ func (h *Hub) setBreakpoints(ide *IDESession, req Message, owner *ExecutorSessio
 // answers into the merged view. With a PathMapper, a source's breakpoints
 // go to every executor path the local file may have there. done, if set,
 // runs once every request has been answered or has failed.
-func (h *Hub) sendBreakpointsLocked(es *ExecutorSession, e *bpEntry, done func()) {
+func (tx *held) sendBreakpoints(es *ExecutorSession, e *bpEntry, done func()) {
+	h := tx.h
 	var requests []map[string]any
-	paths := h.breakpointTargetsLocked(es, e)
+	paths := tx.breakpointTargets(es, e)
 	switch {
-	case e.command == "setExceptionBreakpoints" && es.task.PostMortem:
+	case e.command == "setExceptionBreakpoints" && tx.exec(es).task.PostMortem:
 		requests = []map[string]any{withPostMortem(e.args)}
 	case paths != nil:
 		for _, p := range paths {
@@ -78,11 +79,11 @@ func (h *Hub) sendBreakpointsLocked(es *ExecutorSession, e *bpEntry, done func()
 	default:
 		requests = []map[string]any{deepCopy(e.args).(map[string]any)}
 	}
-	es.expectAnswersLocked(e, len(requests))
+	tx.exec(es).expectAnswers(e, len(requests))
 	var left atomic.Int64
 	left.Store(int64(len(requests)))
 	for _, args := range requests {
-		es.recordSentLocked(e.key, e.command, args)
+		tx.exec(es).recordSent(e.key, e.command, args)
 		sentTo := ""
 		if src, ok := args["source"].(map[string]any); ok {
 			sentTo, _ = src["path"].(string)
@@ -109,15 +110,15 @@ func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, sentTo string, 
 	if err == nil && m.Success() {
 		bps, _ = m.Body()["breakpoints"].([]any)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	tx := h.lock()
+	defer tx.unlock()
 	if e.command == "setBreakpoints" {
 		bps = boundOnlyWhereLoaded(es.paths.Roots(), executorPath(e, sentTo), bps)
 	}
-	complete := es.answeredLocked(e, sentTo, bps)
-	live := h.bps.current(e)
+	complete := tx.exec(es).answered(e, sentTo, bps)
+	live := tx.bpCurrent(e)
 	if len(bps) > 0 {
-		e.grow(h.bps, len(bps))
+		e.grow(tx.bps, len(bps))
 	}
 	for i, item := range bps {
 		bp, ok := item.(map[string]any)
@@ -125,13 +126,13 @@ func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, sentTo string, 
 			continue
 		}
 		if local, ok := toInt(bp["id"]); ok {
-			if es.bpIDs == nil {
-				es.bpIDs = map[int64]int64{}
+			if tx.exec(es).bpIDs == nil {
+				tx.exec(es).bpIDs = map[int64]int64{}
 			}
-			es.bpIDs[local] = e.ids[i]
+			tx.exec(es).bpIDs[local] = e.ids[i]
 		}
 		if e.absorb(i, bp) && live {
-			h.breakpointChangedLocked(e, i)
+			tx.breakpointChanged(e, i)
 		}
 	}
 	if complete && live {
@@ -140,7 +141,7 @@ func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, sentTo string, 
 		// response) is news, sent once.
 		for i := range e.merged {
 			if msg, _ := e.merged[i]["message"].(string); e.merged[i]["verified"] != true && msg != e.told[i] {
-				h.breakpointChangedLocked(e, i)
+				tx.breakpointChanged(e, i)
 			}
 		}
 	}

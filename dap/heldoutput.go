@@ -34,17 +34,17 @@ type heldOutput struct {
 // wait: no session shows es yet but one will, or the session that shows
 // it is not configured and earlier output is held (it must not overtake
 // that). Reports whether it took m.
-func (h *Hub) holdOutputLocked(es *ExecutorSession, target *IDESession, m Message) bool {
+func (tx *held) holdOutput(es *ExecutorSession, target *IDESession, m Message) bool {
 	switch {
-	case target == nil && h.watchedLocked(es):
-	case target != nil && !target.configured && es.held != nil:
+	case target == nil && tx.watched(es):
+	case target != nil && !tx.ide(target).configured && tx.exec(es).held != nil:
 	default:
 		return false
 	}
-	if es.held == nil {
-		es.held = &heldOutput{}
+	if tx.exec(es).held == nil {
+		tx.exec(es).held = &heldOutput{}
 	}
-	held := es.held
+	held := tx.exec(es).held
 	text, _ := m.Body()["output"].(string)
 	// Once something was dropped, later output is too: the note that says
 	// so stands after what was kept, and nothing after it is missing.
@@ -59,30 +59,31 @@ func (h *Hub) holdOutputLocked(es *ExecutorSession, target *IDESession, m Messag
 
 // sendHeldOutputLocked sends s, configured now, the output es held for it,
 // and a line saying how much the cap dropped, if any.
-func (h *Hub) sendHeldOutputLocked(es *ExecutorSession, s *IDESession) {
-	held := es.held
+func (tx *held) sendHeldOutput(es *ExecutorSession, s *IDESession) {
+	held := tx.exec(es).held
 	if held == nil {
 		return
 	}
-	es.held = nil
+	tx.exec(es).held = nil
 	for _, m := range held.events {
-		h.relayEventLocked(es, m, s)
+		tx.relayEvent(es, m, s)
 	}
 	if held.dropped > 0 {
 		note := fmt.Sprintf("[sparkdap: %d bytes of output dropped: the executor printed more than %d KiB before its debug session was ready]\n",
 			held.dropped, heldOutputMaxBytes>>10)
-		h.relayEventLocked(es, newEvent("output", map[string]any{"category": "console", "output": note}), s)
+		tx.relayEvent(es, newEvent("output", map[string]any{"category": "console", "output": note}), s)
 	}
 	es.logger().Debug().Int("events", len(held.events)).Int("bytes", held.bytes).Int64("dropped", held.dropped).
 		Msg("sent the output held until the IDE session was ready")
 }
 
 // dropHeldOutputLocked forgets what es held: no session will show it.
-func (es *ExecutorSession) dropHeldOutputLocked() {
-	if es.held == nil {
+func (x *executorState) dropHeldOutput() {
+	es := x.es
+	if x.held == nil {
 		return
 	}
-	es.logger().Debug().Int("bytes", es.held.bytes).Int64("dropped", es.held.dropped).
+	es.logger().Debug().Int("bytes", x.held.bytes).Int64("dropped", x.held.dropped).
 		Msg("dropping held output: no IDE session will show this executor")
-	es.held = nil
+	x.held = nil
 }

@@ -39,9 +39,9 @@ func (h *Hub) acceptHello(remote string, hello worker.Hello) error {
 	key, ip := helloKey(remote, hello.PID)
 	// Under h.mu so the executor count stays still while the registry
 	// counts it against the session limit.
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.admission.Accept(key, ip, hello, len(h.executors))
+	tx := h.lock()
+	defer tx.unlock()
+	return h.admission.Accept(key, ip, hello, len(tx.executors))
 }
 
 // claimHelloLocked takes the hello of the process behind a pydevd
@@ -50,7 +50,8 @@ func (h *Hub) acceptHello(remote string, hello worker.Hello) error {
 // worker's debugger (worker.Registry.ClaimWithToken) and the connection is
 // refused (err); with none pending, both are zero and the caller checks
 // the connection as a plain debugpy.connect. Callers hold h.mu.
-func (h *Hub) claimHelloLocked(remote string, pid int64, token string) (hello worker.Hello, ok bool, err error) {
+func (tx *held) claimHello(remote string, pid int64, token string) (hello worker.Hello, ok bool, err error) {
+	h := tx.h
 	key, ip := helloKey(remote, pid)
 	hello, err = h.admission.ClaimWithToken(key, ip, pid, token)
 	switch {

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/connbudget"
+	"github.com/sparkdap/sparkdap/internal/guard"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/worker"
 )
@@ -204,18 +205,9 @@ type Hub struct {
 	// terminal (its own lock; it calls summary, which takes summaryMu).
 	refusals *worker.RefusalLog
 
-	mu         sync.Mutex
-	ideAddr    net.Addr                    // where child sessions connect
-	executors  map[uint64]*ExecutorSession // admitted: in handshake or ready
-	bps        *breakpointRegistry
-	root       *IDESession
-	children   map[uint64]*IDESession // executor id → its child IDE session
-	attachArgs map[string]any         // the root IDE's attach arguments
-	focused    *ExecutorSession       // the executor that stopped last
-	// readyCache is readyViewLocked's answer while readyValid: cleared
-	// wherever an executor enters or leaves the ready set.
-	readyCache []*ExecutorSession
-	readyValid bool
+	// mu is the Hub's lock; state is what it guards, reached with lock.
+	mu    guard.Mutex
+	state guard.Guarded[hubState]
 	// admission holds pending hellos and applies the token and session
 	// limit (its lock is a leaf: called under mu). Sessions it counts are
 	// len(executors).
@@ -226,12 +218,59 @@ type Hub struct {
 	frameAlloc func(capacity int)
 }
 
+// hubState is the Hub's state guarded by its lock: reached through held
+// (Hub.lock), which embeds it.
+type hubState struct {
+	ideAddr    net.Addr                    // where child sessions connect
+	executors  map[uint64]*ExecutorSession // admitted: in handshake or ready
+	bps        *breakpointRegistry
+	root       *IDESession
+	children   map[uint64]*IDESession // executor id → its child IDE session
+	attachArgs map[string]any         // the root IDE's attach arguments
+	focused    *ExecutorSession       // the executor that stopped last
+	// readyCache is readyView's answer while readyValid: cleared
+	// wherever an executor enters or leaves the ready set.
+	readyCache []*ExecutorSession
+	readyValid bool
+}
+
+// held is the Hub's lock, held: the one way to the state the lock guards
+// (the Hub's own, embedded, and each session's: exec, ide) and to the
+// operations that need it, which are its methods. Only Hub.lock makes
+// one, and unlock voids it: an operation that needs the lock cannot be
+// called without it, and a held kept past its unlock panics when used.
+type held struct {
+	*hubState
+	h  *Hub
+	lk guard.Held
+}
+
+// lock takes the Hub's lock.
+func (h *Hub) lock() *held {
+	tx := &held{h: h, lk: h.mu.Lock()}
+	tx.hubState = guard.Get(&tx.lk, &h.state)
+	return tx
+}
+
+// unlock releases the lock; tx is void from then on.
+func (tx *held) unlock() {
+	tx.hubState, tx.h = nil, nil
+	tx.lk.Unlock()
+}
+
+// exec is es's state guarded by the Hub's lock.
+func (tx *held) exec(es *ExecutorSession) *executorState { return guard.Get(&tx.lk, &es.g) }
+
+// ide is s's state guarded by the Hub's lock.
+func (tx *held) ide(s *IDESession) *ideState { return guard.Get(&tx.lk, &s.g) }
+
 // NewHub returns a Hub with cfg's settings.
 func NewHub(cfg Config) *Hub {
 	cfg.setDefaults()
-	h := &Hub{cfg: cfg, log: cfg.Log, now: time.Now, ids: newIDTable(), executors: map[uint64]*ExecutorSession{},
-		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{},
+	h := &Hub{cfg: cfg, log: cfg.Log, now: time.Now, ids: newIDTable(),
 		admission: worker.NewRegistry(worker.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL})}
+	h.state = guard.New(&h.mu, hubState{executors: map[uint64]*ExecutorSession{},
+		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{}})
 	h.refusals = worker.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
 	h.exeBudget = connbudget.New(cfg.MaxUnadmitted, cfg.MaxUnadmittedPerSource)
 	h.ideBudget = connbudget.New(cfg.MaxUnattached, 0)
@@ -286,15 +325,15 @@ func (h *Hub) summary(format string, args ...any) {
 
 // Executors lists the executors that finished their handshake, by id.
 func (h *Hub) Executors() []ExecutorStatus {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make([]ExecutorStatus, 0, len(h.executors))
-	for _, es := range h.executors {
-		if es.ready {
-			st := ExecutorStatus{ID: es.id, Label: es.labelLocked(), Process: es.proc, Task: es.task,
-				Stopped: len(es.stopped) > 0, OutputBytes: es.outputBytes, MaxStopResumed: es.maxStopResumed}
+	tx := h.lock()
+	defer tx.unlock()
+	out := make([]ExecutorStatus, 0, len(tx.executors))
+	for _, es := range tx.executors {
+		if tx.exec(es).ready {
+			st := ExecutorStatus{ID: es.id, Label: tx.exec(es).label(), Process: tx.exec(es).proc, Task: tx.exec(es).task,
+				Stopped: len(tx.exec(es).stopped) > 0, OutputBytes: tx.exec(es).outputBytes, MaxStopResumed: tx.exec(es).maxStopResumed}
 			if st.Stopped {
-				st.StoppedAt = es.stoppedAt
+				st.StoppedAt = tx.exec(es).stoppedAt
 			}
 			out = append(out, st)
 		}
@@ -331,9 +370,9 @@ type Stats struct {
 // Stats returns a snapshot of the Hub.
 func (h *Hub) Stats() Stats {
 	st := Stats{Executors: h.Executors(), Refused: h.refused.Load()}
-	h.mu.Lock()
-	st.IDEAttached = h.root != nil
-	h.mu.Unlock()
+	tx := h.lock()
+	st.IDEAttached = tx.root != nil
+	tx.unlock()
 	return st
 }
 
@@ -345,9 +384,9 @@ func (h *Hub) Stats() Stats {
 // needs a free slot. The refusal is worker.ErrNoToken, ErrWrongToken or a
 // *worker.SessionLimitError.
 func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo, token string) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	hello, ok, err := h.claimHelloLocked(es.remote, proc.PID, token)
+	tx := h.lock()
+	defer tx.unlock()
+	hello, ok, err := tx.claimHello(es.remote, proc.PID, token)
 	if err != nil {
 		return err
 	}
@@ -355,28 +394,28 @@ func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo, token string) error {
 		if err := h.admission.CheckToken(token); err != nil {
 			return err
 		}
-		if err := h.admission.AdmitWithoutHello(len(h.executors)); err != nil {
+		if err := h.admission.AdmitWithoutHello(len(tx.executors)); err != nil {
 			return err
 		}
 	}
 	if ok {
-		es.task = hello.TaskInfo
+		tx.exec(es).task = hello.TaskInfo
 		if hello.Roots != nil {
 			es.paths.SetRoots(*hello.Roots)
 		}
 	}
-	es.proc = proc
+	tx.exec(es).proc = proc
 	es.logPID.Store(proc.PID)
-	h.executors[es.id] = es
-	h.readyValid = false
+	tx.executors[es.id] = es
+	tx.readyValid = false
 	return nil
 }
 
 func (h *Hub) unadmit(es *ExecutorSession) {
-	h.mu.Lock()
-	delete(h.executors, es.id)
-	h.readyValid = false
-	h.mu.Unlock()
+	tx := h.lock()
+	delete(tx.executors, es.id)
+	tx.readyValid = false
+	tx.unlock()
 }
 
 func (h *Hub) executorInitializeArgs() map[string]any {
@@ -397,10 +436,10 @@ var proxyOnlyKeys = []string{"connect", "listen", "host", "port", "processId", "
 // executorAttachArgs passes the IDE's debugger settings (justMyCode, rules,
 // showReturnValue, …) on to pydevd, with defaults for when no IDE is there.
 func (h *Hub) executorAttachArgs(es *ExecutorSession) map[string]any {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	tx := h.lock()
+	defer tx.unlock()
 	args := map[string]any{"justMyCode": true, "redirectOutput": true}
-	for k, v := range h.attachArgs {
+	for k, v := range tx.attachArgs {
 		args[k] = deepCopy(v)
 	}
 	for _, k := range proxyOnlyKeys {
@@ -413,7 +452,7 @@ func (h *Hub) executorAttachArgs(es *ExecutorSession) map[string]any {
 		args["pathMappings"] = []any{map[string]any{
 			"localRoot": "/nonexistent/sparkdap-local", "remoteRoot": "/nonexistent/sparkdap-remote"}}
 	}
-	if es.task.PostMortem {
+	if tx.exec(es).task.PostMortem {
 		// PySpark's worker catches every exception of a task, so to pydevd
 		// none is ever uncaught. Counting PySpark as library code makes an
 		// exception leaving the user's function "user-unhandled".
@@ -434,50 +473,51 @@ func (h *Hub) executorAttachArgs(es *ExecutorSession) map[string]any {
 // registry's breakpoints and from then on gets every fan-out. Both happen
 // under h.mu, so no breakpoint change can fall between them.
 func (h *Hub) executorReady(es *ExecutorSession) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	es.ready = true
-	h.readyValid = false
+	tx := h.lock()
+	defer tx.unlock()
+	tx.exec(es).ready = true
+	tx.readyValid = false
 	haveExceptions := false
-	for _, e := range h.bps.global() {
-		h.sendBreakpointsLocked(es, e, nil)
+	for _, e := range tx.bps.global() {
+		tx.sendBreakpoints(es, e, nil)
 		haveExceptions = haveExceptions || e.command == "setExceptionBreakpoints"
 	}
-	if es.task.PostMortem && !haveExceptions {
-		h.sendBreakpointsLocked(es, &bpEntry{command: "setExceptionBreakpoints", key: "setExceptionBreakpoints",
+	if tx.exec(es).task.PostMortem && !haveExceptions {
+		tx.sendBreakpoints(es, &bpEntry{command: "setExceptionBreakpoints", key: "setExceptionBreakpoints",
 			args: map[string]any{"filters": []any{}}}, nil)
 	}
-	if h.root != nil && h.root.childMode && h.root.configured {
-		es.announce = time.AfterFunc(h.cfg.LabelWait, func() { h.announce(es) })
+	if tx.root != nil && tx.ide(tx.root).childMode && tx.ide(tx.root).configured {
+		tx.exec(es).announce = time.AfterFunc(h.cfg.LabelWait, func() { h.announce(es) })
 	}
-	es.logger().Info().Str("label", es.labelLocked()).Str("python", es.proc.Python).Msg("executor attached")
-	h.summary("+ executor %d attached [%s]", es.id, es.labelLocked())
+	es.logger().Info().Str("label", tx.exec(es).label()).Str("python", tx.exec(es).proc.Python).Msg("executor attached")
+	h.summary("+ executor %d attached [%s]", es.id, tx.exec(es).label())
 }
 
 // announce tells a child-session-capable IDE about an executor by asking it
 // to start a child session for it.
 func (h *Hub) announce(es *ExecutorSession) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.announceLocked(es)
+	tx := h.lock()
+	defer tx.unlock()
+	tx.announce(es)
 }
 
-func (h *Hub) announceLocked(es *ExecutorSession) {
-	root := h.root
+func (tx *held) announce(es *ExecutorSession) {
+	h := tx.h
+	root := tx.root
 	// A detached executor's child session was closed since this root
 	// attached: the developer let it go, so it is not opened again.
-	if es.announced || es.detached || !es.ready || root == nil || !root.childMode || !root.configured || h.children[es.id] != nil {
+	if tx.exec(es).announced || tx.exec(es).detached || !tx.exec(es).ready || root == nil || !tx.ide(root).childMode || !tx.ide(root).configured || tx.children[es.id] != nil {
 		return
 	}
-	if es.announce != nil {
-		es.announce.Stop()
-		es.announce = nil
+	if tx.exec(es).announce != nil {
+		tx.exec(es).announce.Stop()
+		tx.exec(es).announce = nil
 	}
-	es.announced = true
-	es.announceGen++
-	gen := es.announceGen
+	tx.exec(es).announced = true
+	tx.exec(es).announceGen++
+	gen := tx.exec(es).announceGen
 	cfg := map[string]any{}
-	for k, v := range h.attachArgs {
+	for k, v := range tx.attachArgs {
 		cfg[k] = deepCopy(v)
 	}
 	for _, k := range []string{"processId", "listen", "preLaunchTask", "postDebugTask", "request", "restart", "__sessionId"} {
@@ -486,24 +526,24 @@ func (h *Hub) announceLocked(es *ExecutorSession) {
 	// Named after the worker, not its task: the name stays for the
 	// session's life, and a reused worker runs many tasks. The threads
 	// carry the current task (childThreadNameLocked).
-	cfg["name"] = "Executor " + es.workerLabelLocked()
-	cfg["connect"] = h.childConnectLocked()
+	cfg["name"] = "Executor " + tx.exec(es).workerLabel()
+	cfg["connect"] = tx.childConnect()
 	cfg["sparkdapExecutor"] = es.id
 	// Only the root is given this value, and only here: a child attach must
 	// bring it back, once, so another local client cannot take the
 	// executor by naming its id.
-	es.childKey = newChildKey()
-	cfg[ChildKeyArg] = es.childKey
+	tx.exec(es).childKey = newChildKey()
+	cfg[ChildKeyArg] = tx.exec(es).childKey
 	req := newRequest("startDebugging", map[string]any{"request": "attach", "configuration": cfg})
 	// The seq is recorded before the request can reach the IDE, so its
 	// answer always finds the executor it is about.
-	_ = root.w.send(req, func(seq int64) { root.asked[seq] = childAsk{es, gen} })
+	_ = root.w.send(req, func(seq int64) { tx.ide(root).asked[seq] = childAsk{es, gen} })
 	// The IDE may refuse (answered in IDESession.handle) or never open the
 	// child: either way nobody watches es, and it must not wait for anyone.
-	es.childWait = time.AfterFunc(h.cfg.ChildAttachTimeout, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.childMissingLocked(es, gen, fmt.Sprintf("its child session did not attach within %s", h.cfg.ChildAttachTimeout))
+	tx.exec(es).childWait = time.AfterFunc(h.cfg.ChildAttachTimeout, func() {
+		tx := h.lock()
+		defer tx.unlock()
+		tx.childMissing(es, gen, fmt.Sprintf("its child session did not attach within %s", h.cfg.ChildAttachTimeout))
 	})
 }
 
@@ -513,17 +553,17 @@ func (h *Hub) announceLocked(es *ExecutorSession) {
 // forwarded port (ssh -L, a container's port mapping) that the proxy's
 // own listen address is not; the listen address only when the
 // configuration names none.
-func (h *Hub) childConnectLocked() map[string]any {
-	if c, ok := h.attachArgs["connect"].(map[string]any); ok {
+func (tx *held) childConnect() map[string]any {
+	if c, ok := tx.attachArgs["connect"].(map[string]any); ok {
 		if addr := connectAddr(c["host"], c["port"]); addr != nil {
 			return addr
 		}
 	}
-	if addr := connectAddr(h.attachArgs["host"], h.attachArgs["port"]); addr != nil {
+	if addr := connectAddr(tx.attachArgs["host"], tx.attachArgs["port"]); addr != nil {
 		return addr
 	}
 	host, port := "127.0.0.1", 0
-	if ta, ok := h.ideAddr.(*net.TCPAddr); ok {
+	if ta, ok := tx.ideAddr.(*net.TCPAddr); ok {
 		host, port = ta.IP.String(), ta.Port
 		if ta.IP.IsUnspecified() {
 			host = "127.0.0.1"
@@ -556,62 +596,62 @@ func connectAddr(hostV, portV any) map[string]any {
 // childAsk is a startDebugging request the root IDE has not answered yet.
 type childAsk struct {
 	es  *ExecutorSession
-	gen uint64 // es.announceGen when it was sent
+	gen uint64 // tx.exec(es).announceGen when it was sent
 }
 
 // childMissingLocked lets es go when the child session announcement gen
 // asked for will not come (the IDE refused it or never opened it): it is
 // then watched by nobody, so its breakpoints are cleared and it is resumed.
 // A newer announcement, or a child that did attach, makes it a no-op.
-func (h *Hub) childMissingLocked(es *ExecutorSession, gen uint64, why string) {
-	if es.announceGen != gen || !es.announced || !es.ready || h.children[es.id] != nil {
+func (tx *held) childMissing(es *ExecutorSession, gen uint64, why string) {
+	if tx.exec(es).announceGen != gen || !tx.exec(es).announced || !tx.exec(es).ready || tx.children[es.id] != nil {
 		return
 	}
-	es.stopChildWaitLocked()
-	es.detached = true
+	tx.exec(es).stopChildWait()
+	tx.exec(es).detached = true
 	es.logger().Warn().Str("reason", why).
 		Msg("the IDE did not open this executor's child session; clearing its breakpoints and resuming it")
-	h.releaseLocked(es)
+	tx.release(es)
 }
 
 // stopChildWaitLocked forgets the child session es's announcement awaits;
 // its one-time value no longer opens one.
-func (es *ExecutorSession) stopChildWaitLocked() {
-	es.announceGen++
-	es.childKey = ""
-	if es.childWait != nil {
-		es.childWait.Stop()
-		es.childWait = nil
+func (x *executorState) stopChildWait() {
+	x.announceGen++
+	x.childKey = ""
+	if x.childWait != nil {
+		x.childWait.Stop()
+		x.childWait = nil
 	}
 }
 
 // executorGone cleans up after an executor's connection ended.
 func (h *Hub) executorGone(es *ExecutorSession, reason error) {
-	h.mu.Lock()
-	if _, ok := h.executors[es.id]; !ok {
-		h.mu.Unlock()
+	tx := h.lock()
+	if _, ok := tx.executors[es.id]; !ok {
+		tx.unlock()
 		return
 	}
-	delete(h.executors, es.id)
-	wasReady := es.ready
-	es.ready = false
-	h.readyValid = false
-	if es.announce != nil {
-		es.announce.Stop()
+	delete(tx.executors, es.id)
+	wasReady := tx.exec(es).ready
+	tx.exec(es).ready = false
+	tx.readyValid = false
+	if tx.exec(es).announce != nil {
+		tx.exec(es).announce.Stop()
 	}
-	es.stopChildWaitLocked()
-	es.stopMaxStopLocked()
-	if h.focused == es {
-		h.focused = nil
+	tx.exec(es).stopChildWait()
+	tx.exec(es).stopMaxStop()
+	if tx.focused == es {
+		tx.focused = nil
 	}
-	for _, e := range es.overrides {
-		h.bps.drop(e)
+	for _, e := range tx.exec(es).overrides {
+		tx.bps.drop(e)
 	}
-	child := h.children[es.id]
-	delete(h.children, es.id)
+	child := tx.children[es.id]
+	delete(tx.children, es.id)
 	var exits []Message
-	if target := h.eventTargetLocked(es); target != nil && child == nil {
-		for tid := range es.threads {
+	if target := tx.eventTarget(es); target != nil && child == nil {
+		for tid := range tx.exec(es).threads {
 			if g, err := h.ids.Global(kindThread, es.id, tid); err == nil {
 				exits = append(exits, newEvent("thread", map[string]any{"reason": "exited", "threadId": g}))
 			}
@@ -620,8 +660,8 @@ func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 			_ = target.w.send(ev, nil)
 		}
 	}
-	label := es.labelLocked()
-	h.mu.Unlock()
+	label := tx.exec(es).label()
+	tx.unlock()
 	h.ids.Forget(es.id)
 	if child != nil {
 		// The client answers terminated with disconnect (VS Code does):
@@ -637,26 +677,26 @@ func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 
 // readyLocked lists executors that take requests, in id order: a copy the
 // caller may keep.
-func (h *Hub) readyLocked() []*ExecutorSession {
-	return slices.Clone(h.readyViewLocked())
+func (tx *held) ready() []*ExecutorSession {
+	return slices.Clone(tx.readyView())
 }
 
 // readyViewLocked is readyLocked without the copy, for reading under h.mu
 // only: it is sorted once per change to the set, not per request (a merged
 // threads answer per stop with 1,000 executors spent a third of the
 // proxy's CPU sorting them).
-func (h *Hub) readyViewLocked() []*ExecutorSession {
-	if h.readyValid {
-		return h.readyCache
+func (tx *held) readyView() []*ExecutorSession {
+	if tx.readyValid {
+		return tx.readyCache
 	}
-	out := h.readyCache[:0]
-	for _, es := range h.executors {
-		if es.ready {
+	out := tx.readyCache[:0]
+	for _, es := range tx.executors {
+		if tx.exec(es).ready {
 			out = append(out, es)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	h.readyCache, h.readyValid = out, true
+	tx.readyCache, tx.readyValid = out, true
 	return out
 }
 
@@ -673,17 +713,17 @@ func (h *Hub) readyViewLocked() []*ExecutorSession {
 // to it cleared at the executor paths it was sent to, and is resumed, so
 // jobs run on while nobody watches.
 func (h *Hub) ideGone(ide *IDESession, how leaveKind) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	isChild := ide.executor != nil && h.children[ide.executor.id] == ide
+	tx := h.lock()
+	defer tx.unlock()
+	isChild := ide.executor.Load() != nil && tx.children[ide.executor.Load().id] == ide
 	switch {
-	case ide != h.root && !isChild:
+	case ide != tx.root && !isChild:
 		return // already let go: the job's debugging was stopped from elsewhere
 	case isChild && (how == leaveDropped || how == leaveDetach):
-		h.childGoneLocked(ide, false)
+		tx.childGone(ide, false)
 		return
 	}
-	h.stopDebuggingLocked(ide, how == leaveStopAllTerminate)
+	tx.stopDebugging(ide, how == leaveStopAllTerminate)
 }
 
 // stopDebuggingLocked ends every IDE session of the job because from (the
@@ -693,28 +733,29 @@ func (h *Hub) ideGone(ide *IDESession, how leaveKind) {
 // session but from is told terminated, as an adapter tells a client whose
 // debuggee ended; VS Code answers it with its own disconnect, which is
 // answered before the connection closes (IDESession.leave).
-func (h *Hub) stopDebuggingLocked(from *IDESession, terminateFrom bool) {
-	ids := make([]uint64, 0, len(h.children))
-	for id := range h.children {
+func (tx *held) stopDebugging(from *IDESession, terminateFrom bool) {
+	h := tx.h
+	ids := make([]uint64, 0, len(tx.children))
+	for id := range tx.children {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	var others []*IDESession
 	for _, id := range ids {
-		c := h.children[id]
-		h.childGoneLocked(c, terminateFrom && c == from)
+		c := tx.children[id]
+		tx.childGone(c, terminateFrom && c == from)
 		if c != from {
 			others = append(others, c)
 		}
 	}
-	if root := h.root; root != nil {
-		h.rootGoneLocked()
+	if root := tx.root; root != nil {
+		tx.rootGone()
 		if root != from {
 			others = append(others, root)
 		}
 	}
 	for _, s := range others {
-		s.ended = true
+		tx.ide(s).ended = true
 		_ = s.w.send(newEvent("terminated", nil), nil)
 		// The client answers terminated with disconnect: answered, it
 		// closes the connection itself (IDESession.leave).
@@ -727,25 +768,26 @@ func (h *Hub) stopDebuggingLocked(from *IDESession, terminateFrom bool) {
 
 // rootGoneLocked lets the root session go: its breakpoints are forgotten
 // and every executor no child session shows is released.
-func (h *Hub) rootGoneLocked() {
-	h.root = nil
-	h.attachArgs = nil
+func (tx *held) rootGone() {
+	h := tx.h
+	tx.root = nil
+	tx.attachArgs = nil
 	global := map[string]bool{}
-	for _, e := range h.bps.global() {
+	for _, e := range tx.bps.global() {
 		global[e.key] = true
 	}
-	h.bps.clear()
+	tx.bps.clear()
 	released := 0
-	for _, es := range h.readyLocked() {
-		es.announced = false
-		es.stopChildWaitLocked()
-		if h.children[es.id] != nil {
+	for _, es := range tx.ready() {
+		tx.exec(es).announced = false
+		tx.exec(es).stopChildWait()
+		if tx.children[es.id] != nil {
 			// Its child session still shows it: only the root's
 			// breakpoints go, those the child set stay.
-			h.clearSentLocked(es, func(key string) bool { return !global[key] || es.overrides[key] != nil })
+			tx.clearSent(es, func(key string) bool { return !global[key] || tx.exec(es).overrides[key] != nil })
 			continue
 		}
-		h.releaseLocked(es)
+		tx.release(es)
 		released++
 	}
 	h.summary("IDE detached; %d executor(s) resumed and keep running", released)
@@ -753,11 +795,12 @@ func (h *Hub) rootGoneLocked() {
 
 // childGoneLocked lets a child session go: its executor runs on undebugged
 // (terminated first if terminate) and is not announced again to this root.
-func (h *Hub) childGoneLocked(ide *IDESession, terminate bool) {
-	es := ide.executor
-	delete(h.children, es.id)
-	es.detached = true
-	h.releaseLocked(es)
+func (tx *held) childGone(ide *IDESession, terminate bool) {
+	h := tx.h
+	es := ide.executor.Load()
+	delete(tx.children, es.id)
+	tx.exec(es).detached = true
+	tx.release(es)
 	if terminate {
 		// Released first all the same: if the worker outlives the
 		// request, it must not wait at a breakpoint for nobody.
@@ -766,16 +809,17 @@ func (h *Hub) childGoneLocked(ide *IDESession, terminate bool) {
 }
 
 // resumeLocked lets a stopped executor run on.
-func (h *Hub) resumeLocked(es *ExecutorSession) {
-	if len(es.stopped) == 0 {
+func (tx *held) resume(es *ExecutorSession) {
+	h := tx.h
+	if len(tx.exec(es).stopped) == 0 {
 		return
 	}
 	var tid int64
-	for t := range es.stopped {
+	for t := range tx.exec(es).stopped {
 		tid = t
 		break
 	}
-	clear(es.stopped)
+	clear(tx.exec(es).stopped)
 	es.request("continue", map[string]any{"threadId": tid}, h.cfg.RequestTimeout, ignoreAnswer(es))
 }
 

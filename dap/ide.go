@@ -13,6 +13,7 @@ import (
 	godap "github.com/google/go-dap"
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/internal/guard"
 	"github.com/sparkdap/sparkdap/worker"
 )
 
@@ -27,16 +28,11 @@ type IDESession struct {
 	// executors' goroutines log through it, hence atomic.
 	logp atomic.Pointer[zerolog.Logger]
 
-	// Guarded by hub.mu once attached.
-	childMode  bool             // root only: executors appear as child sessions
-	configured bool             // configurationDone received
-	executor   *ExecutorSession // child only
-	attached   bool
-	// ended: the debugging of the job was stopped from another session;
-	// this one got terminated and is closing (it is no longer the root or
-	// a child), so what it still sends is refused.
-	ended bool
-	asked map[int64]childAsk // root only: startDebugging seq → the executor it announced
+	// g is its state guarded by the Hub's lock (held.ide).
+	g guard.Guarded[ideState]
+	// executor is the executor a child session shows (nil for the root),
+	// set once as it attaches.
+	executor atomic.Pointer[ExecutorSession]
 	// unadmitted gives back its place in the IDE port's budget of
 	// connections not yet attached (Hub.take); nil outside serveIDE. Set
 	// before serving.
@@ -54,8 +50,22 @@ type IDESession struct {
 	grace   atomic.Pointer[time.Timer]
 }
 
+// ideState is an IDESession's state guarded by the Hub's lock, reached
+// with held.ide.
+type ideState struct {
+	childMode  bool // root only: executors appear as child sessions
+	configured bool // configurationDone received
+	attached   bool
+	// ended: the debugging of the job was stopped from another session;
+	// this one got terminated and is closing (it is no longer the root or
+	// a child), so what it still sends is refused.
+	ended bool
+	asked map[int64]childAsk // root only: startDebugging seq → the executor it announced
+}
+
 func newIDESession(h *Hub, id uint64, conn net.Conn) *IDESession {
-	s := &IDESession{id: id, hub: h, w: newWire(conn), asked: map[int64]childAsk{}}
+	s := &IDESession{id: id, hub: h, w: newWire(conn)}
+	s.g = guard.New(&h.mu, ideState{asked: map[int64]childAsk{}})
 	s.setLogger(h.log.With().Uint64("ide", id).Str("remote", conn.RemoteAddr().String()).Logger())
 	return s
 }
@@ -164,7 +174,7 @@ func (s *IDESession) leave() {
 }
 
 // isRoot reports whether s shows every executor (as opposed to one).
-func (s *IDESession) isRoot() bool { return s.executor == nil }
+func (s *IDESession) isRoot() bool { return s.executor.Load() == nil }
 
 // PathsCommand is sparkdap's own request for the path report (see
 // `sparkdap paths`).
@@ -216,13 +226,13 @@ func (s *IDESession) handle(m Message) {
 	h := s.hub
 	switch m.Type() {
 	case "response":
-		h.mu.Lock()
-		ask, ok := s.asked[m.RequestSeq()]
-		delete(s.asked, m.RequestSeq())
+		tx := h.lock()
+		ask, ok := tx.ide(s).asked[m.RequestSeq()]
+		delete(tx.ide(s).asked, m.RequestSeq())
 		if ok && !m.Success() {
-			h.childMissingLocked(ask.es, ask.gen, "the IDE refused to start its child session: "+truncate(m.ErrorMessage(), 200))
+			tx.childMissing(ask.es, ask.gen, "the IDE refused to start its child session: "+truncate(m.ErrorMessage(), 200))
 		}
-		h.mu.Unlock()
+		tx.unlock()
 		if !m.Success() {
 			s.logger().Warn().Str("command", m.Command()).Str("error", m.ErrorMessage()).Msg("IDE refused a request")
 		}
@@ -252,9 +262,9 @@ func (s *IDESession) handle(m Message) {
 		s.reply(newResponse(m, map[string]any{"executors": h.PathReports()}))
 		return
 	case "disconnect", "terminate":
-		h.mu.Lock()
+		tx := h.lock()
 		how := s.leaveKindOf(m)
-		h.mu.Unlock()
+		tx.unlock()
 		// Gone before the answer: a client that reconnects as soon as it
 		// has it must find the root free.
 		s.gone(how)
@@ -269,9 +279,9 @@ func (s *IDESession) handle(m Message) {
 		s.fail(m, "%s: this debug session has ended", cmd)
 		return
 	}
-	h.mu.Lock()
-	attached, ended := s.attached, s.ended
-	h.mu.Unlock()
+	tx := h.lock()
+	attached, ended := tx.ide(s).attached, tx.ide(s).ended
+	tx.unlock()
 	if ended {
 		s.fail(m, "%s: the debugging of this job was stopped (terminated); attach again to debug", cmd)
 		return
@@ -282,7 +292,7 @@ func (s *IDESession) handle(m Message) {
 	}
 	switch cmd {
 	case "setBreakpoints", "setFunctionBreakpoints", "setExceptionBreakpoints":
-		h.setBreakpoints(s, m, s.executor)
+		h.setBreakpoints(s, m, s.executor.Load())
 	case "configurationDone":
 		s.reply(newResponse(m, nil))
 		h.ideConfigured(s)
@@ -297,9 +307,9 @@ func (s *IDESession) handle(m Message) {
 		// its whole process: in the merged view they must name a thread,
 		// or say "all" (runControl); the executor that stopped last is no
 		// safe guess when every executor is shown at once.
-		h.mu.Lock()
-		merged := s.isRoot() && !s.childMode
-		h.mu.Unlock()
+		tx := h.lock()
+		merged := s.isRoot() && !tx.ide(s).childMode
+		tx.unlock()
 		if merged {
 			h.runControl(s, m)
 		} else {
@@ -337,9 +347,9 @@ func (s *IDESession) initialize(m Message) {
 		}
 	}
 	h := s.hub
-	h.mu.Lock()
-	s.childMode = args.SupportsStartDebuggingRequest && !h.cfg.Merged
-	h.mu.Unlock()
+	tx := h.lock()
+	tx.ide(s).childMode = args.SupportsStartDebuggingRequest && !h.cfg.Merged
+	tx.unlock()
 	caps := godap.Capabilities{
 		SupportsCompletionsRequest:        true,
 		SupportsConditionalBreakpoints:    true,
@@ -385,56 +395,57 @@ func (s *IDESession) attach(m Message) {
 	if args == nil {
 		args = map[string]any{}
 	}
-	h.mu.Lock()
-	if s.attached {
-		h.mu.Unlock()
+	tx := h.lock()
+	if tx.ide(s).attached {
+		tx.unlock()
 		s.fail(m, "already attached")
 		return
 	}
 	if v, ok := args["sparkdapExecutor"]; ok {
 		id, _ := toInt(v)
-		es := h.executors[uint64(id)]
+		es := tx.executors[uint64(id)]
 		switch {
-		case es == nil || !es.ready:
-			h.mu.Unlock()
+		case es == nil || !tx.exec(es).ready:
+			tx.unlock()
 			s.fail(m, "executor %v is no longer connected", v)
 			return
-		case h.children[es.id] != nil:
-			h.mu.Unlock()
+		case tx.children[es.id] != nil:
+			tx.unlock()
 			s.fail(m, "executor %v already has a debug session", v)
 			return
 		}
 		key, _ := args[ChildKeyArg].(string)
-		if es.childKey == "" || subtle.ConstantTimeCompare([]byte(key), []byte(es.childKey)) != 1 {
-			h.mu.Unlock()
+		if tx.exec(es).childKey == "" || subtle.ConstantTimeCompare([]byte(key), []byte(tx.exec(es).childKey)) != 1 {
+			tx.unlock()
 			s.refuseIDE(m, fmt.Sprintf("a child session for executor %v must attach with the configuration of the proxy's "+
 				"startDebugging request (its %q is missing, wrong or already used)", v, ChildKeyArg))
 			return
 		}
-		s.executor = es
-		es.detached = false
-		es.stopChildWaitLocked()
-		h.children[es.id] = s
+		s.executor.Store(es)
+		tx.exec(es).detached = false
+		tx.exec(es).stopChildWait()
+		tx.children[es.id] = s
 		s.setLogger(s.logger().With().Uint64("executor", es.id).Logger())
 	} else {
-		if h.root != nil {
-			h.mu.Unlock()
+		if tx.root != nil {
+			tx.unlock()
 			s.fail(m, "another IDE is already attached to this sparkdap; disconnect it first")
 			return
 		}
-		h.root = s
-		h.attachArgs = deepCopy(args).(map[string]any)
-		for _, es := range h.executors {
-			es.detached = false
+		tx.root = s
+		tx.attachArgs = deepCopy(args).(map[string]any)
+		for _, es := range tx.executors {
+			tx.exec(es).detached = false
 		}
 	}
-	s.attached = true
-	h.mu.Unlock()
+	tx.ide(s).attached = true
+	childMode := tx.ide(s).childMode
+	tx.unlock()
 	s.admitted.Store(true)
 	if s.unadmitted != nil {
 		s.unadmitted()
 	}
-	s.logger().Info().Bool("root", s.isRoot()).Bool("childSessions", s.childMode).Msg("IDE attached")
+	s.logger().Info().Bool("root", s.isRoot()).Bool("childSessions", childMode).Msg("IDE attached")
 	s.reply(newResponse(m, nil))
 	s.reply(newEvent("initialized", nil))
 }
@@ -443,36 +454,37 @@ func (s *IDESession) attach(m Message) {
 // learns about the executors already there, a child about its executor's
 // stop if it stopped before the child arrived.
 func (h *Hub) ideConfigured(s *IDESession) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s.configured = true
+	tx := h.lock()
+	defer tx.unlock()
+	tx.ide(s).configured = true
 	if !s.isRoot() {
 		// Output first: it came before the stops.
-		h.sendHeldOutputLocked(s.executor, s)
-		h.replayStopsLocked(s.executor, s)
+		tx.sendHeldOutput(s.executor.Load(), s)
+		tx.replayStops(s.executor.Load(), s)
 		return
 	}
-	for _, es := range h.readyLocked() {
-		if s.childMode {
-			h.announceLocked(es)
+	for _, es := range tx.ready() {
+		if tx.ide(s).childMode {
+			tx.announce(es)
 		} else {
-			h.sendHeldOutputLocked(es, s)
-			h.replayStopsLocked(es, s)
+			tx.sendHeldOutput(es, s)
+			tx.replayStops(es, s)
 		}
 	}
 }
 
 // replayStopsLocked re-sends an executor's current stops to a session that
 // did not see them happen.
-func (h *Hub) replayStopsLocked(es *ExecutorSession, s *IDESession) {
-	for _, ev := range es.stopped {
+func (tx *held) replayStops(es *ExecutorSession, s *IDESession) {
+	h := tx.h
+	for _, ev := range tx.exec(es).stopped {
 		out := deepCopy(ev).(Message) // allowedEvent's already
 		if err := h.ids.globalize(es.id, out["body"]); err != nil {
 			continue
 		}
-		h.globalBreakpointIDsLocked(es, out, s)
+		tx.globalBreakpointIDs(es, out, s)
 		if s.isRoot() {
-			h.mergedViewLocked(es, out)
+			tx.mergedView(es, out)
 		}
 		_ = s.w.send(out, nil)
 	}
@@ -481,9 +493,9 @@ func (h *Hub) replayStopsLocked(es *ExecutorSession, s *IDESession) {
 // broadcast sends a settings request to every executor and answers with the
 // first executor's response.
 func (h *Hub) broadcast(s *IDESession, req Message) {
-	h.mu.Lock()
-	targets := h.readyLocked()
-	h.mu.Unlock()
+	tx := h.lock()
+	targets := tx.ready()
+	tx.unlock()
 	if len(targets) == 0 {
 		s.reply(newResponse(req, nil))
 		return
@@ -509,28 +521,28 @@ func (h *Hub) route(s *IDESession, req Message) {
 		s.fail(req, "%s: %v", req.Command(), err)
 		return
 	}
-	h.mu.Lock()
+	tx := h.lock()
 	var es *ExecutorSession
 	switch {
 	case found:
-		es = h.executors[sid]
-		if s.executor != nil && s.executor != es {
-			h.mu.Unlock()
+		es = tx.executors[sid]
+		if s.executor.Load() != nil && s.executor.Load() != es {
+			tx.unlock()
 			s.fail(req, "%s: that id belongs to another executor's session", req.Command())
 			return
 		}
-	case s.executor != nil:
-		es = s.executor
-	case h.focused != nil:
-		es = h.focused
+	case s.executor.Load() != nil:
+		es = s.executor.Load()
+	case tx.focused != nil:
+		es = tx.focused
 	default:
-		if ready := h.readyLocked(); len(ready) == 1 {
+		if ready := tx.ready(); len(ready) == 1 {
 			es = ready[0]
 		}
 	}
-	if es == nil || !es.ready {
-		n := len(h.readyLocked())
-		h.mu.Unlock()
+	if es == nil || !tx.exec(es).ready {
+		n := len(tx.ready())
+		tx.unlock()
 		if n == 0 {
 			s.fail(req, "%s: no executor is connected", req.Command())
 		} else {
@@ -538,9 +550,9 @@ func (h *Hub) route(s *IDESession, req Message) {
 		}
 		return
 	}
-	h.noteAskedLocked(es)
-	h.remotizePathsLocked(es, args)
-	h.mu.Unlock()
+	tx.noteAsked(es)
+	tx.remotizePaths(es, args)
+	tx.unlock()
 	out := Message{}
 	for k, v := range req {
 		out[k] = v
@@ -569,32 +581,32 @@ func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, 
 	if req.Command() == "stackTrace" {
 		markPlumbingFrames(out["body"]) // before mapping: it reads executor paths
 	}
-	h.mu.Lock()
-	h.mapPathsLocked(es, out["body"])
+	tx := h.lock()
+	tx.mapPaths(es, out["body"])
 	if req.Command() == "threads" && !s.isRoot() {
 		if ts, ok := out.Body()["threads"].([]any); ok {
 			for _, t := range ts {
 				if th, ok := t.(map[string]any); ok {
 					name, _ := th["name"].(string)
-					th["name"] = es.childThreadNameLocked(name)
+					th["name"] = tx.exec(es).childThreadName(name)
 				}
 			}
 		}
 	}
-	h.mu.Unlock()
+	tx.unlock()
 	if m.Success() {
-		h.mu.Lock()
+		tx := h.lock()
 		switch req.Command() {
 		case "continue":
-			h.resumedLocked(s, es, out)
+			tx.resumed(s, es, out)
 		case "next", "stepIn", "stepOut", "goto":
 			if tid, ok := toInt(req.Arguments()["threadId"]); ok {
 				if o, ok := h.ids.Local(kindThread, tid); ok {
-					delete(es.stopped, o.local)
+					delete(tx.exec(es).stopped, o.local)
 				}
 			}
 		}
-		h.mu.Unlock()
+		tx.unlock()
 	}
 	s.reply(out)
 }
@@ -602,12 +614,13 @@ func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, 
 // resumedLocked records that continue resumed es. pydevd resumes every
 // thread of the process; a root session that shows other executors too
 // must hear that only this executor's threads run again.
-func (h *Hub) resumedLocked(s *IDESession, es *ExecutorSession, out Message) {
+func (tx *held) resumed(s *IDESession, es *ExecutorSession, out Message) {
+	h := tx.h
 	var others []int64
-	for tid := range es.stopped {
+	for tid := range tx.exec(es).stopped {
 		others = append(others, tid)
 	}
-	clear(es.stopped)
+	clear(tx.exec(es).stopped)
 	h.ids.Release(es.id, kindFrame, kindVariables)
 	if !s.isRoot() {
 		return

@@ -18,7 +18,8 @@ type Mapping = pathmap.Mapping
 // breakpointTargetsLocked lists the executor paths a source breakpoint
 // request goes to: the mapper's candidates for this executor, plus every
 // path it was sent to before, so a removal reaches them all.
-func (h *Hub) breakpointTargetsLocked(es *ExecutorSession, e *bpEntry) []string {
+func (tx *held) breakpointTargets(es *ExecutorSession, e *bpEntry) []string {
+	h := tx.h
 	src, _ := e.args["source"].(map[string]any)
 	local, _ := src["path"].(string)
 	if h.cfg.Paths == nil || e.command != "setBreakpoints" || local == "" {
@@ -32,7 +33,7 @@ func (h *Hub) breakpointTargetsLocked(es *ExecutorSession, e *bpEntry) []string 
 			out = append(out, p)
 		}
 	}
-	if sb := es.sent[e.key]; sb != nil {
+	if sb := tx.exec(es).sent[e.key]; sb != nil {
 		for p := range sb.sources {
 			if p != "" && !seen[p] {
 				seen[p] = true
@@ -85,7 +86,8 @@ var modulePathFields = []string{"path", "symbolFilePath"}
 // (confineSourceLocked), and a Module shows no path. Without a mapper
 // (serve --no-path-mapping: the workers run here, as the developer) paths
 // pass unchanged.
-func (h *Hub) mapPathsLocked(es *ExecutorSession, v any) {
+func (tx *held) mapPaths(es *ExecutorSession, v any) {
+	h := tx.h
 	if h.cfg.Paths == nil {
 		return
 	}
@@ -94,15 +96,15 @@ func (h *Hub) mapPathsLocked(es *ExecutorSession, v any) {
 		for k, e := range t {
 			if kind, ok := pathKeys[k]; ok {
 				for _, obj := range objectsIn(e) {
-					h.mapObjectPathsLocked(es, kind, obj)
+					tx.mapObjectPaths(es, kind, obj)
 				}
 			}
 			// Then what the object holds: a Source's nested sources.
-			h.mapPathsLocked(es, e)
+			tx.mapPaths(es, e)
 		}
 	case []any:
 		for _, e := range t {
-			h.mapPathsLocked(es, e)
+			tx.mapPaths(es, e)
 		}
 	}
 }
@@ -125,27 +127,27 @@ func objectsIn(v any) []map[string]any {
 }
 
 // mapObjectPathsLocked maps or removes the paths of one object of kind.
-func (h *Hub) mapObjectPathsLocked(es *ExecutorSession, kind pathCarrier, obj map[string]any) {
+func (tx *held) mapObjectPaths(es *ExecutorSession, kind pathCarrier, obj map[string]any) {
 	switch kind {
 	case carriesSource:
-		h.confineSourceLocked(es, obj)
-		h.localizeSourceLocked(es, obj)
+		tx.confineSource(es, obj)
+		tx.localizeSource(es, obj)
 	case carriesModule:
 		for _, f := range modulePathFields {
-			h.mapModulePathLocked(es, obj, f)
+			tx.mapModulePath(es, obj, f)
 		}
 	}
 }
 
 // mapModulePathLocked turns a module's executor path in field into the
 // developer's file, or drops it when there is none.
-func (h *Hub) mapModulePathLocked(es *ExecutorSession, mod map[string]any, field string) {
+func (tx *held) mapModulePath(es *ExecutorSession, mod map[string]any, field string) {
 	p, has := mod[field]
 	if !has {
 		return
 	}
 	if s, ok := p.(string); ok && s != "" {
-		if r := h.mapRemoteLocked(es, s); r.Err == nil {
+		if r := tx.mapRemote(es, s); r.Err == nil {
 			mod[field] = r.Mapping.Local
 			return
 		}
@@ -153,12 +155,12 @@ func (h *Hub) mapModulePathLocked(es *ExecutorSession, mod map[string]any, field
 	delete(mod, field)
 }
 
-func (h *Hub) localizeSourceLocked(es *ExecutorSession, src map[string]any) {
+func (tx *held) localizeSource(es *ExecutorSession, src map[string]any) {
 	p, ok := src["path"].(string)
 	if !ok || p == "" {
 		return
 	}
-	r := h.mapRemoteLocked(es, p)
+	r := tx.mapRemote(es, p)
 	if r.Err != nil {
 		return
 	}
@@ -170,7 +172,7 @@ func (h *Hub) localizeSourceLocked(es *ExecutorSession, src map[string]any) {
 
 // mapRemoteLocked maps one executor path, once per executor and path, and
 // logs each new outcome (`sparkdap paths` reports them all).
-func (h *Hub) mapRemoteLocked(es *ExecutorSession, remote string) pathmap.Result {
+func (tx *held) mapRemote(es *ExecutorSession, remote string) pathmap.Result {
 	r, fresh := es.paths.ToLocal(remote)
 	if !fresh {
 		return r
@@ -189,7 +191,8 @@ func (h *Hub) mapRemoteLocked(es *ExecutorSession, remote string) pathmap.Result
 
 // remotizePathsLocked rewrites local paths in a request for es to the
 // executor's, where a mapping has been seen for them.
-func (h *Hub) remotizePathsLocked(es *ExecutorSession, v any) {
+func (tx *held) remotizePaths(es *ExecutorSession, v any) {
+	h := tx.h
 	if h.cfg.Paths == nil {
 		return
 	}
@@ -204,11 +207,11 @@ func (h *Hub) remotizePathsLocked(es *ExecutorSession, v any) {
 				}
 				continue
 			}
-			h.remotizePathsLocked(es, e)
+			tx.remotizePaths(es, e)
 		}
 	case []any:
 		for _, e := range t {
-			h.remotizePathsLocked(es, e)
+			tx.remotizePaths(es, e)
 		}
 	}
 }
@@ -228,13 +231,13 @@ type PathReport struct {
 // PathReports lists, per executor, each mapping applied, each path that
 // could not be mapped (with why) and each breakpoint it refused.
 func (h *Hub) PathReports() []PathReport {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	tx := h.lock()
+	defer tx.unlock()
 	var out []PathReport
-	for _, es := range h.readyLocked() {
-		r := PathReport{Executor: es.id, Label: es.labelLocked(), Roots: es.paths.Roots()}
+	for _, es := range tx.ready() {
+		r := PathReport{Executor: es.id, Label: tx.exec(es).label(), Roots: es.paths.Roots()}
 		r.Mapped, r.Unmapped = es.paths.Outcomes()
-		r.Refused = es.refusalsLocked()
+		r.Refused = tx.exec(es).refused()
 		out = append(out, r)
 	}
 	return out

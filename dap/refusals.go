@@ -32,21 +32,21 @@ type bpPosAnswer struct {
 
 // expectAnswersLocked starts a new record for e on es: n requests are on
 // their way.
-func (es *ExecutorSession) expectAnswersLocked(e *bpEntry, n int) {
+func (x *executorState) expectAnswers(e *bpEntry, n int) {
 	if e.command != "setBreakpoints" {
 		return
 	}
-	if es.refusals == nil {
-		es.refusals = map[string]*bpAnswers{}
+	if x.refusals == nil {
+		x.refusals = map[string]*bpAnswers{}
 	}
-	es.refusals[e.key] = &bpAnswers{entry: e, pending: n}
+	x.refusals[e.key] = &bpAnswers{entry: e, pending: n}
 }
 
 // answeredLocked folds one answer (bps nil: failed or timed out) into es's
 // record for e, if it is still the latest, and reports whether it was the
 // last answer awaited.
-func (es *ExecutorSession) answeredLocked(e *bpEntry, sentTo string, bps []any) bool {
-	a := es.refusals[e.key]
+func (x *executorState) answered(e *bpEntry, sentTo string, bps []any) bool {
+	a := x.refusals[e.key]
 	if a == nil || a.entry != e {
 		return false
 	}
@@ -133,8 +133,8 @@ func loadsFrom(r pathmap.Roots, p string) bool {
 
 // verifiedLocked records a breakpoint pydevd bound later (a breakpoint
 // event).
-func (es *ExecutorSession) verifiedLocked(e *bpEntry, i int) {
-	if a := es.refusals[e.key]; a != nil && a.entry == e && i < len(a.pos) {
+func (x *executorState) verified(e *bpEntry, i int) {
+	if a := x.refusals[e.key]; a != nil && a.entry == e && i < len(a.pos) {
 		a.pos[i].verified = true
 	}
 }
@@ -188,9 +188,9 @@ type BreakpointRefusal struct {
 
 // refusalsLocked lists es's refused source breakpoints, once every answer
 // is in.
-func (es *ExecutorSession) refusalsLocked() []BreakpointRefusal {
+func (x *executorState) refused() []BreakpointRefusal {
 	out := []BreakpointRefusal{}
-	for _, a := range es.refusals {
+	for _, a := range x.refusals {
 		if a.pending > 0 {
 			continue
 		}

@@ -18,14 +18,14 @@ type sentBreakpoints struct {
 }
 
 // recordSentLocked remembers that args went to es under key.
-func (es *ExecutorSession) recordSentLocked(key, command string, args map[string]any) {
-	if es.sent == nil {
-		es.sent = map[string]*sentBreakpoints{}
+func (x *executorState) recordSent(key, command string, args map[string]any) {
+	if x.sent == nil {
+		x.sent = map[string]*sentBreakpoints{}
 	}
-	sb := es.sent[key]
+	sb := x.sent[key]
 	if sb == nil {
 		sb = &sentBreakpoints{command: command, sources: map[string]map[string]any{}}
-		es.sent[key] = sb
+		x.sent[key] = sb
 	}
 	src, _ := args["source"].(map[string]any)
 	p, _ := src["path"].(string)
@@ -39,18 +39,19 @@ func (es *ExecutorSession) recordSentLocked(key, command string, args map[string
 // clearSentLocked removes from es every breakpoint sent under a key that
 // keep does not claim (nil keeps none), at every path it went to, and
 // forgets those keys.
-func (h *Hub) clearSentLocked(es *ExecutorSession, keep func(key string) bool) {
-	keys := make([]string, 0, len(es.sent))
-	for k := range es.sent {
+func (tx *held) clearSent(es *ExecutorSession, keep func(key string) bool) {
+	h := tx.h
+	keys := make([]string, 0, len(tx.exec(es).sent))
+	for k := range tx.exec(es).sent {
 		if keep == nil || !keep(k) {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		sb := es.sent[k]
-		delete(es.sent, k)
-		delete(es.refusals, k)
+		sb := tx.exec(es).sent[k]
+		delete(tx.exec(es).sent, k)
+		delete(tx.exec(es).refusals, k)
 		paths := make([]string, 0, len(sb.sources))
 		for p := range sb.sources {
 			paths = append(paths, p)
@@ -79,31 +80,32 @@ func (h *Hub) clearSentLocked(es *ExecutorSession, keep func(key string) bool) {
 
 // releaseLocked lets an executor that no IDE session shows run on
 // undebugged: nothing left to stop it, and resumed if it is stopped.
-func (h *Hub) releaseLocked(es *ExecutorSession) {
-	for key, e := range es.overrides {
-		h.bps.drop(e)
-		delete(es.overrides, key)
+func (tx *held) release(es *ExecutorSession) {
+	for key, e := range tx.exec(es).overrides {
+		tx.bps.drop(e)
+		delete(tx.exec(es).overrides, key)
 	}
-	h.clearSentLocked(es, nil)
-	h.resumeLocked(es)
-	es.dropHeldOutputLocked()
+	tx.clearSent(es, nil)
+	tx.resume(es)
+	tx.exec(es).dropHeldOutput()
 }
 
 // watchedLocked reports whether some IDE session shows es, now or once
 // its child session is up: its own child session, or a root session it has
 // not been detached from (merged, or announcing executors as children).
-func (h *Hub) watchedLocked(es *ExecutorSession) bool {
-	if h.children[es.id] != nil {
+func (tx *held) watched(es *ExecutorSession) bool {
+	if tx.children[es.id] != nil {
 		return true
 	}
-	return h.root != nil && !es.detached
+	return tx.root != nil && !tx.exec(es).detached
 }
 
 // unwatchedStopLocked handles a stop nobody can see, whatever let it
 // happen: a worker must never wait for a human who is not there.
-func (h *Hub) unwatchedStopLocked(es *ExecutorSession, tid int64) {
+func (tx *held) unwatchedStop(es *ExecutorSession, tid int64) {
+	h := tx.h
 	es.logger().Warn().Int64("thread", tid).
 		Msg("executor stopped with no IDE session to show it; clearing its breakpoints and resuming it")
-	h.releaseLocked(es)
+	tx.release(es)
 	es.request("continue", map[string]any{"threadId": tid}, h.cfg.RequestTimeout, ignoreAnswer(es))
 }

@@ -30,31 +30,32 @@ const maxThreadsPerExecutor = 1024
 // the executor's list incomplete until pydevd names it in a threads answer.
 // It reports false, and remembers nothing, for a new thread over
 // maxThreadsPerExecutor: the caller drops what named it.
-func (es *ExecutorSession) learnThreadLocked(tid int64) bool {
-	if _, ok := es.threads[tid]; ok {
+func (x *executorState) learnThread(tid int64) bool {
+	if _, ok := x.threads[tid]; ok {
 		return true
 	}
-	if !es.roomForThreadLocked(len(es.threads)) {
+	if !x.roomForThread(len(x.threads)) {
 		return false
 	}
-	if es.threads == nil {
-		es.threads = map[int64]string{}
+	if x.threads == nil {
+		x.threads = map[int64]string{}
 	}
-	es.threads[tid] = ""
-	es.threadOrder = append(es.threadOrder, tid)
-	es.threadsKnown = false
-	es.threadsChangedLocked()
+	x.threads[tid] = ""
+	x.threadOrder = append(x.threadOrder, tid)
+	x.threadsKnown = false
+	x.threadsChanged()
 	return true
 }
 
 // roomForThreadLocked reports whether an executor that has n threads may
 // have one more, and logs the first refusal.
-func (es *ExecutorSession) roomForThreadLocked(n int) bool {
+func (x *executorState) roomForThread(n int) bool {
+	es := x.es
 	if n < maxThreadsPerExecutor {
 		return true
 	}
-	if !es.threadsCapped {
-		es.threadsCapped = true
+	if !x.threadsCapped {
+		x.threadsCapped = true
 		es.logger().Warn().Int("limit", maxThreadsPerExecutor).
 			Msg("executor named more threads than the limit: events and entries about further threads are dropped")
 	}
@@ -63,31 +64,31 @@ func (es *ExecutorSession) roomForThreadLocked(n int) bool {
 
 // forgetThreadLocked drops a thread that exited. What is left stays as
 // complete as it was.
-func (es *ExecutorSession) forgetThreadLocked(tid int64) {
-	if _, ok := es.threads[tid]; !ok {
+func (x *executorState) forgetThread(tid int64) {
+	if _, ok := x.threads[tid]; !ok {
 		return
 	}
-	delete(es.threads, tid)
-	for i, t := range es.threadOrder {
+	delete(x.threads, tid)
+	for i, t := range x.threadOrder {
 		if t == tid {
-			es.threadOrder = append(es.threadOrder[:i:i], es.threadOrder[i+1:]...)
+			x.threadOrder = append(x.threadOrder[:i:i], x.threadOrder[i+1:]...)
 			break
 		}
 	}
-	es.threadsChangedLocked()
+	x.threadsChanged()
 }
 
 // threadsChangedLocked notes a change in what es's merged threads entries
 // show: its threads, their names or its label.
-func (es *ExecutorSession) threadsChangedLocked() {
-	es.threadsGen++
-	es.threadsJSON = nil
+func (x *executorState) threadsChanged() {
+	x.threadsGen++
+	x.threadsJSON = nil
 }
 
 // absorbThreadsLocked takes pydevd's threads answer to a request sent when
-// es.threadsGen was gen. If a thread event came in between, the answer may
+// x.threadsGen was gen. If a thread event came in between, the answer may
 // predate it: only its names are taken, and the list stays unknown.
-func (es *ExecutorSession) absorbThreadsLocked(m Message, gen uint64) {
+func (x *executorState) absorbThreads(m Message, gen uint64) {
 	list, _ := m.Body()["threads"].([]any)
 	type entry struct {
 		id   int64
@@ -106,49 +107,50 @@ func (es *ExecutorSession) absorbThreadsLocked(m Message, gen uint64) {
 		name, _ := th["name"].(string)
 		entries = append(entries, entry{tid, name})
 	}
-	if es.threadsGen != gen {
+	if x.threadsGen != gen {
 		for _, e := range entries {
-			if _, ok := es.threads[e.id]; ok {
-				es.threads[e.id] = e.name
+			if _, ok := x.threads[e.id]; ok {
+				x.threads[e.id] = e.name
 			}
 		}
-		es.threadsChangedLocked()
+		x.threadsChanged()
 		return
 	}
-	clear(es.threads)
-	if es.threads == nil && len(entries) > 0 {
-		es.threads = make(map[int64]string, len(entries))
+	clear(x.threads)
+	if x.threads == nil && len(entries) > 0 {
+		x.threads = make(map[int64]string, len(entries))
 	}
-	es.threadOrder = es.threadOrder[:0]
+	x.threadOrder = x.threadOrder[:0]
 	for _, e := range entries {
-		if _, dup := es.threads[e.id]; dup {
+		if _, dup := x.threads[e.id]; dup {
 			continue
 		}
-		if !es.roomForThreadLocked(len(es.threads)) {
+		if !x.roomForThread(len(x.threads)) {
 			break
 		}
-		es.threads[e.id] = e.name
-		es.threadOrder = append(es.threadOrder, e.id)
+		x.threads[e.id] = e.name
+		x.threadOrder = append(x.threadOrder, e.id)
 	}
-	es.threadsKnown = true
-	es.threadsChangedLocked()
+	x.threadsKnown = true
+	x.threadsChanged()
 }
 
 // threadsJSONLocked is es's entries of a merged threads answer, encoded and
 // comma-separated: global ids, names prefixed with its label. It is kept
 // until something it shows changes.
-func (h *Hub) threadsJSONLocked(es *ExecutorSession) []byte {
-	if es.threadsJSON != nil {
-		return es.threadsJSON
+func (tx *held) threadsJSON(es *ExecutorSession) []byte {
+	h := tx.h
+	if tx.exec(es).threadsJSON != nil {
+		return tx.exec(es).threadsJSON
 	}
 	out := []byte{}
-	prefix := "[" + es.labelLocked() + "] "
-	for _, tid := range es.threadOrder {
+	prefix := "[" + tx.exec(es).label() + "] "
+	for _, tid := range tx.exec(es).threadOrder {
 		g, err := h.ids.Global(kindThread, es.id, tid)
 		if err != nil {
 			continue
 		}
-		name := es.threads[tid]
+		name := tx.exec(es).threads[tid]
 		if name == "" {
 			name = "thread " + strconv.FormatInt(tid, 10)
 		}
@@ -162,23 +164,23 @@ func (h *Hub) threadsJSONLocked(es *ExecutorSession) []byte {
 		out = append(out, nb...)
 		out = append(out, '}')
 	}
-	es.threadsJSON = out
+	tx.exec(es).threadsJSON = out
 	return out
 }
 
 // mergedThreadsBodyLocked is the body of a merged threads answer: every
 // ready executor's threads, in executor order.
-func (h *Hub) mergedThreadsBodyLocked() []byte {
+func (tx *held) mergedThreadsBody() []byte {
 	body := append(make([]byte, 0, 256), `{"threads":[`...)
 	first := true
-	for _, es := range h.readyViewLocked() {
+	for _, es := range tx.readyView() {
 		if es.w.closedErr() != nil {
 			// Its connection ended and its session is being cleaned up
 			// (failed requests are answered first): its threads' exits
 			// follow.
 			continue
 		}
-		j := h.threadsJSONLocked(es)
+		j := tx.threadsJSON(es)
 		if len(j) == 0 {
 			continue
 		}
@@ -194,25 +196,26 @@ func (h *Hub) mergedThreadsBodyLocked() []byte {
 // fetchThreadsLocked makes sure a threads request to es is in flight, and
 // has done called (on no lock) once it is answered, failed or timed out.
 // Callers that come while one is in flight share it.
-func (h *Hub) fetchThreadsLocked(es *ExecutorSession, done func()) {
-	es.threadsWaiters = append(es.threadsWaiters, done)
-	if es.threadsAsking {
+func (tx *held) fetchThreads(es *ExecutorSession, done func()) {
+	h := tx.h
+	tx.exec(es).threadsWaiters = append(tx.exec(es).threadsWaiters, done)
+	if tx.exec(es).threadsAsking {
 		return
 	}
-	es.threadsAsking = true
-	gen := es.threadsGen
+	tx.exec(es).threadsAsking = true
+	gen := tx.exec(es).threadsGen
 	es.request("threads", nil, h.cfg.FanoutTimeout, func(m Message, err error) {
 		if err == nil && !m.Success() {
 			err = &errExecutorRefused{m.ErrorMessage()}
 		}
-		h.mu.Lock()
-		waiters := es.threadsWaiters
-		es.threadsWaiters = nil
-		es.threadsAsking = false
+		tx := h.lock()
+		waiters := tx.exec(es).threadsWaiters
+		tx.exec(es).threadsWaiters = nil
+		tx.exec(es).threadsAsking = false
 		if err == nil {
-			es.absorbThreadsLocked(m, gen)
+			tx.exec(es).absorbThreads(m, gen)
 		}
-		h.mu.Unlock()
+		tx.unlock()
 		if err != nil {
 			es.logger().Debug().Err(err).Msg("threads: no answer; the merged list shows what is known")
 		}
@@ -230,21 +233,21 @@ func (e *errExecutorRefused) Error() string { return "executor refused: " + trun
 // mergedThreads answers threads for the root session: every executor's
 // threads, named with its label. In child-session mode the root has none.
 func (h *Hub) mergedThreads(s *IDESession, req Message) {
-	h.mu.Lock()
-	if s.childMode {
-		h.mu.Unlock()
+	tx := h.lock()
+	if tx.ide(s).childMode {
+		tx.unlock()
 		s.reply(newResponse(req, map[string]any{"threads": []any{}}))
 		return
 	}
 	var unknown []*ExecutorSession
-	for _, es := range h.readyViewLocked() {
-		if !es.threadsKnown {
+	for _, es := range tx.readyView() {
+		if !tx.exec(es).threadsKnown {
 			unknown = append(unknown, es)
 		}
 	}
 	if len(unknown) == 0 {
-		body := h.mergedThreadsBodyLocked()
-		h.mu.Unlock()
+		body := tx.mergedThreadsBody()
+		tx.unlock()
 		s.replyEncoded(req, body)
 		return
 	}
@@ -256,15 +259,15 @@ func (h *Hub) mergedThreads(s *IDESession, req Message) {
 		}
 		// Built from the executors ready now: one that left meanwhile
 		// had its threads' exits sent already.
-		h.mu.Lock()
-		body := h.mergedThreadsBodyLocked()
-		h.mu.Unlock()
+		tx := h.lock()
+		body := tx.mergedThreadsBody()
+		tx.unlock()
 		s.replyEncoded(req, body)
 	}
 	for _, es := range unknown {
-		h.fetchThreadsLocked(es, finish)
+		tx.fetchThreads(es, finish)
 	}
-	h.mu.Unlock()
+	tx.unlock()
 }
 
 // replyEncoded answers req with success and an already encoded body.
@@ -327,24 +330,24 @@ func (h *Hub) runControl(s *IDESession, req Message) {
 // continueAll resumes every executor the session shows that is stopped,
 // and answers once each has answered (or its time is up).
 func (h *Hub) continueAll(s *IDESession, req Message) {
-	h.mu.Lock()
+	tx := h.lock()
 	var targets []*ExecutorSession
 	var tids []int64
-	for _, es := range h.readyLocked() {
-		if len(es.stopped) == 0 || h.eventTargetLocked(es) != s {
+	for _, es := range tx.ready() {
+		if len(tx.exec(es).stopped) == 0 || tx.eventTarget(es) != s {
 			continue
 		}
 		var tid int64
-		for t := range es.stopped {
+		for t := range tx.exec(es).stopped {
 			tid = t
 			break
 		}
-		clear(es.stopped)
+		clear(tx.exec(es).stopped)
 		h.ids.Release(es.id, kindFrame, kindVariables)
 		targets = append(targets, es)
 		tids = append(tids, tid)
 	}
-	h.mu.Unlock()
+	tx.unlock()
 	h.allOf(s, req, targets, func(i int) any { return map[string]any{"threadId": tids[i]} },
 		map[string]any{"allThreadsContinued": true})
 }
@@ -354,14 +357,14 @@ func (h *Hub) continueAll(s *IDESession, req Message) {
 // debugpy's adapter always sends it) and reports each stop with a stopped
 // event.
 func (h *Hub) pauseAll(s *IDESession, req Message) {
-	h.mu.Lock()
+	tx := h.lock()
 	var targets []*ExecutorSession
-	for _, es := range h.readyLocked() {
-		if len(es.stopped) == 0 && h.eventTargetLocked(es) == s {
+	for _, es := range tx.ready() {
+		if len(tx.exec(es).stopped) == 0 && tx.eventTarget(es) == s {
 			targets = append(targets, es)
 		}
 	}
-	h.mu.Unlock()
+	tx.unlock()
 	h.allOf(s, req, targets, func(int) any { return map[string]any{"threadId": "*"} }, nil)
 }
 
