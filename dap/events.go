@@ -49,7 +49,8 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 	body := m.Body()
 	tx := h.lock()
 	defer tx.unlock()
-	if !tx.exec(es).ready {
+	x := tx.exec(es)
+	if !x.ready {
 		// Still in its handshake: pydevd has nothing to show yet, and the
 		// IDE nothing to see of an executor it does not know.
 		es.logger().Debug().Str("event", truncate(m.Event(), 64)).Msg("dropping event sent during the handshake")
@@ -71,36 +72,36 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 			tx.unwatchedStop(es, tid)
 			return
 		}
-		if !tx.exec(es).learnThread(tid) {
+		if !x.learnThread(tid) {
 			// Not shown, so resumed: a stop no one sees must not hold
 			// the task.
 			es.request("continue", map[string]any{"threadId": tid}, h.cfg.RequestTimeout, ignoreAnswer(es))
 			return
 		}
-		if tx.exec(es).stopped == nil {
-			tx.exec(es).stopped = map[int64]Message{}
+		if x.stopped == nil {
+			x.stopped = map[int64]Message{}
 		}
-		tx.exec(es).stopped[tid] = deepCopy(m).(Message)
+		x.stopped[tid] = deepCopy(m).(Message)
 		tx.focused = es
 		tx.armMaxStop(es)
 		tx.learnStopLocation(es, tid)
 		tx.hitBreakpoints(es, m)
 	case "output":
 		if text, ok := body["output"].(string); ok {
-			tx.exec(es).outputBytes += int64(len(text))
+			x.outputBytes += int64(len(text))
 		}
 	case "continued":
 		if all, _ := body["allThreadsContinued"].(bool); all {
-			clear(tx.exec(es).stopped)
+			clear(x.stopped)
 			h.ids.Release(es.id, kindFrame, kindVariables)
 		} else {
-			delete(tx.exec(es).stopped, tid)
+			delete(x.stopped, tid)
 		}
 	case "thread":
 		if body["reason"] == "exited" {
-			tx.exec(es).forgetThread(tid)
-			delete(tx.exec(es).stopped, tid)
-		} else if !tx.exec(es).learnThread(tid) {
+			x.forgetThread(tid)
+			delete(x.stopped, tid)
+		} else if !x.learnThread(tid) {
 			return
 		}
 	case "breakpoint":
@@ -112,8 +113,8 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		return
 	}
 	if target == nil {
-		if !tx.exec(es).unshownLogged {
-			tx.exec(es).unshownLogged = true
+		if !x.unshownLogged {
+			x.unshownLogged = true
 			es.logger().Debug().Str("event", m.Event()).
 				Msg("dropping events while no IDE session shows this executor (said once per executor)")
 		}
@@ -191,6 +192,7 @@ func (tx *held) learnStopLocation(es *ExecutorSession, tid int64) {
 // replaced it) is named by the child's breakpoint at the same place. Ids
 // the session does not know (a breakpoint since replaced) are left out.
 func (tx *held) globalBreakpointIDs(es *ExecutorSession, ev Message, target *IDESession) {
+	x := tx.exec(es)
 	b, _ := ev["body"].(map[string]any)
 	hits, ok := b["hitBreakpointIds"].([]any)
 	if !ok {
@@ -202,7 +204,7 @@ func (tx *held) globalBreakpointIDs(es *ExecutorSession, ev Message, target *IDE
 		if !ok {
 			continue
 		}
-		g, ok := tx.exec(es).bpIDs[local]
+		g, ok := x.bpIDs[local]
 		if !ok {
 			continue
 		}
@@ -210,7 +212,7 @@ func (tx *held) globalBreakpointIDs(es *ExecutorSession, ev Message, target *IDE
 		if !ok {
 			continue
 		}
-		if own := tx.exec(es).overrides[ref.entry.key]; own != nil && own != ref.entry && target != nil && target.executor.Load() == es {
+		if own := x.overrides[ref.entry.key]; own != nil && own != ref.entry && target != nil && target.executor.Load() == es {
 			i := own.samePlace(ref.entry, ref.index)
 			if i < 0 {
 				continue
@@ -276,42 +278,44 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 	ti = ti.Clean() // the cluster's words, shown to people
 	tx := h.lock()
 	defer tx.unlock()
+	x := tx.exec(es)
 	if ti.Roots == nil {
-		ti.Roots = tx.exec(es).task.Roots
+		ti.Roots = x.task.Roots
 	}
-	tx.exec(es).task = ti
-	tx.exec(es).threadsChanged() // its label names its threads
+	x.task = ti
+	x.threadsChanged() // its label names its threads
 	if ti.Roots != nil && es.paths.SetRoots(*ti.Roots) {
-		if !tx.exec(es).ready {
+		if !x.ready {
 			// executorReady sends them all, to the new roots.
 			return
 		}
 		// New roots, new candidate paths: send again what this executor
 		// is meant to have (none once its child session has left).
-		if !tx.exec(es).detached {
+		if !x.detached {
 			for _, e := range tx.bps.global() {
-				if tx.exec(es).overrides[e.key] == nil {
+				if x.overrides[e.key] == nil {
 					tx.sendBreakpoints(es, e, nil)
 				}
 			}
 		}
-		for _, e := range tx.exec(es).overrides {
+		for _, e := range x.overrides {
 			tx.sendBreakpoints(es, e, nil)
 		}
 	}
-	es.logger().Info().Str("label", tx.exec(es).label()).Msg("executor task")
+	es.logger().Info().Str("label", x.label()).Msg("executor task")
 	tx.announce(es)
 }
 
 // breakpointEventLocked relays pydevd's news about one breakpoint under the
 // breakpoint's global id, merged with the other executors' view.
 func (tx *held) breakpointEvent(es *ExecutorSession, m Message) {
+	x := tx.exec(es)
 	bp, _ := m.Body()["breakpoint"].(map[string]any)
 	local, ok := toInt(bp["id"])
 	if !ok {
 		return
 	}
-	global, ok := tx.exec(es).bpIDs[local]
+	global, ok := x.bpIDs[local]
 	if !ok {
 		return
 	}
@@ -320,7 +324,7 @@ func (tx *held) breakpointEvent(es *ExecutorSession, m Message) {
 		return
 	}
 	if v, _ := bp["verified"].(bool); v {
-		tx.exec(es).verified(ref.entry, ref.index)
+		x.verified(ref.entry, ref.index)
 	}
 	if ref.entry.absorb(ref.index, bp) {
 		tx.breakpointChanged(ref.entry, ref.index)
@@ -345,17 +349,18 @@ func (tx *held) breakpointChanged(e *bpEntry, i int) {
 // (pydevd's ids, before globalization): a breakpoint that stopped a task is
 // bound, whatever its paths said. The IDE hears it before the stop.
 func (tx *held) hitBreakpoints(es *ExecutorSession, m Message) {
+	x := tx.exec(es)
 	hits, _ := m.Body()["hitBreakpointIds"].([]any)
 	for _, v := range hits {
 		local, ok := toInt(v)
 		if !ok {
 			continue
 		}
-		ref, ok := tx.bps.byID[tx.exec(es).bpIDs[local]]
+		ref, ok := tx.bps.byID[x.bpIDs[local]]
 		if !ok || !tx.bpCurrent(ref.entry) {
 			continue
 		}
-		tx.exec(es).verified(ref.entry, ref.index)
+		x.verified(ref.entry, ref.index)
 		if ref.entry.hit(ref.index) {
 			tx.breakpointChanged(ref.entry, ref.index)
 		}

@@ -65,10 +65,11 @@ func (h *Hub) setBreakpoints(ide *IDESession, req Message, owner *ExecutorSessio
 // runs once every request has been answered or has failed.
 func (tx *held) sendBreakpoints(es *ExecutorSession, e *bpEntry, done func()) {
 	h := tx.h
+	x := tx.exec(es)
 	var requests []map[string]any
 	paths := tx.breakpointTargets(es, e)
 	switch {
-	case e.command == "setExceptionBreakpoints" && tx.exec(es).task.PostMortem:
+	case e.command == "setExceptionBreakpoints" && x.task.PostMortem:
 		requests = []map[string]any{withPostMortem(e.args)}
 	case paths != nil:
 		for _, p := range paths {
@@ -79,11 +80,11 @@ func (tx *held) sendBreakpoints(es *ExecutorSession, e *bpEntry, done func()) {
 	default:
 		requests = []map[string]any{deepCopy(e.args).(map[string]any)}
 	}
-	tx.exec(es).expectAnswers(e, len(requests))
+	x.expectAnswers(e, len(requests))
 	var left atomic.Int64
 	left.Store(int64(len(requests)))
 	for _, args := range requests {
-		tx.exec(es).recordSent(e.key, e.command, args)
+		x.recordSent(e.key, e.command, args)
 		sentTo := ""
 		if src, ok := args["source"].(map[string]any); ok {
 			sentTo, _ = src["path"].(string)
@@ -112,10 +113,11 @@ func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, sentTo string, 
 	}
 	tx := h.lock()
 	defer tx.unlock()
+	x := tx.exec(es)
 	if e.command == "setBreakpoints" {
 		bps = boundOnlyWhereLoaded(es.paths.Roots(), executorPath(e, sentTo), bps)
 	}
-	complete := tx.exec(es).answered(e, sentTo, bps)
+	complete := x.answered(e, sentTo, bps)
 	live := tx.bpCurrent(e)
 	if len(bps) > 0 {
 		e.grow(tx.bps, len(bps))
@@ -126,10 +128,10 @@ func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, sentTo string, 
 			continue
 		}
 		if local, ok := toInt(bp["id"]); ok {
-			if tx.exec(es).bpIDs == nil {
-				tx.exec(es).bpIDs = map[int64]int64{}
+			if x.bpIDs == nil {
+				x.bpIDs = map[int64]int64{}
 			}
-			tx.exec(es).bpIDs[local] = e.ids[i]
+			x.bpIDs[local] = e.ids[i]
 		}
 		if e.absorb(i, bp) && live {
 			tx.breakpointChanged(e, i)

@@ -35,16 +35,17 @@ type heldOutput struct {
 // it is not configured and earlier output is held (it must not overtake
 // that). Reports whether it took m.
 func (tx *held) holdOutput(es *ExecutorSession, target *IDESession, m Message) bool {
+	x := tx.exec(es)
 	switch {
 	case target == nil && tx.watched(es):
-	case target != nil && !tx.ide(target).configured && tx.exec(es).held != nil:
+	case target != nil && !tx.ide(target).configured && x.held != nil:
 	default:
 		return false
 	}
-	if tx.exec(es).held == nil {
-		tx.exec(es).held = &heldOutput{}
+	if x.held == nil {
+		x.held = &heldOutput{}
 	}
-	held := tx.exec(es).held
+	held := x.held
 	text, _ := m.Body()["output"].(string)
 	// Once something was dropped, later output is too: the note that says
 	// so stands after what was kept, and nothing after it is missing.
@@ -60,11 +61,12 @@ func (tx *held) holdOutput(es *ExecutorSession, target *IDESession, m Message) b
 // sendHeldOutputLocked sends s, configured now, the output es held for it,
 // and a line saying how much the cap dropped, if any.
 func (tx *held) sendHeldOutput(es *ExecutorSession, s *IDESession) {
-	held := tx.exec(es).held
+	x := tx.exec(es)
+	held := x.held
 	if held == nil {
 		return
 	}
-	tx.exec(es).held = nil
+	x.held = nil
 	for _, m := range held.events {
 		tx.relayEvent(es, m, s)
 	}

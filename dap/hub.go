@@ -386,6 +386,7 @@ func (h *Hub) Stats() Stats {
 func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo, token string) error {
 	tx := h.lock()
 	defer tx.unlock()
+	x := tx.exec(es)
 	hello, ok, err := tx.claimHello(es.remote, proc.PID, token)
 	if err != nil {
 		return err
@@ -399,12 +400,12 @@ func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo, token string) error {
 		}
 	}
 	if ok {
-		tx.exec(es).task = hello.TaskInfo
+		x.task = hello.TaskInfo
 		if hello.Roots != nil {
 			es.paths.SetRoots(*hello.Roots)
 		}
 	}
-	tx.exec(es).proc = proc
+	x.proc = proc
 	es.logPID.Store(proc.PID)
 	tx.executors[es.id] = es
 	tx.readyValid = false
@@ -475,22 +476,23 @@ func (h *Hub) executorAttachArgs(es *ExecutorSession) map[string]any {
 func (h *Hub) executorReady(es *ExecutorSession) {
 	tx := h.lock()
 	defer tx.unlock()
-	tx.exec(es).ready = true
+	x := tx.exec(es)
+	x.ready = true
 	tx.readyValid = false
 	haveExceptions := false
 	for _, e := range tx.bps.global() {
 		tx.sendBreakpoints(es, e, nil)
 		haveExceptions = haveExceptions || e.command == "setExceptionBreakpoints"
 	}
-	if tx.exec(es).task.PostMortem && !haveExceptions {
+	if x.task.PostMortem && !haveExceptions {
 		tx.sendBreakpoints(es, &bpEntry{command: "setExceptionBreakpoints", key: "setExceptionBreakpoints",
 			args: map[string]any{"filters": []any{}}}, nil)
 	}
 	if tx.root != nil && tx.ide(tx.root).childMode && tx.ide(tx.root).configured {
 		tx.exec(es).announce = time.AfterFunc(h.cfg.LabelWait, func() { h.announce(es) })
 	}
-	es.logger().Info().Str("label", tx.exec(es).label()).Str("python", tx.exec(es).proc.Python).Msg("executor attached")
-	h.summary("+ executor %d attached [%s]", es.id, tx.exec(es).label())
+	es.logger().Info().Str("label", x.label()).Str("python", x.proc.Python).Msg("executor attached")
+	h.summary("+ executor %d attached [%s]", es.id, x.label())
 }
 
 // announce tells a child-session-capable IDE about an executor by asking it
@@ -503,19 +505,20 @@ func (h *Hub) announce(es *ExecutorSession) {
 
 func (tx *held) announce(es *ExecutorSession) {
 	h := tx.h
+	x := tx.exec(es)
 	root := tx.root
 	// A detached executor's child session was closed since this root
 	// attached: the developer let it go, so it is not opened again.
-	if tx.exec(es).announced || tx.exec(es).detached || !tx.exec(es).ready || root == nil || !tx.ide(root).childMode || !tx.ide(root).configured || tx.children[es.id] != nil {
+	if x.announced || x.detached || !x.ready || root == nil || !tx.ide(root).childMode || !tx.ide(root).configured || tx.children[es.id] != nil {
 		return
 	}
-	if tx.exec(es).announce != nil {
-		tx.exec(es).announce.Stop()
-		tx.exec(es).announce = nil
+	if x.announce != nil {
+		x.announce.Stop()
+		x.announce = nil
 	}
-	tx.exec(es).announced = true
-	tx.exec(es).announceGen++
-	gen := tx.exec(es).announceGen
+	x.announced = true
+	x.announceGen++
+	gen := x.announceGen
 	cfg := map[string]any{}
 	for k, v := range tx.attachArgs {
 		cfg[k] = deepCopy(v)
@@ -526,14 +529,14 @@ func (tx *held) announce(es *ExecutorSession) {
 	// Named after the worker, not its task: the name stays for the
 	// session's life, and a reused worker runs many tasks. The threads
 	// carry the current task (childThreadNameLocked).
-	cfg["name"] = "Executor " + tx.exec(es).workerLabel()
+	cfg["name"] = "Executor " + x.workerLabel()
 	cfg["connect"] = tx.childConnect()
 	cfg["sparkdapExecutor"] = es.id
 	// Only the root is given this value, and only here: a child attach must
 	// bring it back, once, so another local client cannot take the
 	// executor by naming its id.
-	tx.exec(es).childKey = newChildKey()
-	cfg[ChildKeyArg] = tx.exec(es).childKey
+	x.childKey = newChildKey()
+	cfg[ChildKeyArg] = x.childKey
 	req := newRequest("startDebugging", map[string]any{"request": "attach", "configuration": cfg})
 	// The seq is recorded before the request can reach the IDE, so its
 	// answer always finds the executor it is about.
@@ -604,11 +607,12 @@ type childAsk struct {
 // then watched by nobody, so its breakpoints are cleared and it is resumed.
 // A newer announcement, or a child that did attach, makes it a no-op.
 func (tx *held) childMissing(es *ExecutorSession, gen uint64, why string) {
-	if tx.exec(es).announceGen != gen || !tx.exec(es).announced || !tx.exec(es).ready || tx.children[es.id] != nil {
+	x := tx.exec(es)
+	if x.announceGen != gen || !x.announced || !x.ready || tx.children[es.id] != nil {
 		return
 	}
-	tx.exec(es).stopChildWait()
-	tx.exec(es).detached = true
+	x.stopChildWait()
+	x.detached = true
 	es.logger().Warn().Str("reason", why).
 		Msg("the IDE did not open this executor's child session; clearing its breakpoints and resuming it")
 	tx.release(es)
@@ -811,15 +815,16 @@ func (tx *held) childGone(ide *IDESession, terminate bool) {
 // resumeLocked lets a stopped executor run on.
 func (tx *held) resume(es *ExecutorSession) {
 	h := tx.h
-	if len(tx.exec(es).stopped) == 0 {
+	x := tx.exec(es)
+	if len(x.stopped) == 0 {
 		return
 	}
 	var tid int64
-	for t := range tx.exec(es).stopped {
+	for t := range x.stopped {
 		tid = t
 		break
 	}
-	clear(tx.exec(es).stopped)
+	clear(x.stopped)
 	es.request("continue", map[string]any{"threadId": tid}, h.cfg.RequestTimeout, ignoreAnswer(es))
 }
 

@@ -616,11 +616,12 @@ func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, 
 // must hear that only this executor's threads run again.
 func (tx *held) resumed(s *IDESession, es *ExecutorSession, out Message) {
 	h := tx.h
+	x := tx.exec(es)
 	var others []int64
-	for tid := range tx.exec(es).stopped {
+	for tid := range x.stopped {
 		others = append(others, tid)
 	}
-	clear(tx.exec(es).stopped)
+	clear(x.stopped)
 	h.ids.Release(es.id, kindFrame, kindVariables)
 	if !s.isRoot() {
 		return

@@ -16,12 +16,13 @@ import (
 // one runs (a running timer re-reads the deadline when it fires).
 func (tx *held) armMaxStop(es *ExecutorSession) {
 	h := tx.h
+	x := tx.exec(es)
 	if h.cfg.MaxStop <= 0 {
 		return
 	}
-	tx.exec(es).stopSince = h.now()
-	tx.exec(es).maxStopResumed = false
-	if tx.exec(es).maxStop == nil {
+	x.stopSince = h.now()
+	x.maxStopResumed = false
+	if x.maxStop == nil {
 		tx.exec(es).maxStop = time.AfterFunc(h.cfg.MaxStop, func() { h.checkMaxStop(es) })
 	}
 }
@@ -49,13 +50,14 @@ func (x *executorState) stopMaxStop() {
 func (h *Hub) checkMaxStop(es *ExecutorSession) {
 	tx := h.lock()
 	defer tx.unlock()
-	tx.exec(es).maxStop = nil
-	if tx.executors[es.id] != es || !tx.exec(es).ready || len(tx.exec(es).stopped) == 0 {
+	x := tx.exec(es)
+	x.maxStop = nil
+	if tx.executors[es.id] != es || !x.ready || len(x.stopped) == 0 {
 		return
 	}
-	since := tx.exec(es).stopSince
-	if tx.exec(es).lastAsked.After(since) {
-		since = tx.exec(es).lastAsked
+	since := x.stopSince
+	if x.lastAsked.After(since) {
+		since = x.lastAsked
 	}
 	if left := h.cfg.MaxStop - h.now().Sub(since); left > 0 {
 		tx.exec(es).maxStop = time.AfterFunc(left, func() { h.checkMaxStop(es) })
@@ -70,16 +72,17 @@ func (h *Hub) checkMaxStop(es *ExecutorSession) {
 // on serve's terminal.
 func (tx *held) maxStopExpired(es *ExecutorSession) {
 	h := tx.h
-	tids := make([]int64, 0, len(tx.exec(es).stopped))
-	for tid := range tx.exec(es).stopped {
+	x := tx.exec(es)
+	tids := make([]int64, 0, len(x.stopped))
+	for tid := range x.stopped {
 		tids = append(tids, tid)
 	}
 	sort.Slice(tids, func(i, j int) bool { return tids[i] < tids[j] })
-	stoppedFor := h.now().Sub(tx.exec(es).stopSince).Round(time.Second)
-	label := tx.exec(es).label()
+	stoppedFor := h.now().Sub(x.stopSince).Round(time.Second)
+	label := x.label()
 	tx.resume(es)
-	tx.exec(es).stoppedAt = ""
-	tx.exec(es).maxStopResumed = true
+	x.stoppedAt = ""
+	x.maxStopResumed = true
 	why := fmt.Sprintf("executor %d [%s] resumed: stopped %s with no request from the IDE about it (serve --max-stop %s)",
 		es.id, label, stoppedFor, h.cfg.MaxStop)
 	if target := tx.eventTarget(es); target != nil && tx.ide(target).configured {

@@ -41,17 +41,18 @@ func (x *executorState) recordSent(key, command string, args map[string]any) {
 // forgets those keys.
 func (tx *held) clearSent(es *ExecutorSession, keep func(key string) bool) {
 	h := tx.h
-	keys := make([]string, 0, len(tx.exec(es).sent))
-	for k := range tx.exec(es).sent {
+	x := tx.exec(es)
+	keys := make([]string, 0, len(x.sent))
+	for k := range x.sent {
 		if keep == nil || !keep(k) {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		sb := tx.exec(es).sent[k]
-		delete(tx.exec(es).sent, k)
-		delete(tx.exec(es).refusals, k)
+		sb := x.sent[k]
+		delete(x.sent, k)
+		delete(x.refusals, k)
 		paths := make([]string, 0, len(sb.sources))
 		for p := range sb.sources {
 			paths = append(paths, p)
@@ -81,13 +82,14 @@ func (tx *held) clearSent(es *ExecutorSession, keep func(key string) bool) {
 // releaseLocked lets an executor that no IDE session shows run on
 // undebugged: nothing left to stop it, and resumed if it is stopped.
 func (tx *held) release(es *ExecutorSession) {
-	for key, e := range tx.exec(es).overrides {
+	x := tx.exec(es)
+	for key, e := range x.overrides {
 		tx.bps.drop(e)
-		delete(tx.exec(es).overrides, key)
+		delete(x.overrides, key)
 	}
 	tx.clearSent(es, nil)
 	tx.resume(es)
-	tx.exec(es).dropHeldOutput()
+	x.dropHeldOutput()
 }
 
 // watchedLocked reports whether some IDE session shows es, now or once

@@ -140,17 +140,18 @@ func (x *executorState) absorbThreads(m Message, gen uint64) {
 // until something it shows changes.
 func (tx *held) threadsJSON(es *ExecutorSession) []byte {
 	h := tx.h
-	if tx.exec(es).threadsJSON != nil {
-		return tx.exec(es).threadsJSON
+	x := tx.exec(es)
+	if x.threadsJSON != nil {
+		return x.threadsJSON
 	}
 	out := []byte{}
-	prefix := "[" + tx.exec(es).label() + "] "
-	for _, tid := range tx.exec(es).threadOrder {
+	prefix := "[" + x.label() + "] "
+	for _, tid := range x.threadOrder {
 		g, err := h.ids.Global(kindThread, es.id, tid)
 		if err != nil {
 			continue
 		}
-		name := tx.exec(es).threads[tid]
+		name := x.threads[tid]
 		if name == "" {
 			name = "thread " + strconv.FormatInt(tid, 10)
 		}
@@ -164,7 +165,7 @@ func (tx *held) threadsJSON(es *ExecutorSession) []byte {
 		out = append(out, nb...)
 		out = append(out, '}')
 	}
-	tx.exec(es).threadsJSON = out
+	x.threadsJSON = out
 	return out
 }
 
@@ -198,12 +199,13 @@ func (tx *held) mergedThreadsBody() []byte {
 // Callers that come while one is in flight share it.
 func (tx *held) fetchThreads(es *ExecutorSession, done func()) {
 	h := tx.h
-	tx.exec(es).threadsWaiters = append(tx.exec(es).threadsWaiters, done)
-	if tx.exec(es).threadsAsking {
+	x := tx.exec(es)
+	x.threadsWaiters = append(x.threadsWaiters, done)
+	if x.threadsAsking {
 		return
 	}
-	tx.exec(es).threadsAsking = true
-	gen := tx.exec(es).threadsGen
+	x.threadsAsking = true
+	gen := x.threadsGen
 	es.request("threads", nil, h.cfg.FanoutTimeout, func(m Message, err error) {
 		if err == nil && !m.Success() {
 			err = &errExecutorRefused{m.ErrorMessage()}
