@@ -98,8 +98,8 @@ func allowedResponse(req, m Message) Message {
 	return out
 }
 
-// confineSourceLocked removes from a source object its executor path when
-// the mapper does not map it to a file under the roots (mapPathsLocked
+// confineSource removes from a source object its executor path when
+// the mapper does not map it to a file under the roots (mapPaths
 // walks to the sources nested in it). The executor chooses its paths, and
 // one naming a laptop file (~/.ssh/id_rsa) would make the IDE open it.
 // Such a source is shown by name, its text fetched from the executor
@@ -119,7 +119,7 @@ func (tx *held) confineSource(es *ExecutorSession, src map[string]any) {
 	}
 }
 
-// mappableLocked reports whether p is an executor path with a local file.
+// mappable reports whether p is an executor path with a local file.
 func (tx *held) mappable(es *ExecutorSession, p any) bool {
 	s, ok := p.(string)
 	return ok && s != "" && tx.mapRemote(es, s).Err == nil

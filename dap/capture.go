@@ -130,7 +130,7 @@ func (h *Hub) runCapture(es *ExecutorSession, frame int64, maxBytes int, label s
 // the function from: only what path mapping gives (a file under --root, or
 // a --map rule), never the executor's path as such, or a hostile executor
 // would pick which file on this machine replay runs. In local mode the
-// executor's path is under --root and maps to itself. Takes h.mu.
+// executor's path is under --root and maps to itself. Takes the Hub's lock.
 func (h *Hub) captureLocalFile(es *ExecutorSession, remote string) string {
 	tx := h.lock()
 	defer tx.unlock()

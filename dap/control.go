@@ -141,7 +141,7 @@ type CaptureResult struct {
 	Summary string `json:"summary"`
 }
 
-// stoppedThread is a stopped executor's thread as a snapshot under hub.mu.
+// stoppedThread is a stopped executor's thread as a snapshot under the Hub's lock.
 type stoppedThread struct {
 	es                *ExecutorSession
 	label, threadName string

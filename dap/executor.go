@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,10 +44,10 @@ type ProcessInfo struct {
 // a goroutine only while there is something left to write), and a send
 // never blocks, so anyone may send under any lock. The handshake runs on a
 // goroutine of its own beside the reader until it is done. Fields below are
-// guarded as marked: pendMu (a leaf lock) for pending, hub.mu for the
-// session's state; id, hub, w and remote never change. Callbacks of
+// guarded as marked: pendMu (a leaf lock) for pending, the Hub's lock for
+// the session's state (g); id, hub, w, remote and paths never change. Callbacks of
 // request run on no lock (on the reader, a timer, or a goroutine of their
-// own when the send failed), so they may take hub.mu.
+// own when the send failed), so they may take the Hub's lock.
 type ExecutorSession struct {
 	id     uint64
 	hub    *Hub
@@ -151,12 +152,12 @@ func (h logHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
 // ID is the proxy's number for this session.
 func (es *ExecutorSession) ID() uint64 { return es.id }
 
-// labelLocked names the session for people (worker.Label): executor, host
+// label names the session for people (worker.Label): executor, host
 // (the connection's address until the wrapper says), pid and Spark task
-// where known. Callers hold hub.mu, which guards what it reads.
+// where known.
 func (x *executorState) label() string { return worker.Label(x.labelInfo()) }
 
-// workerLabelLocked names the worker process alone (labelLocked without
+// workerLabel names the worker process alone (label without
 // the task): what a child session is named by, since a reused worker runs
 // one task after another under the same session.
 func (x *executorState) workerLabel() string {
@@ -175,7 +176,7 @@ func (x *executorState) labelInfo() TaskInfo {
 	return t
 }
 
-// childThreadNameLocked is what a child session calls one of its worker's
+// childThreadName is what a child session calls one of its worker's
 // threads: pydevd's name after the task the worker runs now, as merged
 // mode's labels do (the session's own name says which worker it is).
 func (x *executorState) childThreadName(name string) string {
@@ -255,6 +256,17 @@ func (es *ExecutorSession) call(ctx context.Context, command string, args any) (
 		return r.m, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+func ignoreAnswer(es *ExecutorSession) func(Message, error) {
+	return func(m Message, err error) {
+		if err == nil && !m.Success() {
+			err = fmt.Errorf("%s", m.ErrorMessage())
+		}
+		if err != nil {
+			es.logger().Debug().Err(err).Msg("cleanup request failed")
+		}
 	}
 }
 
@@ -499,6 +511,213 @@ func parseSystemInfo(b map[string]any) ProcessInfo {
 	return p
 }
 
+// admit takes a handshaking executor into the Hub, with what its hello
+// said, if its access token (pydevd's clientAccessToken) holds. A worker
+// that said hello presents the one-time token derived in it (the claim
+// makes it single-use) and already holds a slot under the session limit;
+// one that did not (a plain debugpy.connect) presents the token itself and
+// needs a free slot. The refusal is worker.ErrNoToken, ErrWrongToken or a
+// *worker.SessionLimitError.
+func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo, token string) error {
+	tx := h.lock()
+	defer tx.unlock()
+	x := tx.exec(es)
+	hello, ok, err := tx.claimHello(es.remote, proc.PID, token)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := h.admission.CheckToken(token); err != nil {
+			return err
+		}
+		if err := h.admission.AdmitWithoutHello(len(tx.executors)); err != nil {
+			return err
+		}
+	}
+	if ok {
+		x.task = hello.TaskInfo
+		if hello.Roots != nil {
+			es.paths.SetRoots(*hello.Roots)
+		}
+	}
+	x.proc = proc
+	es.logPID.Store(proc.PID)
+	tx.executors[es.id] = es
+	tx.readyValid = false
+	return nil
+}
+
+func (h *Hub) unadmit(es *ExecutorSession) {
+	tx := h.lock()
+	delete(tx.executors, es.id)
+	tx.readyValid = false
+	tx.unlock()
+}
+
+func (h *Hub) executorInitializeArgs() map[string]any {
+	return map[string]any{
+		"clientID": "sparkdap", "clientName": "sparkdap", "adapterID": "debugpy",
+		"pathFormat": "path", "linesStartAt1": true, "columnsStartAt1": true,
+		"supportsVariableType": true, "supportsVariablePaging": true,
+		"supportsRunInTerminalRequest": false, "supportsStartDebuggingRequest": false,
+	}
+}
+
+// proxyOnlyKeys are attach fields that configure the IDE↔proxy link, not
+// pydevd.
+var proxyOnlyKeys = []string{"connect", "listen", "host", "port", "processId", "request", "type", "name",
+	"preLaunchTask", "postDebugTask", "restart", "sparkdapExecutor", IDETokenArg, ChildKeyArg, "subProcessId", "__sessionId",
+	"__configurationTarget"}
+
+// executorAttachArgs passes the IDE's debugger settings (justMyCode, rules,
+// showReturnValue, …) on to pydevd, with defaults for when no IDE is there.
+func (h *Hub) executorAttachArgs(es *ExecutorSession) map[string]any {
+	tx := h.lock()
+	defer tx.unlock()
+	args := map[string]any{"justMyCode": true, "redirectOutput": true}
+	for k, v := range tx.attachArgs {
+		args[k] = deepCopy(v)
+	}
+	for _, k := range proxyOnlyKeys {
+		delete(args, k)
+	}
+	if _, ok := args["pathMappings"]; !ok && h.cfg.Paths != nil {
+		// With any mapping in place pydevd gives every path it cannot map
+		// a sourceReference, so code with no local copy can still be shown.
+		// This one never matches: the proxy does the real mapping.
+		args["pathMappings"] = []any{map[string]any{
+			"localRoot": "/nonexistent/sparkdap-local", "remoteRoot": "/nonexistent/sparkdap-remote"}}
+	}
+	if tx.exec(es).task.PostMortem {
+		// PySpark's worker catches every exception of a task, so to pydevd
+		// none is ever uncaught. Counting PySpark as library code makes an
+		// exception leaving the user's function "user-unhandled".
+		rules, _ := args["rules"].([]any)
+		for _, m := range []string{"pyspark", "py4j"} {
+			rules = append(rules, map[string]any{"module": m, "include": false})
+		}
+		// The worker wrapper too: it runs as __main__, and a failed task's
+		// worker leaves through it with SystemExit, which would otherwise
+		// stop there as one more user-unhandled exception.
+		rules = append(rules, map[string]any{"path": "**/remote_debug.py", "include": false})
+		args["rules"] = rules
+	}
+	return args
+}
+
+// executorReady puts a handshaken executor into service: it replays the
+// registry's breakpoints and from then on gets every fan-out. Both happen
+// under the Hub's lock, so no breakpoint change can fall between them.
+func (h *Hub) executorReady(es *ExecutorSession) {
+	tx := h.lock()
+	defer tx.unlock()
+	x := tx.exec(es)
+	x.ready = true
+	tx.readyValid = false
+	haveExceptions := false
+	for _, e := range tx.bps.global() {
+		tx.sendBreakpoints(es, e, nil)
+		haveExceptions = haveExceptions || e.command == "setExceptionBreakpoints"
+	}
+	if x.task.PostMortem && !haveExceptions {
+		tx.sendBreakpoints(es, &bpEntry{command: "setExceptionBreakpoints", key: "setExceptionBreakpoints",
+			args: map[string]any{"filters": []any{}}}, nil)
+	}
+	if tx.root != nil && tx.ide(tx.root).childMode && tx.ide(tx.root).configured {
+		tx.exec(es).announce = time.AfterFunc(h.cfg.LabelWait, func() { h.announce(es) })
+	}
+	es.logger().Info().Str("label", x.label()).Str("python", x.proc.Python).Msg("executor attached")
+	h.summary("+ executor %d attached [%s]", es.id, x.label())
+}
+
+// taskEvent takes the wrapper's report of which Spark task this worker runs.
+func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
+	var ti TaskInfo
+	if err := fromMap(m.Body(), &ti); err != nil {
+		es.logger().Warn().Err(err).Msg("ignoring malformed sparkdapTask event")
+		return
+	}
+	ti = ti.Clean() // the cluster's words, shown to people
+	tx := h.lock()
+	defer tx.unlock()
+	x := tx.exec(es)
+	if ti.Roots == nil {
+		ti.Roots = x.task.Roots
+	}
+	x.task = ti
+	x.threadsChanged() // its label names its threads
+	if ti.Roots != nil && es.paths.SetRoots(*ti.Roots) {
+		if !x.ready {
+			// executorReady sends them all, to the new roots.
+			return
+		}
+		// New roots, new candidate paths: send again what this executor
+		// is meant to have (none once its child session has left).
+		if !x.detached {
+			for _, e := range tx.bps.global() {
+				if x.overrides[e.key] == nil {
+					tx.sendBreakpoints(es, e, nil)
+				}
+			}
+		}
+		for _, e := range x.overrides {
+			tx.sendBreakpoints(es, e, nil)
+		}
+	}
+	es.logger().Info().Str("label", x.label()).Msg("executor task")
+	tx.announce(es)
+}
+
+// executorGone cleans up after an executor's connection ended.
+func (h *Hub) executorGone(es *ExecutorSession, reason error) {
+	tx := h.lock()
+	if _, ok := tx.executors[es.id]; !ok {
+		tx.unlock()
+		return
+	}
+	delete(tx.executors, es.id)
+	wasReady := tx.exec(es).ready
+	tx.exec(es).ready = false
+	tx.readyValid = false
+	if tx.exec(es).announce != nil {
+		tx.exec(es).announce.Stop()
+	}
+	tx.exec(es).stopChildWait()
+	tx.exec(es).stopMaxStop()
+	if tx.focused == es {
+		tx.focused = nil
+	}
+	for _, e := range tx.exec(es).overrides {
+		tx.bps.drop(e)
+	}
+	child := tx.children[es.id]
+	delete(tx.children, es.id)
+	var exits []Message
+	if target := tx.eventTarget(es); target != nil && child == nil {
+		for tid := range tx.exec(es).threads {
+			if g, err := h.ids.Global(kindThread, es.id, tid); err == nil {
+				exits = append(exits, newEvent("thread", map[string]any{"reason": "exited", "threadId": g}))
+			}
+		}
+		for _, ev := range exits {
+			_ = target.w.send(ev, nil)
+		}
+	}
+	label := tx.exec(es).label()
+	tx.unlock()
+	h.ids.Forget(es.id)
+	if child != nil {
+		// The client answers terminated with disconnect (VS Code does):
+		// answered, it closes the connection itself (IDESession.leave).
+		_ = child.w.send(newEvent("terminated", nil), nil)
+		child.leave()
+	}
+	if wasReady {
+		es.logger().Info().Err(reason).Msg("executor detached")
+		h.summary("- executor %d detached [%s]", es.id, label)
+	}
+}
+
 // handle dispatches one message from pydevd.
 func (es *ExecutorSession) handle(m Message) {
 	if !es.authorized.Load() {
@@ -530,4 +749,148 @@ func (es *ExecutorSession) handle(m Message) {
 		es.logger().Warn().Str("command", m.Command()).Msg("debuggee sent a request; sparkdap serves none")
 		_ = es.w.send(newErrorResponse(m, "sparkdap does not serve %q requests from debuggees", m.Command()), nil)
 	}
+}
+
+// watched reports whether some IDE session shows es, now or once
+// its child session is up: its own child session, or a root session it has
+// not been detached from (merged, or announcing executors as children).
+func (tx *held) watched(es *ExecutorSession) bool {
+	if tx.children[es.id] != nil {
+		return true
+	}
+	return tx.root != nil && !tx.exec(es).detached
+}
+
+// release lets an executor that no IDE session shows run on
+// undebugged: nothing left to stop it, and resumed if it is stopped.
+func (tx *held) release(es *ExecutorSession) {
+	x := tx.exec(es)
+	for key, e := range x.overrides {
+		tx.bps.drop(e)
+		delete(x.overrides, key)
+	}
+	tx.clearSent(es, nil)
+	tx.resume(es)
+	x.dropHeldOutput()
+}
+
+// unwatchedStop handles a stop nobody can see, whatever let it
+// happen: a worker must never wait for a human who is not there.
+func (tx *held) unwatchedStop(es *ExecutorSession, tid int64) {
+	h := tx.h
+	es.logger().Warn().Int64("thread", tid).
+		Msg("executor stopped with no IDE session to show it; clearing its breakpoints and resuming it")
+	tx.release(es)
+	es.request("continue", map[string]any{"threadId": tid}, h.cfg.RequestTimeout, ignoreAnswer(es))
+}
+
+// resume lets a stopped executor run on.
+func (tx *held) resume(es *ExecutorSession) {
+	h := tx.h
+	x := tx.exec(es)
+	if len(x.stopped) == 0 {
+		return
+	}
+	var tid int64
+	for t := range x.stopped {
+		tid = t
+		break
+	}
+	clear(x.stopped)
+	es.request("continue", map[string]any{"threadId": tid}, h.cfg.RequestTimeout, ignoreAnswer(es))
+}
+
+// Config.MaxStop resumes a worker left stopped too long: a developer who hit a
+// breakpoint and went home must not hold the task (and with Spark's
+// barrier or --wait, the stage) overnight. Config.MaxStop is the limit;
+// the clock restarts with each stop and with each IDE request about the
+// worker (noteAsked).
+
+// armMaxStop starts es's clock at a new stop, and its timer unless
+// one runs (a running timer re-reads the deadline when it fires).
+func (tx *held) armMaxStop(es *ExecutorSession) {
+	h := tx.h
+	x := tx.exec(es)
+	if h.cfg.MaxStop <= 0 {
+		return
+	}
+	x.stopSince = h.now()
+	x.maxStopResumed = false
+	if x.maxStop == nil {
+		tx.exec(es).maxStop = time.AfterFunc(h.cfg.MaxStop, func() { h.checkMaxStop(es) })
+	}
+}
+
+// noteAsked restarts es's clock: an IDE asked something about it
+// (a request routed to it, a capture of its frame), so someone is there.
+func (tx *held) noteAsked(es *ExecutorSession) {
+	h := tx.h
+	if h.cfg.MaxStop > 0 {
+		tx.exec(es).lastAsked = h.now()
+	}
+}
+
+// stopMaxStop stops es's timer (its connection ended).
+func (x *executorState) stopMaxStop() {
+	if x.maxStop != nil {
+		x.maxStop.Stop()
+		x.maxStop = nil
+	}
+}
+
+// checkMaxStop runs on es's timer: it resumes es if it has been stopped
+// for MaxStop with no IDE request about it since, and otherwise waits for
+// the new deadline. A worker no longer stopped lets the timer lapse.
+func (h *Hub) checkMaxStop(es *ExecutorSession) {
+	tx := h.lock()
+	defer tx.unlock()
+	x := tx.exec(es)
+	x.maxStop = nil
+	if tx.executors[es.id] != es || !x.ready || len(x.stopped) == 0 {
+		return
+	}
+	since := x.stopSince
+	if x.lastAsked.After(since) {
+		since = x.lastAsked
+	}
+	if left := h.cfg.MaxStop - h.now().Sub(since); left > 0 {
+		tx.exec(es).maxStop = time.AfterFunc(left, func() { h.checkMaxStop(es) })
+		return
+	}
+	tx.maxStopExpired(es)
+}
+
+// maxStopExpired resumes es and says so: to the IDE session that
+// shows it (a console line, then the stopped threads' continued, as an
+// adapter tells a client of a resume it did not ask for), in the log and
+// on serve's terminal.
+func (tx *held) maxStopExpired(es *ExecutorSession) {
+	h := tx.h
+	x := tx.exec(es)
+	tids := make([]int64, 0, len(x.stopped))
+	for tid := range x.stopped {
+		tids = append(tids, tid)
+	}
+	sort.Slice(tids, func(i, j int) bool { return tids[i] < tids[j] })
+	stoppedFor := h.now().Sub(x.stopSince).Round(time.Second)
+	label := x.label()
+	tx.resume(es)
+	x.stoppedAt = ""
+	x.maxStopResumed = true
+	why := fmt.Sprintf("executor %d [%s] resumed: stopped %s with no request from the IDE about it (serve --max-stop %s)",
+		es.id, label, stoppedFor, h.cfg.MaxStop)
+	if target := tx.eventTarget(es); target != nil && tx.ide(target).configured {
+		_ = target.w.send(newEvent("output", map[string]any{"category": "console", "output": "sparkdap: " + why + "\n"}), nil)
+		// A child session shows this process alone: all its threads run.
+		all := target != tx.root
+		for _, tid := range tids {
+			if g, err := h.ids.Global(kindThread, es.id, tid); err == nil {
+				_ = target.w.send(newEvent("continued", map[string]any{"threadId": g, "allThreadsContinued": all}), nil)
+			}
+		}
+	}
+	h.ids.Release(es.id, kindFrame, kindVariables)
+	es.logger().Warn().Dur("stopped", stoppedFor).Dur("max_stop", h.cfg.MaxStop).
+		Msg("executor stopped too long with no request from the IDE; resumed it")
+	h.summary("%s", why)
 }

@@ -37,19 +37,19 @@ func helloKey(remote string, pid int64) (key, ip string) {
 // connection of the same process. It returns nil or the refusal.
 func (h *Hub) acceptHello(remote string, hello worker.Hello) error {
 	key, ip := helloKey(remote, hello.PID)
-	// Under h.mu so the executor count stays still while the registry
+	// Under the lock so the executor count stays still while the registry
 	// counts it against the session limit.
 	tx := h.lock()
 	defer tx.unlock()
 	return h.admission.Accept(key, ip, hello, len(tx.executors))
 }
 
-// claimHelloLocked takes the hello of the process behind a pydevd
+// claimHello takes the hello of the process behind a pydevd
 // connection (ok), if the connection presented that hello's pydevd token.
 // A hello pending for the pid under another token stays for its own
 // worker's debugger (worker.Registry.ClaimWithToken) and the connection is
 // refused (err); with none pending, both are zero and the caller checks
-// the connection as a plain debugpy.connect. Callers hold h.mu.
+// the connection as a plain debugpy.connect.
 func (tx *held) claimHello(remote string, pid int64, token string) (hello worker.Hello, ok bool, err error) {
 	h := tx.h
 	key, ip := helloKey(remote, pid)

@@ -2,10 +2,15 @@ package dap
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,71 +115,6 @@ func (s *IDESession) serve(ctx context.Context) {
 	}
 	s.gone(leaveDropped)
 }
-
-func (s *IDESession) gone(how leaveKind) {
-	s.goneOnce.Do(func() { s.hub.ideGone(s, how) })
-}
-
-// leaveKind is how an IDE session left, which decides what its leaving
-// ends (see Hub.ideGone).
-type leaveKind int
-
-const (
-	// leaveDropped: the connection ended without a disconnect.
-	leaveDropped leaveKind = iota
-	// leaveDetach: a child session's disconnect with an explicit
-	// "terminateDebuggee": false: that one executor is let go.
-	leaveDetach
-	// leaveStopAll: any other disconnect (or terminate): the debugging of
-	// the whole job stops.
-	leaveStopAll
-	// leaveStopAllTerminate: a child session's disconnect with
-	// "terminateDebuggee": true: the same, and its worker is terminated.
-	leaveStopAllTerminate
-)
-
-// leaveKindOf reads what a disconnect or terminate request asks for.
-// VS Code's toolbar Disconnect and Stop both send a plain disconnect
-// ({"restart": false}) since the proxy does not advertise
-// supportTerminateDebuggee; only a client that says "terminateDebuggee":
-// false on purpose detaches one executor.
-func (s *IDESession) leaveKindOf(m Message) leaveKind {
-	if m.Command() != "disconnect" || s.isRoot() {
-		return leaveStopAll
-	}
-	v, present := m.Arguments()["terminateDebuggee"]
-	term, isBool := v.(bool)
-	switch {
-	case present && isBool && !term:
-		return leaveDetach
-	case term:
-		return leaveStopAllTerminate
-	}
-	return leaveStopAll
-}
-
-// leave ends the connection of a session that has ended: its disconnect
-// has been answered, or it was sent terminated (its executor went away),
-// which clients answer with disconnect. The client closes the connection
-// once it has the answer (VS Code, nvim-dap); a proxy that closed first
-// would race that answer: VS Code reports "connection closed", and nvim-dap,
-// seeing the connection end before it handled the response, drops it ("No
-// callback found … duplicate responses?") and skips its disconnect
-// listeners. So the proxy closes it only if the client has not within
-// Config.DisconnectGrace. Until then requests other than disconnect are
-// refused.
-func (s *IDESession) leave() {
-	if !s.leaving.CompareAndSwap(false, true) {
-		return
-	}
-	grace := s.hub.cfg.DisconnectGrace
-	s.grace.Store(time.AfterFunc(grace, func() {
-		s.w.closeAfterFlush(fmt.Errorf("%w: the client kept its connection %s after its session ended", errClosed, grace))
-	}))
-}
-
-// isRoot reports whether s shows every executor (as opposed to one).
-func (s *IDESession) isRoot() bool { return s.executor.Load() == nil }
 
 // PathsCommand is sparkdap's own request for the path report (see
 // `sparkdap paths`).
@@ -473,7 +413,7 @@ func (h *Hub) ideConfigured(s *IDESession) {
 	}
 }
 
-// replayStopsLocked re-sends an executor's current stops to a session that
+// replayStops re-sends an executor's current stops to a session that
 // did not see them happen.
 func (tx *held) replayStops(es *ExecutorSession, s *IDESession) {
 	h := tx.h
@@ -611,7 +551,7 @@ func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, 
 	s.reply(out)
 }
 
-// resumedLocked records that continue resumed es. pydevd resumes every
+// resumed records that continue resumed es. pydevd resumes every
 // thread of the process; a root session that shows other executors too
 // must hear that only this executor's threads run again.
 func (tx *held) resumed(s *IDESession, es *ExecutorSession, out Message) {
@@ -652,5 +592,602 @@ func markPlumbingFrames(body any) {
 			fr["presentationHint"] = "subtle"
 			src["presentationHint"] = "deemphasize"
 		}
+	}
+}
+
+// The root session's merged view of threads, and its continue-all and
+// pause-all.
+//
+// Merged threads come from what the proxy knows, not from a round trip to
+// every executor: each ExecutorSession keeps its thread list current from
+// pydevd's thread events and its last threads answer (threadsKnown says the
+// list is complete). A merged threads request asks only the executors whose
+// list is not known, and requests that arrive while such a request is in
+// flight wait for the same answer instead of sending another. A client that
+// refreshes threads on every stopped event (nvim-dap, VS Code) thus costs a
+// copy of the cached entries, not one round trip per executor per stop.
+
+// mergedThreads answers threads for the root session: every executor's
+// threads, named with its label. In child-session mode the root has none.
+func (h *Hub) mergedThreads(s *IDESession, req Message) {
+	tx := h.lock()
+	if tx.ide(s).childMode {
+		tx.unlock()
+		s.reply(newResponse(req, map[string]any{"threads": []any{}}))
+		return
+	}
+	var unknown []*ExecutorSession
+	for _, es := range tx.readyView() {
+		if !tx.exec(es).threadsKnown {
+			unknown = append(unknown, es)
+		}
+	}
+	if len(unknown) == 0 {
+		body := tx.mergedThreadsBody()
+		tx.unlock()
+		s.replyEncoded(req, body)
+		return
+	}
+	var left atomic.Int64
+	left.Store(int64(len(unknown)))
+	finish := func() {
+		if left.Add(-1) != 0 {
+			return
+		}
+		// Built from the executors ready now: one that left meanwhile
+		// had its threads' exits sent already.
+		tx := h.lock()
+		body := tx.mergedThreadsBody()
+		tx.unlock()
+		s.replyEncoded(req, body)
+	}
+	for _, es := range unknown {
+		tx.fetchThreads(es, finish)
+	}
+	tx.unlock()
+}
+
+// threadsJSON is es's entries of a merged threads answer, encoded and
+// comma-separated: global ids, names prefixed with its label. It is kept
+// until something it shows changes.
+func (tx *held) threadsJSON(es *ExecutorSession) []byte {
+	h := tx.h
+	x := tx.exec(es)
+	if x.threadsJSON != nil {
+		return x.threadsJSON
+	}
+	out := []byte{}
+	prefix := "[" + x.label() + "] "
+	for _, tid := range x.threadOrder {
+		g, err := h.ids.Global(kindThread, es.id, tid)
+		if err != nil {
+			continue
+		}
+		name := x.threads[tid]
+		if name == "" {
+			name = "thread " + strconv.FormatInt(tid, 10)
+		}
+		nb, _ := json.Marshal(prefix + name) // a string always encodes
+		if len(out) > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"id":`...)
+		out = strconv.AppendInt(out, g, 10)
+		out = append(out, `,"name":`...)
+		out = append(out, nb...)
+		out = append(out, '}')
+	}
+	x.threadsJSON = out
+	return out
+}
+
+// mergedThreadsBody is the body of a merged threads answer: every
+// ready executor's threads, in executor order.
+func (tx *held) mergedThreadsBody() []byte {
+	body := append(make([]byte, 0, 256), `{"threads":[`...)
+	first := true
+	for _, es := range tx.readyView() {
+		if es.w.closedErr() != nil {
+			// Its connection ended and its session is being cleaned up
+			// (failed requests are answered first): its threads' exits
+			// follow.
+			continue
+		}
+		j := tx.threadsJSON(es)
+		if len(j) == 0 {
+			continue
+		}
+		if !first {
+			body = append(body, ',')
+		}
+		first = false
+		body = append(body, j...)
+	}
+	return append(body, "]}"...)
+}
+
+// fetchThreads makes sure a threads request to es is in flight, and
+// has done called (on no lock) once it is answered, failed or timed out.
+// Callers that come while one is in flight share it.
+func (tx *held) fetchThreads(es *ExecutorSession, done func()) {
+	h := tx.h
+	x := tx.exec(es)
+	x.threadsWaiters = append(x.threadsWaiters, done)
+	if x.threadsAsking {
+		return
+	}
+	x.threadsAsking = true
+	gen := x.threadsGen
+	es.request("threads", nil, h.cfg.FanoutTimeout, func(m Message, err error) {
+		if err == nil && !m.Success() {
+			err = &errExecutorRefused{m.ErrorMessage()}
+		}
+		tx := h.lock()
+		waiters := tx.exec(es).threadsWaiters
+		tx.exec(es).threadsWaiters = nil
+		tx.exec(es).threadsAsking = false
+		if err == nil {
+			tx.exec(es).absorbThreads(m, gen)
+		}
+		tx.unlock()
+		if err != nil {
+			es.logger().Debug().Err(err).Msg("threads: no answer; the merged list shows what is known")
+		}
+		for _, w := range waiters {
+			w()
+		}
+	})
+}
+
+// errExecutorRefused is a failed response from pydevd.
+type errExecutorRefused struct{ msg string }
+
+func (e *errExecutorRefused) Error() string { return "executor refused: " + truncate(e.msg, 200) }
+
+// replyEncoded answers req with success and an already encoded body.
+func (s *IDESession) replyEncoded(req Message, body []byte) {
+	head := Message{"type": "response", "request_seq": json.Number(strconv.FormatInt(req.Seq(), 10)),
+		"command": req.Command(), "success": true}
+	_ = s.w.sendWithBody(head, body)
+}
+
+// threadArg classifies a request's threadId: present with a nonzero
+// integer (the thread it names is looked up by route), absent or zero
+// (names nothing), or "*" (pydevd's "every thread").
+func threadArg(args map[string]any) (all, none bool) {
+	v, ok := args["threadId"]
+	if !ok || v == nil {
+		return false, true
+	}
+	if s, ok := v.(string); ok && s == "*" {
+		return true, false
+	}
+	n, ok := toInt(v)
+	return false, ok && n == 0
+}
+
+// runControl serves continue, pause and the steps for the root session in
+// merged mode. continue with singleThread false (or threadId "*") resumes
+// every stopped executor and says allThreadsContinued; pause without a
+// thread (or with "*", or singleThread false) pauses every running one.
+// A request naming a thread goes to that thread's executor alone, as
+// before; one naming none is refused rather than sent to whichever
+// executor stopped last.
+func (h *Hub) runControl(s *IDESession, req Message) {
+	args := req.Arguments()
+	if args == nil {
+		args = map[string]any{}
+	}
+	all, none := threadArg(args)
+	if single, ok := args["singleThread"].(bool); ok && !single && (req.Command() == "continue" || req.Command() == "pause") {
+		all = true
+	}
+	switch {
+	case all && req.Command() == "continue":
+		h.continueAll(s, req)
+	case (all || none) && req.Command() == "pause":
+		h.pauseAll(s, req)
+	case all:
+		s.fail(req, "%s: threadId \"*\" is not supported; name the thread to step", req.Command())
+	case none:
+		if req.Command() == "continue" {
+			s.fail(req, "continue needs the threadId of a stopped thread (each executor's threads are listed under its label); "+
+				"to resume every stopped executor, send continue with \"singleThread\": false")
+		} else {
+			s.fail(req, "%s needs the threadId of a stopped thread (each executor's threads are listed under its label)", req.Command())
+		}
+	default:
+		h.route(s, req)
+	}
+}
+
+// continueAll resumes every executor the session shows that is stopped,
+// and answers once each has answered (or its time is up).
+func (h *Hub) continueAll(s *IDESession, req Message) {
+	tx := h.lock()
+	var targets []*ExecutorSession
+	var tids []int64
+	for _, es := range tx.ready() {
+		if len(tx.exec(es).stopped) == 0 || tx.eventTarget(es) != s {
+			continue
+		}
+		var tid int64
+		for t := range tx.exec(es).stopped {
+			tid = t
+			break
+		}
+		clear(tx.exec(es).stopped)
+		h.ids.Release(es.id, kindFrame, kindVariables)
+		targets = append(targets, es)
+		tids = append(tids, tid)
+	}
+	tx.unlock()
+	h.allOf(s, req, targets, func(i int) any { return map[string]any{"threadId": tids[i]} },
+		map[string]any{"allThreadsContinued": true})
+}
+
+// pauseAll pauses every executor the session shows that is not stopped.
+// pydevd suspends all of a process's threads for threadId "*" (as
+// debugpy's adapter always sends it) and reports each stop with a stopped
+// event.
+func (h *Hub) pauseAll(s *IDESession, req Message) {
+	tx := h.lock()
+	var targets []*ExecutorSession
+	for _, es := range tx.ready() {
+		if len(tx.exec(es).stopped) == 0 && tx.eventTarget(es) == s {
+			targets = append(targets, es)
+		}
+	}
+	tx.unlock()
+	h.allOf(s, req, targets, func(int) any { return map[string]any{"threadId": "*"} }, nil)
+}
+
+// allOf sends req's command to each target with args(i) and answers req
+// once all have answered: success unless every one of them failed.
+func (h *Hub) allOf(s *IDESession, req Message, targets []*ExecutorSession, args func(i int) any, body map[string]any) {
+	if len(targets) == 0 {
+		s.reply(newResponse(req, body))
+		return
+	}
+	var left, failed atomic.Int64
+	left.Store(int64(len(targets)))
+	var firstErr atomic.Value
+	for i, es := range targets {
+		es.request(req.Command(), args(i), h.cfg.RequestTimeout, func(m Message, err error) {
+			if err == nil && !m.Success() {
+				err = &errExecutorRefused{m.ErrorMessage()}
+			}
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
+				es.logger().Warn().Err(err).Str("command", req.Command()).Msg("executor did not take a request for every executor")
+			}
+			if left.Add(-1) != 0 {
+				return
+			}
+			if n := failed.Load(); n == int64(len(targets)) {
+				s.fail(req, "%s: no executor took it (%d tried; first error: %v)", req.Command(), n, firstErr.Load())
+				return
+			}
+			s.reply(newResponse(req, body))
+		})
+	}
+}
+
+// announce tells a child-session-capable IDE about an executor by asking it
+// to start a child session for it.
+func (h *Hub) announce(es *ExecutorSession) {
+	tx := h.lock()
+	defer tx.unlock()
+	tx.announce(es)
+}
+
+func (tx *held) announce(es *ExecutorSession) {
+	h := tx.h
+	x := tx.exec(es)
+	root := tx.root
+	// A detached executor's child session was closed since this root
+	// attached: the developer let it go, so it is not opened again.
+	if x.announced || x.detached || !x.ready || root == nil || !tx.ide(root).childMode || !tx.ide(root).configured || tx.children[es.id] != nil {
+		return
+	}
+	if x.announce != nil {
+		x.announce.Stop()
+		x.announce = nil
+	}
+	x.announced = true
+	x.announceGen++
+	gen := x.announceGen
+	cfg := map[string]any{}
+	for k, v := range tx.attachArgs {
+		cfg[k] = deepCopy(v)
+	}
+	for _, k := range []string{"processId", "listen", "preLaunchTask", "postDebugTask", "request", "restart", "__sessionId"} {
+		delete(cfg, k)
+	}
+	// Named after the worker, not its task: the name stays for the
+	// session's life, and a reused worker runs many tasks. The threads
+	// carry the current task (childThreadName).
+	cfg["name"] = "Executor " + x.workerLabel()
+	cfg["connect"] = tx.childConnect()
+	cfg["sparkdapExecutor"] = es.id
+	// Only the root is given this value, and only here: a child attach must
+	// bring it back, once, so another local client cannot take the
+	// executor by naming its id.
+	x.childKey = newChildKey()
+	cfg[ChildKeyArg] = x.childKey
+	req := newRequest("startDebugging", map[string]any{"request": "attach", "configuration": cfg})
+	// The seq is recorded before the request can reach the IDE, so its
+	// answer always finds the executor it is about.
+	_ = root.w.send(req, func(seq int64) { tx.ide(root).asked[seq] = childAsk{es, gen} })
+	// The IDE may refuse (answered in IDESession.handle) or never open the
+	// child: either way nobody watches es, and it must not wait for anyone.
+	tx.exec(es).childWait = time.AfterFunc(h.cfg.ChildAttachTimeout, func() {
+		tx := h.lock()
+		defer tx.unlock()
+		tx.childMissing(es, gen, fmt.Sprintf("its child session did not attach within %s", h.cfg.ChildAttachTimeout))
+	})
+}
+
+// childConnect is where a child session must connect: where the
+// root did, as its attach configuration says (connect.host/port, or the
+// older top-level host/port), since the IDE may reach the proxy through a
+// forwarded port (ssh -L, a container's port mapping) that the proxy's
+// own listen address is not; the listen address only when the
+// configuration names none.
+func (tx *held) childConnect() map[string]any {
+	if c, ok := tx.attachArgs["connect"].(map[string]any); ok {
+		if addr := connectAddr(c["host"], c["port"]); addr != nil {
+			return addr
+		}
+	}
+	if addr := connectAddr(tx.attachArgs["host"], tx.attachArgs["port"]); addr != nil {
+		return addr
+	}
+	host, port := "127.0.0.1", 0
+	if ta, ok := tx.ideAddr.(*net.TCPAddr); ok {
+		host, port = ta.IP.String(), ta.Port
+		if ta.IP.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+	}
+	return map[string]any{"host": host, "port": port}
+}
+
+// connectAddr is {host, port} from an attach configuration's values, or
+// nil unless port is a valid port (a number or a numeric string, as
+// launch.json variables give). A missing host is debugpy's default.
+func connectAddr(hostV, portV any) map[string]any {
+	port, ok := toInt(portV)
+	if !ok {
+		if s, isStr := portV.(string); isStr {
+			n, err := strconv.ParseInt(s, 10, 32)
+			port, ok = n, err == nil
+		}
+	}
+	if !ok || port <= 0 || port > 65535 {
+		return nil
+	}
+	host, _ := hostV.(string)
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return map[string]any{"host": host, "port": port}
+}
+
+// childAsk is a startDebugging request the root IDE has not answered yet.
+type childAsk struct {
+	es  *ExecutorSession
+	gen uint64 // tx.exec(es).announceGen when it was sent
+}
+
+// childMissing lets es go when the child session announcement gen
+// asked for will not come (the IDE refused it or never opened it): it is
+// then watched by nobody, so its breakpoints are cleared and it is resumed.
+// A newer announcement, or a child that did attach, makes it a no-op.
+func (tx *held) childMissing(es *ExecutorSession, gen uint64, why string) {
+	x := tx.exec(es)
+	if x.announceGen != gen || !x.announced || !x.ready || tx.children[es.id] != nil {
+		return
+	}
+	x.stopChildWait()
+	x.detached = true
+	es.logger().Warn().Str("reason", why).
+		Msg("the IDE did not open this executor's child session; clearing its breakpoints and resuming it")
+	tx.release(es)
+}
+
+// stopChildWait forgets the child session es's announcement awaits;
+// its one-time value no longer opens one.
+func (x *executorState) stopChildWait() {
+	x.announceGen++
+	x.childKey = ""
+	if x.childWait != nil {
+		x.childWait.Stop()
+		x.childWait = nil
+	}
+}
+
+// ChildKeyArg is the attach argument of a child session: the one-time value
+// the proxy put in the startDebugging configuration that asked for it.
+const ChildKeyArg = "sparkdapChildKey"
+
+// newChildKey returns a fresh unguessable one-time value.
+func newChildKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand panics rather than return an error)
+	return hex.EncodeToString(b)
+}
+
+func (s *IDESession) gone(how leaveKind) {
+	s.goneOnce.Do(func() { s.hub.ideGone(s, how) })
+}
+
+// leaveKind is how an IDE session left, which decides what its leaving
+// ends (see Hub.ideGone).
+type leaveKind int
+
+const (
+	// leaveDropped: the connection ended without a disconnect.
+	leaveDropped leaveKind = iota
+	// leaveDetach: a child session's disconnect with an explicit
+	// "terminateDebuggee": false: that one executor is let go.
+	leaveDetach
+	// leaveStopAll: any other disconnect (or terminate): the debugging of
+	// the whole job stops.
+	leaveStopAll
+	// leaveStopAllTerminate: a child session's disconnect with
+	// "terminateDebuggee": true: the same, and its worker is terminated.
+	leaveStopAllTerminate
+)
+
+// leaveKindOf reads what a disconnect or terminate request asks for.
+// VS Code's toolbar Disconnect and Stop both send a plain disconnect
+// ({"restart": false}) since the proxy does not advertise
+// supportTerminateDebuggee; only a client that says "terminateDebuggee":
+// false on purpose detaches one executor.
+func (s *IDESession) leaveKindOf(m Message) leaveKind {
+	if m.Command() != "disconnect" || s.isRoot() {
+		return leaveStopAll
+	}
+	v, present := m.Arguments()["terminateDebuggee"]
+	term, isBool := v.(bool)
+	switch {
+	case present && isBool && !term:
+		return leaveDetach
+	case term:
+		return leaveStopAllTerminate
+	}
+	return leaveStopAll
+}
+
+// leave ends the connection of a session that has ended: its disconnect
+// has been answered, or it was sent terminated (its executor went away),
+// which clients answer with disconnect. The client closes the connection
+// once it has the answer (VS Code, nvim-dap); a proxy that closed first
+// would race that answer: VS Code reports "connection closed", and nvim-dap,
+// seeing the connection end before it handled the response, drops it ("No
+// callback found … duplicate responses?") and skips its disconnect
+// listeners. So the proxy closes it only if the client has not within
+// Config.DisconnectGrace. Until then requests other than disconnect are
+// refused.
+func (s *IDESession) leave() {
+	if !s.leaving.CompareAndSwap(false, true) {
+		return
+	}
+	grace := s.hub.cfg.DisconnectGrace
+	s.grace.Store(time.AfterFunc(grace, func() {
+		s.w.closeAfterFlush(fmt.Errorf("%w: the client kept its connection %s after its session ended", errClosed, grace))
+	}))
+}
+
+// isRoot reports whether s shows every executor (as opposed to one).
+func (s *IDESession) isRoot() bool { return s.executor.Load() == nil }
+
+// ideGone handles the end of an IDE session (disconnect or dropped
+// connection). Stopping any session stops the debugging of the whole job,
+// as debugpy's own subprocess debugging does: every other session the
+// proxy owns gets terminated and is closed, the breakpoints are forgotten
+// and every executor is let go. Two departures end less: a child session
+// that says "terminateDebuggee": false detaches its executor only, and a
+// child session whose connection drops without a disconnect loses only its
+// executor (a crashed window must not end the others). Executors are never
+// killed for it (unless a child session asked for terminateDebuggee):
+// every executor no session shows any more has each breakpoint ever sent
+// to it cleared at the executor paths it was sent to, and is resumed, so
+// jobs run on while nobody watches.
+func (h *Hub) ideGone(ide *IDESession, how leaveKind) {
+	tx := h.lock()
+	defer tx.unlock()
+	isChild := ide.executor.Load() != nil && tx.children[ide.executor.Load().id] == ide
+	switch {
+	case ide != tx.root && !isChild:
+		return // already let go: the job's debugging was stopped from elsewhere
+	case isChild && (how == leaveDropped || how == leaveDetach):
+		tx.childGone(ide, false)
+		return
+	}
+	tx.stopDebugging(ide, how == leaveStopAllTerminate)
+}
+
+// stopDebugging ends every IDE session of the job because from (the
+// root or a child) stopped: child sessions first (each releases its
+// executor), then the root (which releases the rest and forgets the
+// breakpoints, so no executor stops again and none is announced). Every
+// session but from is told terminated, as an adapter tells a client whose
+// debuggee ended; VS Code answers it with its own disconnect, which is
+// answered before the connection closes (IDESession.leave).
+func (tx *held) stopDebugging(from *IDESession, terminateFrom bool) {
+	h := tx.h
+	ids := make([]uint64, 0, len(tx.children))
+	for id := range tx.children {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var others []*IDESession
+	for _, id := range ids {
+		c := tx.children[id]
+		tx.childGone(c, terminateFrom && c == from)
+		if c != from {
+			others = append(others, c)
+		}
+	}
+	if root := tx.root; root != nil {
+		tx.rootGone()
+		if root != from {
+			others = append(others, root)
+		}
+	}
+	for _, s := range others {
+		tx.ide(s).ended = true
+		_ = s.w.send(newEvent("terminated", nil), nil)
+		// The client answers terminated with disconnect: answered, it
+		// closes the connection itself (IDESession.leave).
+		s.leave()
+	}
+	if len(others) > 0 {
+		h.summary("debugging stopped from the IDE: %d other session(s) terminated", len(others))
+	}
+}
+
+// rootGone lets the root session go: its breakpoints are forgotten
+// and every executor no child session shows is released.
+func (tx *held) rootGone() {
+	h := tx.h
+	tx.root = nil
+	tx.attachArgs = nil
+	global := map[string]bool{}
+	for _, e := range tx.bps.global() {
+		global[e.key] = true
+	}
+	tx.bps.clear()
+	released := 0
+	for _, es := range tx.ready() {
+		tx.exec(es).announced = false
+		tx.exec(es).stopChildWait()
+		if tx.children[es.id] != nil {
+			// Its child session still shows it: only the root's
+			// breakpoints go, those the child set stay.
+			tx.clearSent(es, func(key string) bool { return !global[key] || tx.exec(es).overrides[key] != nil })
+			continue
+		}
+		tx.release(es)
+		released++
+	}
+	h.summary("IDE detached; %d executor(s) resumed and keep running", released)
+}
+
+// childGone lets a child session go: its executor runs on undebugged
+// (terminated first if terminate) and is not announced again to this root.
+func (tx *held) childGone(ide *IDESession, terminate bool) {
+	h := tx.h
+	es := ide.executor.Load()
+	delete(tx.children, es.id)
+	tx.exec(es).detached = true
+	tx.release(es)
+	if terminate {
+		// Released first all the same: if the worker outlives the
+		// request, it must not wait at a breakpoint for nobody.
+		es.request("disconnect", map[string]any{"terminateDebuggee": true}, h.cfg.RequestTimeout, ignoreAnswer(es))
 	}
 }

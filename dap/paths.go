@@ -7,7 +7,7 @@ import (
 	"github.com/sparkdap/sparkdap/pathmap"
 )
 
-// This file applies the path mapper to the DAP traffic of one executor,
+// The path mapper applied to the DAP traffic of one executor,
 // through its pathmap.Cache: local → remote for breakpoints (every
 // candidate path is tried), remote → local for everything that names a
 // source on the way back.
@@ -15,7 +15,7 @@ import (
 // Mapping is one remote → local translation, for PathReport.
 type Mapping = pathmap.Mapping
 
-// breakpointTargetsLocked lists the executor paths a source breakpoint
+// breakpointTargets lists the executor paths a source breakpoint
 // request goes to: the mapper's candidates for this executor, plus every
 // path it was sent to before, so a removal reaches them all.
 func (tx *held) breakpointTargets(es *ExecutorSession, e *bpEntry) []string {
@@ -78,12 +78,12 @@ var pathKeys = map[string]pathCarrier{
 // modulePathFields are the fields of a Module that hold a path.
 var modulePathFields = []string{"path", "symbolFilePath"}
 
-// mapPathsLocked makes the executor paths in a message body (a response
+// mapPaths makes the executor paths in a message body (a response
 // to the IDE or an event) safe for the IDE, in one walk over every object
 // pathKeys names: a path the mapper maps to a developer's file becomes
 // that file; any other is removed, so a Source is shown by name with its
 // code fetched from the executor through its sourceReference
-// (confineSourceLocked), and a Module shows no path. Without a mapper
+// (confineSource), and a Module shows no path. Without a mapper
 // (serve --no-path-mapping: the workers run here, as the developer) paths
 // pass unchanged.
 func (tx *held) mapPaths(es *ExecutorSession, v any) {
@@ -126,7 +126,7 @@ func objectsIn(v any) []map[string]any {
 	return nil
 }
 
-// mapObjectPathsLocked maps or removes the paths of one object of kind.
+// mapObjectPaths maps or removes the paths of one object of kind.
 func (tx *held) mapObjectPaths(es *ExecutorSession, kind pathCarrier, obj map[string]any) {
 	switch kind {
 	case carriesSource:
@@ -139,7 +139,7 @@ func (tx *held) mapObjectPaths(es *ExecutorSession, kind pathCarrier, obj map[st
 	}
 }
 
-// mapModulePathLocked turns a module's executor path in field into the
+// mapModulePath turns a module's executor path in field into the
 // developer's file, or drops it when there is none.
 func (tx *held) mapModulePath(es *ExecutorSession, mod map[string]any, field string) {
 	p, has := mod[field]
@@ -170,7 +170,7 @@ func (tx *held) localizeSource(es *ExecutorSession, src map[string]any) {
 	}
 }
 
-// mapRemoteLocked maps one executor path, once per executor and path, and
+// mapRemote maps one executor path, once per executor and path, and
 // logs each new outcome (`sparkdap paths` reports them all).
 func (tx *held) mapRemote(es *ExecutorSession, remote string) pathmap.Result {
 	r, fresh := es.paths.ToLocal(remote)
@@ -189,7 +189,7 @@ func (tx *held) mapRemote(es *ExecutorSession, remote string) pathmap.Result {
 	return r
 }
 
-// remotizePathsLocked rewrites local paths in a request for es to the
+// remotizePaths rewrites local paths in a request for es to the
 // executor's, where a mapping has been seen for them.
 func (tx *held) remotizePaths(es *ExecutorSession, v any) {
 	h := tx.h
