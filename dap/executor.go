@@ -100,7 +100,7 @@ type executorState struct {
 	announceGen uint64      // counts startDebugging requests sent for it (and their cancellations)
 	childWait   *time.Timer // lets it go if its child session does not attach in time
 	childKey    string      // the one-time value its awaited child session must attach with; "" for none
-	// Its Config.MaxStop clock (maxstop.go):
+	// Its Config.MaxStop clock (held.armMaxStop):
 	stopSince time.Time   // when it last stopped
 	lastAsked time.Time   // when an IDE last asked something about it
 	maxStop   *time.Timer // checks the clock; nil when not running
@@ -108,11 +108,11 @@ type executorState struct {
 	// says so until it stops again).
 	maxStopResumed bool
 
-	// Its output while no IDE session shows it yet (heldoutput.go):
+	// Its output while no IDE session shows it yet (held.holdOutput):
 	held          *heldOutput // waiting for its IDE session; nil for none
 	unshownLogged bool        // said that its events reach no IDE session
 
-	// Its threads as the merged view shows them (threads.go):
+	// Its threads as the merged view shows them (executorState.learnThread):
 	threadOrder []int64 // the keys of threads, in pydevd's order (new ones last)
 	// threadsKnown: threads is the whole list pydevd would answer now,
 	// so a merged threads request needs no round trip to it.
@@ -563,23 +563,14 @@ func (h *Hub) executorInitializeArgs() map[string]any {
 	}
 }
 
-// proxyOnlyKeys are attach fields that configure the IDE↔proxy link, not
-// pydevd.
-var proxyOnlyKeys = []string{"connect", "listen", "host", "port", "processId", "request", "type", "name",
-	"preLaunchTask", "postDebugTask", "restart", "sparkdapExecutor", IDETokenArg, ChildKeyArg, "subProcessId", "__sessionId",
-	"__configurationTarget"}
-
 // executorAttachArgs passes the IDE's debugger settings (justMyCode, rules,
 // showReturnValue, …) on to pydevd, with defaults for when no IDE is there.
 func (h *Hub) executorAttachArgs(es *ExecutorSession) map[string]any {
 	tx := h.lock()
 	defer tx.unlock()
 	args := map[string]any{"justMyCode": true, "redirectOutput": true}
-	for k, v := range tx.attachArgs {
-		args[k] = deepCopy(v)
-	}
-	for _, k := range proxyOnlyKeys {
-		delete(args, k)
+	for k, v := range tx.rootAttachArgs(proxyOnlyKeys) {
+		args[k] = v
 	}
 	if _, ok := args["pathMappings"]; !ok && h.cfg.Paths != nil {
 		// With any mapping in place pydevd gives every path it cannot map

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -898,13 +899,7 @@ func (tx *held) announce(es *ExecutorSession) {
 	x.announced = true
 	x.announceGen++
 	gen := x.announceGen
-	cfg := map[string]any{}
-	for k, v := range tx.attachArgs {
-		cfg[k] = deepCopy(v)
-	}
-	for _, k := range []string{"processId", "listen", "preLaunchTask", "postDebugTask", "request", "restart", "__sessionId"} {
-		delete(cfg, k)
-	}
+	cfg := tx.rootAttachArgs(notForChildKeys)
 	// Named after the worker, not its task: the name stays for the
 	// session's life, and a reused worker runs many tasks. The threads
 	// carry the current task (childThreadName).
@@ -927,6 +922,32 @@ func (tx *held) announce(es *ExecutorSession) {
 		defer tx.unlock()
 		tx.childMissing(es, gen, fmt.Sprintf("its child session did not attach within %s", h.cfg.ChildAttachTimeout))
 	})
+}
+
+// proxyOnlyKeys are attach fields that configure the IDE↔proxy link, not
+// pydevd.
+var proxyOnlyKeys = []string{"connect", "listen", "host", "port", "processId", "request", "type", "name",
+	"preLaunchTask", "postDebugTask", "restart", "sparkdapExecutor", IDETokenArg, ChildKeyArg, "subProcessId", "__sessionId",
+	"__configurationTarget"}
+
+// notForChildKeys are attach fields of the root's configuration that its
+// child sessions' configurations leave out: what launches or restarts a
+// session, and what names this one process or session. Those that say
+// where and how to connect are kept (the child connects as the root did),
+// and announce sets name, connect and the child's own keys.
+var notForChildKeys = []string{"processId", "listen", "preLaunchTask", "postDebugTask", "request", "restart", "__sessionId"}
+
+// rootAttachArgs is a copy of the root IDE's attach arguments without the
+// fields named in drop: what a pydevd attach (proxyOnlyKeys) or a child
+// session's configuration (notForChildKeys) takes from them.
+func (tx *held) rootAttachArgs(drop []string) map[string]any {
+	out := make(map[string]any, len(tx.attachArgs))
+	for k, v := range tx.attachArgs {
+		if !slices.Contains(drop, k) {
+			out[k] = deepCopy(v)
+		}
+	}
+	return out
 }
 
 // childConnect is where a child session must connect: where the

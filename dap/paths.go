@@ -87,24 +87,45 @@ var modulePathFields = []string{"path", "symbolFilePath"}
 // (serve --no-path-mapping: the workers run here, as the developer) paths
 // pass unchanged.
 func (tx *held) mapPaths(es *ExecutorSession, v any) {
-	h := tx.h
-	if h.cfg.Paths == nil {
+	if tx.h.cfg.Paths == nil {
 		return
 	}
+	eachPathObject(v, func(kind pathCarrier, obj map[string]any) { tx.mapObjectPaths(es, kind, obj) })
+}
+
+// remotizePaths rewrites the local paths of the sources in a request for
+// es (the same objects mapPaths maps in the other direction) to the
+// executor's, where a mapping has been seen for them.
+func (tx *held) remotizePaths(es *ExecutorSession, v any) {
+	if tx.h.cfg.Paths == nil {
+		return
+	}
+	eachPathObject(v, func(kind pathCarrier, obj map[string]any) {
+		if p, ok := obj["path"].(string); ok && kind == carriesSource {
+			if remote, ok := es.paths.RemoteOf(p); ok {
+				obj["path"] = remote
+			}
+		}
+	})
+}
+
+// eachPathObject calls visit for each object in v that pathKeys names,
+// wherever it is, then walks on into it (a Source's nested sources): the
+// one walk of both directions of the mapping.
+func eachPathObject(v any, visit func(kind pathCarrier, obj map[string]any)) {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, e := range t {
 			if kind, ok := pathKeys[k]; ok {
 				for _, obj := range objectsIn(e) {
-					tx.mapObjectPaths(es, kind, obj)
+					visit(kind, obj)
 				}
 			}
-			// Then what the object holds: a Source's nested sources.
-			tx.mapPaths(es, e)
+			eachPathObject(e, visit)
 		}
 	case []any:
 		for _, e := range t {
-			tx.mapPaths(es, e)
+			eachPathObject(e, visit)
 		}
 	}
 }
@@ -187,33 +208,6 @@ func (tx *held) mapRemote(es *ExecutorSession, remote string) pathmap.Result {
 		es.logger().Debug().Err(r.Err).Msg("path not mapped; the IDE gets the executor's copy")
 	}
 	return r
-}
-
-// remotizePaths rewrites local paths in a request for es to the
-// executor's, where a mapping has been seen for them.
-func (tx *held) remotizePaths(es *ExecutorSession, v any) {
-	h := tx.h
-	if h.cfg.Paths == nil {
-		return
-	}
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			if src, ok := e.(map[string]any); ok && k == "source" {
-				if p, ok := src["path"].(string); ok {
-					if remote, ok := es.paths.RemoteOf(p); ok {
-						src["path"] = remote
-					}
-				}
-				continue
-			}
-			tx.remotizePaths(es, e)
-		}
-	case []any:
-		for _, e := range t {
-			tx.remotizePaths(es, e)
-		}
-	}
 }
 
 // PathReport is what one executor's mapper did, for `sparkdap paths`.
