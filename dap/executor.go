@@ -615,7 +615,7 @@ func (h *Hub) executorReady(es *ExecutorSession) {
 			args: map[string]any{"filters": []any{}}}, nil)
 	}
 	if tx.root != nil && tx.ide(tx.root).childMode && tx.ide(tx.root).configured {
-		tx.exec(es).announce = time.AfterFunc(h.cfg.LabelWait, func() { h.announce(es) })
+		x.announce = time.AfterFunc(h.cfg.LabelWait, func() { h.announce(es) })
 	}
 	es.logger().Info().Str("label", x.label()).Str("python", x.proc.Python).Msg("executor attached")
 	h.summary("+ executor %d attached [%s]", es.id, x.label())
@@ -667,25 +667,26 @@ func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 		return
 	}
 	delete(tx.executors, es.id)
-	wasReady := tx.exec(es).ready
-	tx.exec(es).ready = false
+	x := tx.exec(es)
+	wasReady := x.ready
+	x.ready = false
 	tx.readyValid = false
-	if tx.exec(es).announce != nil {
-		tx.exec(es).announce.Stop()
+	if x.announce != nil {
+		x.announce.Stop()
 	}
-	tx.exec(es).stopChildWait()
-	tx.exec(es).stopMaxStop()
+	x.stopChildWait()
+	x.stopMaxStop()
 	if tx.focused == es {
 		tx.focused = nil
 	}
-	for _, e := range tx.exec(es).overrides {
+	for _, e := range x.overrides {
 		tx.bps.drop(e)
 	}
 	child := tx.children[es.id]
 	delete(tx.children, es.id)
 	var exits []Message
 	if target := tx.eventTarget(es); target != nil && child == nil {
-		for tid := range tx.exec(es).threads {
+		for tid := range x.threads {
 			if g, err := h.ids.Global(kindThread, es.id, tid); err == nil {
 				exits = append(exits, newEvent("thread", map[string]any{"reason": "exited", "threadId": g}))
 			}
@@ -694,7 +695,7 @@ func (h *Hub) executorGone(es *ExecutorSession, reason error) {
 			_ = target.w.send(ev, nil)
 		}
 	}
-	label := tx.exec(es).label()
+	label := x.label()
 	tx.unlock()
 	h.ids.Forget(es.id)
 	if child != nil {
@@ -808,7 +809,7 @@ func (tx *held) armMaxStop(es *ExecutorSession) {
 	x.stopSince = h.now()
 	x.maxStopResumed = false
 	if x.maxStop == nil {
-		tx.exec(es).maxStop = time.AfterFunc(h.cfg.MaxStop, func() { h.checkMaxStop(es) })
+		x.maxStop = time.AfterFunc(h.cfg.MaxStop, func() { h.checkMaxStop(es) })
 	}
 }
 
@@ -845,7 +846,7 @@ func (h *Hub) checkMaxStop(es *ExecutorSession) {
 		since = x.lastAsked
 	}
 	if left := h.cfg.MaxStop - h.now().Sub(since); left > 0 {
-		tx.exec(es).maxStop = time.AfterFunc(left, func() { h.checkMaxStop(es) })
+		x.maxStop = time.AfterFunc(left, func() { h.checkMaxStop(es) })
 		return
 	}
 	tx.maxStopExpired(es)

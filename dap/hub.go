@@ -335,11 +335,11 @@ func (h *Hub) Executors() []ExecutorStatus {
 	defer tx.unlock()
 	out := make([]ExecutorStatus, 0, len(tx.executors))
 	for _, es := range tx.executors {
-		if tx.exec(es).ready {
-			st := ExecutorStatus{ID: es.id, Label: tx.exec(es).label(), Process: tx.exec(es).proc, Task: tx.exec(es).task,
-				Stopped: len(tx.exec(es).stopped) > 0, OutputBytes: tx.exec(es).outputBytes, MaxStopResumed: tx.exec(es).maxStopResumed}
+		if x := tx.exec(es); x.ready {
+			st := ExecutorStatus{ID: es.id, Label: x.label(), Process: x.proc, Task: x.task,
+				Stopped: len(x.stopped) > 0, OutputBytes: x.outputBytes, MaxStopResumed: x.maxStopResumed}
 			if st.Stopped {
-				st.StoppedAt = tx.exec(es).stoppedAt
+				st.StoppedAt = x.stoppedAt
 			}
 			out = append(out, st)
 		}

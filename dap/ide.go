@@ -355,16 +355,17 @@ func (s *IDESession) attach(m Message) {
 			s.fail(m, "executor %v already has a debug session", v)
 			return
 		}
+		x := tx.exec(es)
 		key, _ := args[ChildKeyArg].(string)
-		if tx.exec(es).childKey == "" || subtle.ConstantTimeCompare([]byte(key), []byte(tx.exec(es).childKey)) != 1 {
+		if x.childKey == "" || subtle.ConstantTimeCompare([]byte(key), []byte(x.childKey)) != 1 {
 			tx.unlock()
 			s.refuseIDE(m, fmt.Sprintf("a child session for executor %v must attach with the configuration of the proxy's "+
 				"startDebugging request (its %q is missing, wrong or already used)", v, ChildKeyArg))
 			return
 		}
 		s.executor.Store(es)
-		tx.exec(es).detached = false
-		tx.exec(es).stopChildWait()
+		x.detached = false
+		x.stopChildWait()
 		tx.children[es.id] = s
 		s.setLogger(s.logger().With().Uint64("executor", es.id).Logger())
 	} else {
@@ -917,7 +918,7 @@ func (tx *held) announce(es *ExecutorSession) {
 	_ = root.w.send(req, func(seq int64) { tx.ide(root).asked[seq] = childAsk{es, gen} })
 	// The IDE may refuse (answered in IDESession.handle) or never open the
 	// child: either way nobody watches es, and it must not wait for anyone.
-	tx.exec(es).childWait = time.AfterFunc(h.cfg.ChildAttachTimeout, func() {
+	x.childWait = time.AfterFunc(h.cfg.ChildAttachTimeout, func() {
 		tx := h.lock()
 		defer tx.unlock()
 		tx.childMissing(es, gen, fmt.Sprintf("its child session did not attach within %s", h.cfg.ChildAttachTimeout))
@@ -999,7 +1000,7 @@ func connectAddr(hostV, portV any) map[string]any {
 // childAsk is a startDebugging request the root IDE has not answered yet.
 type childAsk struct {
 	es  *ExecutorSession
-	gen uint64 // tx.exec(es).announceGen when it was sent
+	gen uint64 // the executor's announceGen when it was sent
 }
 
 // childMissing lets es go when the child session announcement gen
