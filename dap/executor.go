@@ -366,7 +366,7 @@ func (es *ExecutorSession) end(hs *handshakeRun, readErr error) {
 		es.logger().Warn().Err(readErr).Msg("closing executor connection: it broke the protocol")
 	}
 	es.failPending(fmt.Errorf("executor %d went away: %w", es.id, readErr))
-	es.hub.executorGone(es, readErr)
+	es.gone(readErr)
 }
 
 func (es *ExecutorSession) failPending(err error) {
@@ -405,19 +405,19 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 	}
 	proc := parseSystemInfo(info.Body())
 
-	if err := h.admit(es, proc, token); err != nil {
+	if err := es.admit(proc, token); err != nil {
 		return es.refuse(ctx, err.Error())
 	}
 
-	if _, err := es.call(ctx, "initialize", h.executorInitializeArgs()); err != nil {
-		h.unadmit(es)
+	if _, err := es.call(ctx, "initialize", executorInitializeArgs()); err != nil {
+		es.unadmit()
 		return fmt.Errorf("executor %d: initialize: %w", es.id, err)
 	}
-	if _, err := es.call(ctx, "attach", h.executorAttachArgs(es)); err != nil {
-		h.unadmit(es)
+	if _, err := es.call(ctx, "attach", es.attachArgs()); err != nil {
+		es.unadmit()
 		return fmt.Errorf("executor %d: attach: %w", es.id, err)
 	}
-	h.executorReady(es)
+	es.putInService()
 	es.request("configurationDone", nil, h.cfg.HandshakeTimeout, func(m Message, err error) {
 		if err == nil && !m.Success() {
 			err = errors.New(m.ErrorMessage())
@@ -518,7 +518,8 @@ func parseSystemInfo(b map[string]any) ProcessInfo {
 // one that did not (a plain debugpy.connect) presents the token itself and
 // needs a free slot. The refusal is worker.ErrNoToken, ErrWrongToken or a
 // *worker.SessionLimitError.
-func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo, token string) error {
+func (es *ExecutorSession) admit(proc ProcessInfo, token string) error {
+	h := es.hub
 	tx := h.lock()
 	defer tx.unlock()
 	x := tx.exec(es)
@@ -547,14 +548,15 @@ func (h *Hub) admit(es *ExecutorSession, proc ProcessInfo, token string) error {
 	return nil
 }
 
-func (h *Hub) unadmit(es *ExecutorSession) {
+func (es *ExecutorSession) unadmit() {
+	h := es.hub
 	tx := h.lock()
 	delete(tx.executors, es.id)
 	tx.readyValid = false
 	tx.unlock()
 }
 
-func (h *Hub) executorInitializeArgs() map[string]any {
+func executorInitializeArgs() map[string]any {
 	return map[string]any{
 		"clientID": "sparkdap", "clientName": "sparkdap", "adapterID": "debugpy",
 		"pathFormat": "path", "linesStartAt1": true, "columnsStartAt1": true,
@@ -563,9 +565,10 @@ func (h *Hub) executorInitializeArgs() map[string]any {
 	}
 }
 
-// executorAttachArgs passes the IDE's debugger settings (justMyCode, rules,
+// attachArgs passes the IDE's debugger settings (justMyCode, rules,
 // showReturnValue, …) on to pydevd, with defaults for when no IDE is there.
-func (h *Hub) executorAttachArgs(es *ExecutorSession) map[string]any {
+func (es *ExecutorSession) attachArgs() map[string]any {
+	h := es.hub
 	tx := h.lock()
 	defer tx.unlock()
 	args := map[string]any{"justMyCode": true, "redirectOutput": true}
@@ -596,10 +599,11 @@ func (h *Hub) executorAttachArgs(es *ExecutorSession) map[string]any {
 	return args
 }
 
-// executorReady puts a handshaken executor into service: it replays the
+// putInService puts a handshaken executor into service: it replays the
 // registry's breakpoints and from then on gets every fan-out. Both happen
 // under the Hub's lock, so no breakpoint change can fall between them.
-func (h *Hub) executorReady(es *ExecutorSession) {
+func (es *ExecutorSession) putInService() {
+	h := es.hub
 	tx := h.lock()
 	defer tx.unlock()
 	x := tx.exec(es)
@@ -622,7 +626,8 @@ func (h *Hub) executorReady(es *ExecutorSession) {
 }
 
 // taskEvent takes the wrapper's report of which Spark task this worker runs.
-func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
+func (es *ExecutorSession) taskEvent(m Message) {
+	h := es.hub
 	var ti TaskInfo
 	if err := fromMap(m.Body(), &ti); err != nil {
 		es.logger().Warn().Err(err).Msg("ignoring malformed sparkdapTask event")
@@ -639,7 +644,7 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 	x.threadsChanged() // its label names its threads
 	if ti.Roots != nil && es.paths.SetRoots(*ti.Roots) {
 		if !x.ready {
-			// executorReady sends them all, to the new roots.
+			// putInService sends them all, to the new roots.
 			return
 		}
 		// New roots, new candidate paths: send again what this executor
@@ -659,8 +664,9 @@ func (h *Hub) taskEvent(es *ExecutorSession, m Message) {
 	tx.announce(es)
 }
 
-// executorGone cleans up after an executor's connection ended.
-func (h *Hub) executorGone(es *ExecutorSession, reason error) {
+// gone cleans up after an executor's connection ended.
+func (es *ExecutorSession) gone(reason error) {
+	h := es.hub
 	tx := h.lock()
 	if _, ok := tx.executors[es.id]; !ok {
 		tx.unlock()
@@ -736,7 +742,7 @@ func (es *ExecutorSession) handle(m Message) {
 				Msg("dropping response to no pending request (answered after its timeout?)")
 		}
 	case "event":
-		es.hub.executorEvent(es, m)
+		es.event(m)
 	case "request":
 		es.logger().Warn().Str("command", m.Command()).Msg("debuggee sent a request; sparkdap serves none")
 		_ = es.w.send(newErrorResponse(m, "sparkdap does not serve %q requests from debuggees", m.Command()), nil)
@@ -809,7 +815,7 @@ func (tx *held) armMaxStop(es *ExecutorSession) {
 	x.stopSince = h.now()
 	x.maxStopResumed = false
 	if x.maxStop == nil {
-		x.maxStop = time.AfterFunc(h.cfg.MaxStop, func() { h.checkMaxStop(es) })
+		x.maxStop = time.AfterFunc(h.cfg.MaxStop, func() { es.checkMaxStop() })
 	}
 }
 
@@ -833,7 +839,8 @@ func (x *executorState) stopMaxStop() {
 // checkMaxStop runs on es's timer: it resumes es if it has been stopped
 // for MaxStop with no IDE request about it since, and otherwise waits for
 // the new deadline. A worker no longer stopped lets the timer lapse.
-func (h *Hub) checkMaxStop(es *ExecutorSession) {
+func (es *ExecutorSession) checkMaxStop() {
+	h := es.hub
 	tx := h.lock()
 	defer tx.unlock()
 	x := tx.exec(es)
@@ -846,7 +853,7 @@ func (h *Hub) checkMaxStop(es *ExecutorSession) {
 		since = x.lastAsked
 	}
 	if left := h.cfg.MaxStop - h.now().Sub(since); left > 0 {
-		x.maxStop = time.AfterFunc(left, func() { h.checkMaxStop(es) })
+		x.maxStop = time.AfterFunc(left, func() { es.checkMaxStop() })
 		return
 	}
 	tx.maxStopExpired(es)

@@ -15,9 +15,10 @@ import (
 // merged threads; and its output is held while the IDE session that will
 // show it is not there yet.
 
-// executorEvent relays an event from pydevd, translated, to whichever IDE
+// event relays an event from pydevd, translated, to whichever IDE
 // session shows that executor, and keeps the state needed to replay it.
-func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
+func (es *ExecutorSession) event(m Message) {
+	h := es.hub
 	ev := m.Event()
 	switch ev {
 	case "initialized", "process":
@@ -28,7 +29,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 		es.logger().Debug().Msg("debuggee terminated")
 		return
 	case "sparkdapTask":
-		h.taskEvent(es, m)
+		es.taskEvent(m)
 		return
 	}
 	m = allowedEvent(m)
@@ -112,7 +113,7 @@ func (h *Hub) executorEvent(es *ExecutorSession, m Message) {
 	}
 	if !tx.ide(target).configured && (m.Event() == "stopped" || m.Event() == "continued") {
 		// Held until the session's configurationDone, which replays the
-		// stops still current (ideConfigured): sent now as well, a stop
+		// stops still current (IDESession.configurationDone): sent now as well, a stop
 		// would reach the session twice, and a client that continues once
 		// per stopped event would resume the worker's next stop unseen.
 		es.logger().Debug().Str("event", m.Event()).Int64("thread", tid).

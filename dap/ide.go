@@ -236,12 +236,12 @@ func (s *IDESession) handle(m Message) {
 		h.setBreakpoints(s, m, s.executor.Load())
 	case "configurationDone":
 		s.reply(newResponse(m, nil))
-		h.ideConfigured(s)
+		s.configurationDone()
 	case "threads":
 		if s.isRoot() {
-			h.mergedThreads(s, m)
+			s.mergedThreads(m)
 		} else {
-			h.route(s, m)
+			s.route(m)
 		}
 	case "continue", "pause", "next", "stepIn", "stepOut":
 		// These resume (or stop) the thread they name and, with pydevd,
@@ -252,9 +252,9 @@ func (s *IDESession) handle(m Message) {
 		merged := s.isRoot() && !tx.ide(s).childMode
 		tx.unlock()
 		if merged {
-			h.runControl(s, m)
+			s.runControl(m)
 		} else {
-			h.route(s, m)
+			s.route(m)
 		}
 	case CaptureCommand:
 		h.capture(s, m)
@@ -262,7 +262,7 @@ func (s *IDESession) handle(m Message) {
 		if isConsoleCommand(m) {
 			h.consoleCommand(s, m)
 		} else {
-			h.route(s, m)
+			s.route(m)
 		}
 	case "loadedSources":
 		s.reply(newResponse(m, map[string]any{"sources": []any{}}))
@@ -272,10 +272,10 @@ func (s *IDESession) handle(m Message) {
 			return
 		}
 		if broadcastCommands[cmd] && s.isRoot() {
-			h.broadcast(s, m)
+			s.broadcast(m)
 			return
 		}
-		h.route(s, m)
+		s.route(m)
 	}
 }
 
@@ -392,10 +392,11 @@ func (s *IDESession) attach(m Message) {
 	s.reply(newEvent("initialized", nil))
 }
 
-// ideConfigured runs when a session's configuration is done: the root
+// configurationDone runs when a session's configuration is done: the root
 // learns about the executors already there, a child about its executor's
 // stop if it stopped before the child arrived.
-func (h *Hub) ideConfigured(s *IDESession) {
+func (s *IDESession) configurationDone() {
+	h := s.hub
 	tx := h.lock()
 	defer tx.unlock()
 	tx.ide(s).configured = true
@@ -434,7 +435,8 @@ func (tx *held) replayStops(es *ExecutorSession, s *IDESession) {
 
 // broadcast sends a settings request to every executor and answers with the
 // first executor's response.
-func (h *Hub) broadcast(s *IDESession, req Message) {
+func (s *IDESession) broadcast(req Message) {
+	h := s.hub
 	tx := h.lock()
 	targets := tx.ready()
 	tx.unlock()
@@ -445,7 +447,7 @@ func (h *Hub) broadcast(s *IDESession, req Message) {
 	var once sync.Once
 	for _, es := range targets {
 		es.request(req.Command(), deepCopy(req.Arguments()), h.cfg.FanoutTimeout, func(m Message, err error) {
-			once.Do(func() { h.relay(s, req, es, m, err) })
+			once.Do(func() { s.relay(req, es, m, err) })
 		})
 	}
 }
@@ -453,7 +455,8 @@ func (h *Hub) broadcast(s *IDESession, req Message) {
 // route forwards a request to the executor that owns the ids it names (or,
 // naming none, to the session's executor, the one that stopped last, or the
 // only one) and relays the answer.
-func (h *Hub) route(s *IDESession, req Message) {
+func (s *IDESession) route(req Message) {
+	h := s.hub
 	var args any
 	if a := req.Arguments(); a != nil {
 		args = deepCopy(a)
@@ -504,13 +507,14 @@ func (h *Hub) route(s *IDESession, req Message) {
 	}
 	delete(out, "seq")
 	es.request(req.Command(), out["arguments"], h.cfg.RequestTimeout, func(m Message, err error) {
-		h.relay(s, req, es, m, err)
+		s.relay(req, es, m, err)
 	})
 }
 
 // relay passes an executor's response back to the IDE under the IDE's seq
 // and the global ids, and keeps the stop/resume bookkeeping.
-func (h *Hub) relay(s *IDESession, req Message, es *ExecutorSession, m Message, err error) {
+func (s *IDESession) relay(req Message, es *ExecutorSession, m Message, err error) {
+	h := s.hub
 	if err != nil {
 		s.fail(req, "executor %d: %s: %v", es.id, req.Command(), err)
 		return
@@ -611,7 +615,8 @@ func markPlumbingFrames(body any) {
 
 // mergedThreads answers threads for the root session: every executor's
 // threads, named with its label. In child-session mode the root has none.
-func (h *Hub) mergedThreads(s *IDESession, req Message) {
+func (s *IDESession) mergedThreads(req Message) {
+	h := s.hub
 	tx := h.lock()
 	if tx.ide(s).childMode {
 		tx.unlock()
@@ -775,7 +780,7 @@ func threadArg(args map[string]any) (all, none bool) {
 // A request naming a thread goes to that thread's executor alone, as
 // before; one naming none is refused rather than sent to whichever
 // executor stopped last.
-func (h *Hub) runControl(s *IDESession, req Message) {
+func (s *IDESession) runControl(req Message) {
 	args := req.Arguments()
 	if args == nil {
 		args = map[string]any{}
@@ -786,9 +791,9 @@ func (h *Hub) runControl(s *IDESession, req Message) {
 	}
 	switch {
 	case all && req.Command() == "continue":
-		h.continueAll(s, req)
+		s.continueAll(req)
 	case (all || none) && req.Command() == "pause":
-		h.pauseAll(s, req)
+		s.pauseAll(req)
 	case all:
 		s.fail(req, "%s: threadId \"*\" is not supported; name the thread to step", req.Command())
 	case none:
@@ -799,13 +804,14 @@ func (h *Hub) runControl(s *IDESession, req Message) {
 			s.fail(req, "%s needs the threadId of a stopped thread (each executor's threads are listed under its label)", req.Command())
 		}
 	default:
-		h.route(s, req)
+		s.route(req)
 	}
 }
 
 // continueAll resumes every executor the session shows that is stopped,
 // and answers once each has answered (or its time is up).
-func (h *Hub) continueAll(s *IDESession, req Message) {
+func (s *IDESession) continueAll(req Message) {
+	h := s.hub
 	tx := h.lock()
 	var targets []*ExecutorSession
 	var tids []int64
@@ -824,7 +830,7 @@ func (h *Hub) continueAll(s *IDESession, req Message) {
 		tids = append(tids, tid)
 	}
 	tx.unlock()
-	h.allOf(s, req, targets, func(i int) any { return map[string]any{"threadId": tids[i]} },
+	s.allOf(req, targets, func(i int) any { return map[string]any{"threadId": tids[i]} },
 		map[string]any{"allThreadsContinued": true})
 }
 
@@ -832,7 +838,8 @@ func (h *Hub) continueAll(s *IDESession, req Message) {
 // pydevd suspends all of a process's threads for threadId "*" (as
 // debugpy's adapter always sends it) and reports each stop with a stopped
 // event.
-func (h *Hub) pauseAll(s *IDESession, req Message) {
+func (s *IDESession) pauseAll(req Message) {
+	h := s.hub
 	tx := h.lock()
 	var targets []*ExecutorSession
 	for _, es := range tx.ready() {
@@ -841,12 +848,13 @@ func (h *Hub) pauseAll(s *IDESession, req Message) {
 		}
 	}
 	tx.unlock()
-	h.allOf(s, req, targets, func(int) any { return map[string]any{"threadId": "*"} }, nil)
+	s.allOf(req, targets, func(int) any { return map[string]any{"threadId": "*"} }, nil)
 }
 
 // allOf sends req's command to each target with args(i) and answers req
 // once all have answered: success unless every one of them failed.
-func (h *Hub) allOf(s *IDESession, req Message, targets []*ExecutorSession, args func(i int) any, body map[string]any) {
+func (s *IDESession) allOf(req Message, targets []*ExecutorSession, args func(i int) any, body map[string]any) {
+	h := s.hub
 	if len(targets) == 0 {
 		s.reply(newResponse(req, body))
 		return

@@ -90,7 +90,7 @@ func TestMaxStopClockRestartsOnRequests(t *testing.T) {
 	check := func(at time.Duration, wantResumed bool) {
 		t.Helper()
 		clock.Store(int64(at))
-		p.hub.checkMaxStop(es)
+		es.checkMaxStop()
 		tx := p.hub.lock()
 		stopped := len(tx.exec(es).stopped) > 0
 		tx.unlock()
