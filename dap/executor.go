@@ -43,11 +43,13 @@ type ProcessInfo struct {
 // w has one writer at a time (a sender's non-blocking write, or w's flusher,
 // a goroutine only while there is something left to write), and a send
 // never blocks, so anyone may send under any lock. The handshake runs on a
-// goroutine of its own beside the reader until it is done. Fields below are
-// guarded as marked: pendMu (a leaf lock) for pending, the Hub's lock for
-// the session's state (g); id, hub, w, remote and paths never change. Callbacks of
-// request run on no lock (on the reader, a timer, or a goroutine of their
-// own when the send failed), so they may take the Hub's lock.
+// goroutine of its own beside the reader until it is done. pendMu (a leaf
+// lock) guards pending; the Hub's lock guards the session's state, g, which
+// the compiler lets only its holder reach (held.exec); id, hub, w, remote
+// and paths never change, unadmitted is set before serving, and the rest
+// is atomic. Callbacks of request run
+// on no lock (on the reader, a timer, or a goroutine of their own when the
+// send failed), so they may take the Hub's lock.
 type ExecutorSession struct {
 	id     uint64
 	hub    *Hub

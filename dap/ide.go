@@ -26,6 +26,12 @@ import (
 // IDESession is one connection from a DAP client: the root session, which
 // attached without naming an executor, or a child session bound to one
 // executor (a startDebugging the proxy asked for).
+//
+// Ownership: the goroutine running serve reads the connection and handles
+// its messages in order; w has one writer at a time, and a send never
+// blocks. The Hub's lock guards the session's state, g, which the compiler
+// lets only its holder reach (held.ide); id, hub and w never change,
+// unadmitted is set before serving, and the rest is atomic or a sync.Once.
 type IDESession struct {
 	id  uint64
 	hub *Hub
