@@ -12,6 +12,10 @@ import (
 	"github.com/sparkdap/sparkdap/pathmap"
 )
 
+// Breakpoints: the registry of what the IDE asked for, its fan-out to the
+// executors, what each executor was sent and what it refused, and the one
+// merged answer the IDE sees.
+
 // bpEntry is the latest breakpoint request of one kind for one source (or the
 // only one, for function and exception breakpoints), with the global ids the
 // IDE knows its breakpoints by and the merged state shown to the IDE.
@@ -465,6 +469,9 @@ func withPostMortem(args map[string]any) map[string]any {
 	out["filters"] = append(filters, "userUnhandled")
 	return out
 }
+
+// What pydevd says about breakpoints later (a breakpoint event, a stop that
+// hit one) is folded into the merged view under the global ids.
 
 // breakpointEvent relays pydevd's news about one breakpoint under the
 // breakpoint's global id, merged with the other executors' view.

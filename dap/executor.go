@@ -513,6 +513,10 @@ func parseSystemInfo(b map[string]any) ProcessInfo {
 	return p
 }
 
+// Its life in the Hub: admitted with its token, put into service once its
+// handshake is done, told its task by the wrapper, and gone with its
+// connection.
+
 // admit takes a handshaking executor into the Hub, with what its hello
 // said, if its access token (pydevd's clientAccessToken) holds. A worker
 // that said hello presents the one-time token derived in it (the claim
@@ -750,6 +754,10 @@ func (es *ExecutorSession) handle(m Message) {
 		_ = es.w.send(newErrorResponse(m, "sparkdap does not serve %q requests from debuggees", m.Command()), nil)
 	}
 }
+
+// Letting it go: when no IDE session watches it any more, every
+// breakpoint sent to it is cleared and it is resumed, so it never waits
+// for a human who is not there.
 
 // watched reports whether some IDE session shows es, now or once
 // its child session is up: its own child session, or a root session it has
