@@ -98,15 +98,15 @@ func allowedResponse(req, m Message) Message {
 	return out
 }
 
-// confineSourceLocked removes from a source object its executor path when
-// the mapper does not map it to a file under the roots (mapPathsLocked
+// confineSource removes from a source object its executor path when
+// the mapper does not map it to a file under the roots (mapPaths
 // walks to the sources nested in it). The executor chooses its paths, and
 // one naming a laptop file (~/.ssh/id_rsa) would make the IDE open it.
 // Such a source is shown by name, its text fetched from the executor
 // through the sourceReference pydevd gives every path it cannot map.
-func (h *Hub) confineSourceLocked(es *ExecutorSession, src map[string]any) {
+func (tx *held) confineSource(es *ExecutorSession, src map[string]any) {
 	p, has := src["path"]
-	if !has || h.mappableLocked(es, p) {
+	if !has || tx.mappable(es, p) {
 		return
 	}
 	delete(src, "path")
@@ -119,8 +119,8 @@ func (h *Hub) confineSourceLocked(es *ExecutorSession, src map[string]any) {
 	}
 }
 
-// mappableLocked reports whether p is an executor path with a local file.
-func (h *Hub) mappableLocked(es *ExecutorSession, p any) bool {
+// mappable reports whether p is an executor path with a local file.
+func (tx *held) mappable(es *ExecutorSession, p any) bool {
 	s, ok := p.(string)
-	return ok && s != "" && h.mapRemoteLocked(es, s).Err == nil
+	return ok && s != "" && tx.mapRemote(es, s).Err == nil
 }

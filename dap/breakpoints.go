@@ -3,8 +3,18 @@ package dap
 import (
 	"encoding/json"
 	"path"
+	"slices"
+	"sort"
 	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sparkdap/sparkdap/pathmap"
 )
+
+// Breakpoints: the registry of what the IDE asked for, its fan-out to the
+// executors, what each executor was sent and what it refused, and the one
+// merged answer the IDE sees.
 
 // bpEntry is the latest breakpoint request of one kind for one source (or the
 // only one, for function and exception breakpoints), with the global ids the
@@ -129,11 +139,11 @@ func (r *breakpointRegistry) drop(e *bpEntry) {
 
 // current reports whether e is still in force (not replaced by a newer
 // request), so late answers to old requests are ignored.
-func (r *breakpointRegistry) current(e *bpEntry) bool {
+func (tx *held) bpCurrent(e *bpEntry) bool {
 	if e.owner != nil {
-		return e.owner.overrides[e.key] == e
+		return tx.exec(e.owner).overrides[e.key] == e
 	}
-	return r.entries[e.key] == e
+	return tx.bps.entries[e.key] == e
 }
 
 // global returns the entries to replay, in the order they were first set.
@@ -286,4 +296,570 @@ func bpField(args map[string]any, i int, field string) (string, bool) {
 		return strconv.FormatInt(n, 10), true
 	}
 	return "", false
+}
+
+// The fan-out: breakpoint requests go out to executors and their answers
+// are folded into the one the IDE gets.
+
+// setBreakpoints records a breakpoint request from the IDE, fans it out and
+// answers with the merged result. owner nil means every executor (the root
+// session); otherwise only owner (a child session).
+func (h *Hub) setBreakpoints(ide *IDESession, req Message, owner *ExecutorSession) {
+	args := req.Arguments()
+	if args == nil {
+		args = map[string]any{}
+	}
+	tx := h.lock()
+	e := tx.bps.newEntry(req.Command(), deepCopy(args).(map[string]any), owner)
+	var targets []*ExecutorSession
+	if owner != nil {
+		if old := tx.exec(owner).overrides[e.key]; old != nil {
+			tx.bps.drop(old)
+		}
+		if tx.exec(owner).overrides == nil {
+			tx.exec(owner).overrides = map[string]*bpEntry{}
+		}
+		tx.exec(owner).overrides[e.key] = e
+		if tx.exec(owner).ready {
+			targets = []*ExecutorSession{owner}
+		}
+	} else {
+		for _, es := range tx.ready() {
+			if !tx.exec(es).detached && tx.exec(es).overrides[e.key] == nil {
+				targets = append(targets, es)
+			}
+		}
+	}
+	answer := func() {
+		tx := h.lock()
+		e.answered = true
+		body := e.body()
+		tx.unlock()
+		if req.Command() == "setExceptionBreakpoints" && len(e.ids) == 0 {
+			body = nil
+		}
+		ide.reply(newResponse(req, body))
+	}
+	var left atomic.Int64
+	left.Store(int64(len(targets)))
+	for _, es := range targets {
+		tx.sendBreakpoints(es, e, func() {
+			if left.Add(-1) == 0 {
+				answer()
+			}
+		})
+	}
+	tx.unlock()
+	if len(targets) == 0 {
+		answer()
+	}
+}
+
+// sendBreakpoints sends entry e to one executor and folds the
+// answers into the merged view. With a PathMapper, a source's breakpoints
+// go to every executor path the local file may have there. done, if set,
+// runs once every request has been answered or has failed.
+func (tx *held) sendBreakpoints(es *ExecutorSession, e *bpEntry, done func()) {
+	h := tx.h
+	x := tx.exec(es)
+	var requests []map[string]any
+	paths := tx.breakpointTargets(es, e)
+	switch {
+	case e.command == "setExceptionBreakpoints" && x.task.PostMortem:
+		requests = []map[string]any{withPostMortem(e.args)}
+	case paths != nil:
+		for _, p := range paths {
+			args := deepCopy(e.args).(map[string]any)
+			args["source"].(map[string]any)["path"] = p
+			requests = append(requests, args)
+		}
+	default:
+		requests = []map[string]any{deepCopy(e.args).(map[string]any)}
+	}
+	x.expectAnswers(e, len(requests))
+	var left atomic.Int64
+	left.Store(int64(len(requests)))
+	for _, args := range requests {
+		x.recordSent(e.key, e.command, args)
+		sentTo := ""
+		if src, ok := args["source"].(map[string]any); ok {
+			sentTo, _ = src["path"].(string)
+		}
+		es.request(e.command, args, h.cfg.FanoutTimeout, func(m Message, err error) {
+			if err != nil {
+				es.logger().Warn().Err(err).Str("command", e.command).Msg("breakpoints not set on executor")
+			}
+			h.absorbBreakpoints(es, e, sentTo, m, err)
+			if left.Add(-1) == 0 && done != nil {
+				done()
+			}
+		})
+	}
+}
+
+// absorbBreakpoints folds one executor's answer to a breakpoint request
+// sent to path sentTo into the merged view and the executor's own record.
+func (h *Hub) absorbBreakpoints(es *ExecutorSession, e *bpEntry, sentTo string, m Message, err error) {
+	if err == nil && !m.Success() {
+		es.logger().Warn().Str("command", e.command).Str("error", m.ErrorMessage()).Msg("executor refused breakpoints")
+	}
+	var bps []any
+	if err == nil && m.Success() {
+		bps, _ = m.Body()["breakpoints"].([]any)
+	}
+	tx := h.lock()
+	defer tx.unlock()
+	x := tx.exec(es)
+	if e.command == "setBreakpoints" {
+		bps = boundOnlyWhereLoaded(es.paths.Roots(), executorPath(e, sentTo), bps)
+	}
+	complete := x.answered(e, sentTo, bps)
+	live := tx.bpCurrent(e)
+	if len(bps) > 0 {
+		e.grow(tx.bps, len(bps))
+	}
+	for i, item := range bps {
+		bp, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		if local, ok := toInt(bp["id"]); ok {
+			if x.bpIDs == nil {
+				x.bpIDs = map[int64]int64{}
+			}
+			x.bpIDs[local] = e.ids[i]
+		}
+		if e.absorb(i, bp) && live {
+			tx.breakpointChanged(e, i)
+		}
+	}
+	if complete && live {
+		// Every candidate path of this executor has answered: a new
+		// reason why nothing bound (it was pending when the IDE got its
+		// response) is news, sent once.
+		for i := range e.merged {
+			if msg, _ := e.merged[i]["message"].(string); e.merged[i]["verified"] != true && msg != e.told[i] {
+				tx.breakpointChanged(e, i)
+			}
+		}
+	}
+}
+
+// executorPath is the path a source breakpoint request went to on the
+// executor: sentTo, or the IDE's own path when paths pass unchanged.
+func executorPath(e *bpEntry, sentTo string) string {
+	if sentTo != "" {
+		return sentTo
+	}
+	src, _ := e.args["source"].(map[string]any)
+	p, _ := src["path"].(string)
+	return p
+}
+
+// withPostMortem adds the userUnhandled filter to exception breakpoint
+// arguments, for a worker started with --post-mortem.
+func withPostMortem(args map[string]any) map[string]any {
+	out := deepCopy(args).(map[string]any)
+	filters, _ := out["filters"].([]any)
+	for _, f := range filters {
+		if f == "userUnhandled" {
+			return out
+		}
+	}
+	out["filters"] = append(filters, "userUnhandled")
+	return out
+}
+
+// What pydevd says about breakpoints later (a breakpoint event, a stop that
+// hit one) is folded into the merged view under the global ids.
+
+// breakpointEvent relays pydevd's news about one breakpoint under the
+// breakpoint's global id, merged with the other executors' view.
+func (tx *held) breakpointEvent(es *ExecutorSession, m Message) {
+	x := tx.exec(es)
+	bp, _ := m.Body()["breakpoint"].(map[string]any)
+	local, ok := toInt(bp["id"])
+	if !ok {
+		return
+	}
+	global, ok := x.bpIDs[local]
+	if !ok {
+		return
+	}
+	ref, ok := tx.bps.byID[global]
+	if !ok || !tx.bpCurrent(ref.entry) {
+		return
+	}
+	if v, _ := bp["verified"].(bool); v {
+		x.verified(ref.entry, ref.index)
+	}
+	if ref.entry.absorb(ref.index, bp) {
+		tx.breakpointChanged(ref.entry, ref.index)
+	}
+}
+
+// breakpointChanged tells the IDE session that owns e about position i.
+func (tx *held) breakpointChanged(e *bpEntry, i int) {
+	target := tx.root
+	if e.owner != nil {
+		target = tx.children[e.owner.id]
+	}
+	if target == nil || !e.answered {
+		return
+	}
+	e.told[i], _ = e.merged[i]["message"].(string)
+	_ = target.w.send(newEvent("breakpoint", map[string]any{
+		"reason": "changed", "breakpoint": deepCopy(e.merged[i])}), nil)
+}
+
+// hitBreakpoints marks verified the breakpoints a stop names as hit
+// (pydevd's ids, before globalization): a breakpoint that stopped a task is
+// bound, whatever its paths said. The IDE hears it before the stop.
+func (tx *held) hitBreakpoints(es *ExecutorSession, m Message) {
+	x := tx.exec(es)
+	hits, _ := m.Body()["hitBreakpointIds"].([]any)
+	for _, v := range hits {
+		local, ok := toInt(v)
+		if !ok {
+			continue
+		}
+		ref, ok := tx.bps.byID[x.bpIDs[local]]
+		if !ok || !tx.bpCurrent(ref.entry) {
+			continue
+		}
+		x.verified(ref.entry, ref.index)
+		if ref.entry.hit(ref.index) {
+			tx.breakpointChanged(ref.entry, ref.index)
+		}
+	}
+}
+
+// globalBreakpointIDs names the breakpoints a stop hit by the ids
+// the IDE session target knows them by. A child session that set
+// breakpoints of its own for a source knows those ids, not the root's: a
+// stop at one of the root's breakpoints (pydevd hit it before the child's
+// replaced it) is named by the child's breakpoint at the same place. Ids
+// the session does not know (a breakpoint since replaced) are left out.
+func (tx *held) globalBreakpointIDs(es *ExecutorSession, ev Message, target *IDESession) {
+	x := tx.exec(es)
+	b, _ := ev["body"].(map[string]any)
+	hits, ok := b["hitBreakpointIds"].([]any)
+	if !ok {
+		return
+	}
+	out := make([]any, 0, len(hits))
+	for _, v := range hits {
+		local, ok := toInt(v)
+		if !ok {
+			continue
+		}
+		g, ok := x.bpIDs[local]
+		if !ok {
+			continue
+		}
+		ref, ok := tx.bps.byID[g]
+		if !ok {
+			continue
+		}
+		if own := x.overrides[ref.entry.key]; own != nil && own != ref.entry && target != nil && target.executor.Load() == es {
+			i := own.samePlace(ref.entry, ref.index)
+			if i < 0 {
+				continue
+			}
+			g = own.ids[i]
+		}
+		if !slices.Contains(out, any(json.Number(itoa(g)))) {
+			out = append(out, json.Number(itoa(g)))
+		}
+	}
+	b["hitBreakpointIds"] = out
+}
+
+// What each executor was sent, so that letting it go (held.release) clears
+// every breakpoint ever sent to it where it was sent: the executor's
+// paths, not the IDE's.
+
+// sentBreakpoints is what one breakpoint key has been sent to an executor
+// as. Guarded by the Hub's lock.
+type sentBreakpoints struct {
+	command string
+	// sources maps each executor path a source breakpoint request went to
+	// (with a PathMapper, every candidate path of the local file) to the
+	// source object sent; "" holds the one request of a key without a path
+	// (function and exception breakpoints, sourceReference sources).
+	sources map[string]map[string]any
+}
+
+// recordSent remembers that args went to es under key.
+func (x *executorState) recordSent(key, command string, args map[string]any) {
+	if x.sent == nil {
+		x.sent = map[string]*sentBreakpoints{}
+	}
+	sb := x.sent[key]
+	if sb == nil {
+		sb = &sentBreakpoints{command: command, sources: map[string]map[string]any{}}
+		x.sent[key] = sb
+	}
+	src, _ := args["source"].(map[string]any)
+	p, _ := src["path"].(string)
+	var keep map[string]any
+	if src != nil {
+		keep = deepCopy(src).(map[string]any)
+	}
+	sb.sources[p] = keep
+}
+
+// clearSent removes from es every breakpoint sent under a key that
+// keep does not claim (nil keeps none), at every path it went to, and
+// forgets those keys.
+func (tx *held) clearSent(es *ExecutorSession, keep func(key string) bool) {
+	h := tx.h
+	x := tx.exec(es)
+	keys := make([]string, 0, len(x.sent))
+	for k := range x.sent {
+		if keep == nil || !keep(k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		sb := x.sent[k]
+		delete(x.sent, k)
+		delete(x.refusals, k)
+		paths := make([]string, 0, len(sb.sources))
+		for p := range sb.sources {
+			paths = append(paths, p)
+		}
+		sort.Strings(paths)
+		for _, p := range paths {
+			args := map[string]any{}
+			switch sb.command {
+			case "setBreakpoints":
+				if sb.sources[p] == nil {
+					continue
+				}
+				args["source"] = deepCopy(sb.sources[p])
+				args["breakpoints"] = []any{}
+			case "setFunctionBreakpoints":
+				args["breakpoints"] = []any{}
+			case "setExceptionBreakpoints":
+				args["filters"] = []any{}
+			default:
+				continue
+			}
+			es.request(sb.command, args, h.cfg.FanoutTimeout, ignoreAnswer(es))
+		}
+	}
+}
+
+// Refusals: per executor, what pydevd answered to the source
+// breakpoints sent to it, so that a breakpoint no candidate path could bind
+// is reported: in the IDE with pydevd's reason and what to do, and in
+// `sparkdap paths`.
+
+// bpAnswers is one executor's answers to the latest request of one
+// breakpoint key. Guarded by the Hub's lock.
+type bpAnswers struct {
+	entry   *bpEntry
+	pending int      // requests not answered yet
+	tried   []string // executor paths the request went to
+	pos     []bpPosAnswer
+}
+
+// bpPosAnswer is the best answer for one breakpoint position over every
+// candidate path: bound anywhere, else the most telling reason.
+type bpPosAnswer struct {
+	line     int64
+	verified bool
+	message  string
+}
+
+// expectAnswers starts a new record for e on es: n requests are on
+// their way.
+func (x *executorState) expectAnswers(e *bpEntry, n int) {
+	if e.command != "setBreakpoints" {
+		return
+	}
+	if x.refusals == nil {
+		x.refusals = map[string]*bpAnswers{}
+	}
+	x.refusals[e.key] = &bpAnswers{entry: e, pending: n}
+}
+
+// answered folds one answer (bps nil: failed or timed out) into es's
+// record for e, if it is still the latest, and reports whether it was the
+// last answer awaited.
+func (x *executorState) answered(e *bpEntry, sentTo string, bps []any) bool {
+	a := x.refusals[e.key]
+	if a == nil || a.entry != e {
+		return false
+	}
+	a.pending--
+	if sentTo != "" {
+		a.tried = append(a.tried, sentTo)
+	}
+	for len(a.pos) < len(bps) {
+		a.pos = append(a.pos, bpPosAnswer{})
+	}
+	for i, item := range bps {
+		bp, _ := item.(map[string]any)
+		if bp == nil {
+			continue
+		}
+		p := &a.pos[i]
+		if line, ok := toInt(bp["line"]); ok && p.line == 0 {
+			p.line = line
+		}
+		if v, _ := bp["verified"].(bool); v {
+			p.verified = true
+			continue
+		}
+		if msg, _ := bp["message"].(string); refusalRank(msg) > refusalRank(p.message) {
+			p.message = msg
+		}
+	}
+	return a.pending == 0
+}
+
+// notLoaded starts the reason given for a breakpoint pydevd set at a path
+// the executor loads no code from.
+const notLoaded = "Breakpoint in a file this executor loads no code from:"
+
+// boundOnlyWhereLoaded returns pydevd's answer for breakpoints sent to
+// executor path p, with every "verified" taken back when p is under none of
+// the directories the executor loads code from. pydevd verifies a line in
+// any file that exists: the developer's own checkout on a shared machine, a
+// driver script whose functions run from another path. Such a breakpoint
+// is set but would never stop, so the IDE must not show it bound. An
+// executor that named no roots (not started by sparkdap's wrapper) leaves
+// pydevd's word as it is.
+func boundOnlyWhereLoaded(r pathmap.Roots, p string, bps []any) []any {
+	if p == "" || loadsFrom(r, p) {
+		return bps
+	}
+	out := make([]any, len(bps))
+	for i, item := range bps {
+		out[i] = item
+		bp, ok := item.(map[string]any)
+		if !ok || bp["verified"] != true {
+			continue
+		}
+		bp = deepCopy(bp).(map[string]any)
+		bp["verified"] = false
+		bp["message"] = notLoaded + " " + truncate(p, 512) + "."
+		out[i] = bp
+	}
+	return out
+}
+
+// loadsFrom reports whether executor path p is under one of roots' code
+// directories (library ones included: code there is importable), or
+// whether roots are unknown.
+func loadsFrom(r pathmap.Roots, p string) bool {
+	dirs := append(append([]string{r.DriverDir, r.SparkFiles, r.Cwd}, r.CodeDirs...), r.SysPath...)
+	known := false
+	p = path.Clean(p)
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		known = true
+		if !path.IsAbs(d) && r.Cwd != "" {
+			d = path.Join(r.Cwd, d)
+		}
+		d = path.Clean(d)
+		if d == "/" || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return !known
+}
+
+// verified records a breakpoint pydevd bound later (a breakpoint
+// event).
+func (x *executorState) verified(e *bpEntry, i int) {
+	if a := x.refusals[e.key]; a != nil && a.entry == e && i < len(a.pos) {
+		a.pos[i].verified = true
+	}
+}
+
+// refusalRank orders pydevd's reasons by how much they tell: "does not
+// exist" is what every wrong candidate path answers, so any other reason
+// from the path that does exist wins over it.
+func refusalRank(msg string) int {
+	switch {
+	case msg == "":
+		return 0
+	case strings.Contains(msg, "does not exist"):
+		return 1
+	case strings.HasPrefix(msg, notLoaded):
+		return 2
+	}
+	return 3
+}
+
+// driverAdvice is what to do about a breakpoint in the driver's script:
+// its functions reach executors pickled, under the driver's path.
+const driverAdvice = "If it is the driver's script, its breakpoints bind when a task runs a function defined in it; " +
+	"to bind them before, start the job with `sparkdap submit`, or pass the SPARKDAP_DRIVER_DIR setting `sparkdap conf` prints."
+
+// explainRefusal adds to pydevd's reason what the developer can do about it.
+func explainRefusal(msg string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(msg), "\n")
+	switch {
+	case strings.Contains(msg, "does not exist"):
+		return first + " The executor has this file at none of the paths sparkdap tried. " + driverAdvice +
+			" Otherwise run `sparkdap paths` to see where the executors load code from, and fix `sparkdap serve --root DIR` or add --map REMOTE=LOCAL."
+	case strings.HasPrefix(msg, notLoaded):
+		return first + " pydevd can set it there, but the executor runs no code from that path. " + driverAdvice +
+			" Otherwise ship the file (--py-files) or fix the mapping: `sparkdap paths` shows where the executors load code from; see `sparkdap serve --root DIR` and --map REMOTE=LOCAL."
+	case strings.Contains(msg, "excluded by filters"):
+		return first + " The executor counts this file as library code: set \"justMyCode\": false in your attach configuration."
+	case strings.Contains(msg, "invalid line"):
+		return first + " Put the breakpoint on a line with code."
+	}
+	return first
+}
+
+// BreakpointRefusal is a source breakpoint an executor could not set at any
+// path, for `sparkdap paths`.
+type BreakpointRefusal struct {
+	Source  string   `json:"source"` // the IDE's (local) path
+	Line    int64    `json:"line"`
+	Message string   `json:"message"` // pydevd's reason, and what to do
+	Tried   []string `json:"tried"`   // the executor paths it was sent to
+}
+
+// refusals lists es's refused source breakpoints, once every answer
+// is in.
+func (x *executorState) refused() []BreakpointRefusal {
+	out := []BreakpointRefusal{}
+	for _, a := range x.refusals {
+		if a.pending > 0 {
+			continue
+		}
+		src, _ := a.entry.args["source"].(map[string]any)
+		local, _ := src["path"].(string)
+		asked, _ := a.entry.args["breakpoints"].([]any)
+		for i, p := range a.pos {
+			if p.verified || p.message == "" {
+				continue
+			}
+			if p.line == 0 && i < len(asked) {
+				if b, ok := asked[i].(map[string]any); ok {
+					p.line, _ = toInt(b["line"])
+				}
+			}
+			tried := append([]string(nil), a.tried...)
+			sort.Strings(tried)
+			out = append(out, BreakpointRefusal{Source: local, Line: p.line, Message: explainRefusal(p.message), Tried: tried})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Source != out[j].Source {
+			return out[i].Source < out[j].Source
+		}
+		return out[i].Line < out[j].Line
+	})
+	return out
 }

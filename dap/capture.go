@@ -56,16 +56,16 @@ func (h *Hub) captureFrame(s *IDESession, req Message, what string, frameID any,
 		return
 	}
 	frame, _ := toInt(args["frameId"])
-	h.mu.Lock()
-	es := h.executors[sid]
-	if es == nil || !es.ready || (s.executor != nil && s.executor != es) {
-		h.mu.Unlock()
+	tx := h.lock()
+	es := tx.executors[sid]
+	if es == nil || !tx.exec(es).ready || (s.executor.Load() != nil && s.executor.Load() != es) {
+		tx.unlock()
 		s.fail(req, "%s: frameId %v does not belong to an executor of this session", what, frameID)
 		return
 	}
-	label := es.labelLocked()
-	h.noteAskedLocked(es)
-	h.mu.Unlock()
+	label := tx.exec(es).label()
+	tx.noteAsked(es)
+	tx.unlock()
 	h.goCallback(func() {
 		path, body, err := h.runCapture(es, frame, limit, label)
 		if err != nil {
@@ -130,14 +130,14 @@ func (h *Hub) runCapture(es *ExecutorSession, frame int64, maxBytes int, label s
 // the function from: only what path mapping gives (a file under --root, or
 // a --map rule), never the executor's path as such, or a hostile executor
 // would pick which file on this machine replay runs. In local mode the
-// executor's path is under --root and maps to itself. Takes h.mu.
+// executor's path is under --root and maps to itself. Takes the Hub's lock.
 func (h *Hub) captureLocalFile(es *ExecutorSession, remote string) string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	tx := h.lock()
+	defer tx.unlock()
 	if h.cfg.Paths == nil || remote == "" {
 		return ""
 	}
-	if r := h.mapRemoteLocked(es, remote); r.Err == nil {
+	if r := tx.mapRemote(es, remote); r.Err == nil {
 		return r.Mapping.Local
 	}
 	return ""

@@ -18,7 +18,7 @@ import (
 
 var _ control.Backend = (*Hub)(nil)
 
-// stoppedThread is a stopped executor's thread as a snapshot under hub.mu.
+// stoppedThread is a stopped executor's thread as a snapshot under the Hub's lock.
 type stoppedThread struct {
 	es                *ExecutorSession
 	label, threadName string
@@ -32,22 +32,22 @@ type stackFrame struct {
 	id int64
 }
 
-// stoppedLocked lists the ready executors that are stopped, by id, each
+// stoppedThreads lists the ready executors that are stopped, by id, each
 // with its lowest stopped thread (a PySpark worker runs the user's code
 // on one thread).
-func (h *Hub) stoppedLocked() []stoppedThread {
+func (tx *held) stoppedThreads() []stoppedThread {
 	var out []stoppedThread
-	for _, es := range h.executors {
-		if !es.ready || len(es.stopped) == 0 {
+	for _, es := range tx.executors {
+		if !tx.exec(es).ready || len(tx.exec(es).stopped) == 0 {
 			continue
 		}
 		tid := int64(-1)
-		for t := range es.stopped {
+		for t := range tx.exec(es).stopped {
 			if tid < 0 || t < tid {
 				tid = t
 			}
 		}
-		out = append(out, stoppedThread{es: es, label: es.labelLocked(), threadName: worker.Clean(es.threads[tid], worker.MaxTextRunes), tid: tid})
+		out = append(out, stoppedThread{es: es, label: tx.exec(es).label(), threadName: worker.Clean(tx.exec(es).threads[tid], worker.MaxTextRunes), tid: tid})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].es.id < out[j].es.id })
 	return out
@@ -72,8 +72,8 @@ func (h *Hub) stackOf(st stoppedThread) ([]stackFrame, error) {
 	}
 	raw, _ := r.m.Body()["stackFrames"].([]any)
 	frames := make([]stackFrame, 0, len(raw))
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	tx := h.lock()
+	defer tx.unlock()
 	for _, f := range raw {
 		fr, _ := f.(map[string]any)
 		src, _ := fr["source"].(map[string]any)
@@ -83,7 +83,7 @@ func (h *Hub) stackOf(st stoppedThread) ([]stackFrame, error) {
 		name, _ := fr["name"].(string)
 		wf := control.WorkerFrame{Name: worker.Clean(name, worker.MaxTextRunes), File: path, Line: line, Plumbing: worker.IsPlumbingFile(path)}
 		if h.cfg.Paths != nil && path != "" {
-			if r := h.mapRemoteLocked(st.es, path); r.Err == nil {
+			if r := tx.mapRemote(st.es, path); r.Err == nil {
 				wf.File = r.Mapping.Local
 			}
 		}
@@ -109,9 +109,9 @@ func topUserFrame(frames []stackFrame) int {
 // (concurrently, each request bounded by Config.RequestTimeout): call it
 // on no lock.
 func (h *Hub) StoppedWorkers(context.Context) []control.StoppedWorker {
-	h.mu.Lock()
-	sts := h.stoppedLocked()
-	h.mu.Unlock()
+	tx := h.lock()
+	sts := tx.stoppedThreads()
+	tx.unlock()
 	out := make([]control.StoppedWorker, len(sts))
 	var wg sync.WaitGroup
 	for i, st := range sts {
@@ -144,20 +144,21 @@ func (h *Hub) CaptureStopped(_ context.Context, executor uint64, frame *int, max
 	if h.cfg.CaptureDir == "" {
 		return control.CaptureResult{}, control.ErrCaptureDisabled
 	}
-	h.mu.Lock()
-	es := h.executors[executor]
+	tx := h.lock()
+	es := tx.executors[executor]
 	var st *stoppedThread
-	if es != nil && es.ready {
-		for _, s := range h.stoppedLocked() {
+	ready := es != nil && tx.exec(es).ready
+	if ready {
+		for _, s := range tx.stoppedThreads() {
 			if s.es == es {
 				st = &s
 			}
 		}
-		h.noteAskedLocked(es)
+		tx.noteAsked(es)
 	}
-	h.mu.Unlock()
+	tx.unlock()
 	switch {
-	case es == nil || !es.ready:
+	case !ready:
 		return control.CaptureResult{}, fmt.Errorf("executor %d: %w", executor, control.ErrUnknownExecutor)
 	case st == nil:
 		return control.CaptureResult{}, fmt.Errorf("executor %d: %w: stop it at a breakpoint or an exception first", executor, control.ErrNotStopped)

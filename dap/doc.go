@@ -39,24 +39,21 @@
 // a peer without the token cannot starve the IDE port, nor hold more than
 // its share of the executor port.
 //
-// Files by role: server.go (the two listeners and their budgets), hub.go (the Hub: sessions,
-// announcing child sessions, stopping the job's debugging), executor.go and
-// hello.go (one pydevd connection and its admission), ide.go (one IDE
-// session: requests, attach, disconnect and its grace), events.go (pydevd's
-// events relayed and kept for replay), heldoutput.go (a worker's output held,
-// capped, until the child session that will show it is ready), allow.go (the
-// allowlist of what an executor may say to the IDE), breakpoints.go and
-// fanout.go (the breakpoint registry, its fan-out and merged answers, what
-// "verified" may claim), refusals.go (breakpoints no executor could bind),
-// release.go (letting executors go when nobody watches them), maxstop.go
-// (resuming a worker stopped too long with nobody asking), lease.go
-// (renewing a stopped worker's lease), threads.go
-// (merged threads from what the proxy knows; continue-all and pause-all),
-// capture.go (sparkdapCapture: a stopped frame's call fetched to a capture
-// file), console.go (the Debug Console's !capture and !help, answered by the
-// proxy), control.go (the Hub as the control socket's Backend: its stopped
-// executors with their stacks, and a capture of one, for `sparkdap capture`),
-// paths.go (path mapping of the traffic), ids.go and translate.go (the id
-// table and where ids sit in messages), message.go and wire.go (the wire,
-// framed and encoded by internal/dapwire).
+// The code is organized by peer, as debugpy's adapter gives each peer a
+// class. An ExecutorSession is all the proxy does with one pydevd
+// connection: its state, handshake and admission, its events, thread list
+// and held output, and letting it go. An IDESession is all it does with one
+// DAP client: its requests and their routing, the merged view, the child
+// sessions it is asked to open, and its leaving. The breakpoint registry is
+// what the IDE asked for and what each executor was sent and answered. The
+// Hub holds them together under one lock, and the compiler checks who holds
+// it: the state it guards (the Hub's, and each session's) is reachable only
+// through the held value Hub.lock returns, whose methods are the operations
+// that need the lock, and unlock voids it (see Hub). Around the peers: the
+// allowlist of what an executor may tell the IDE, the path mapping of the
+// traffic, the id table, sparkdapCapture and the Debug Console's commands,
+// the Hub as the control socket's Backend (package control), a stopped
+// worker's lease renewed and a forgotten stop resumed (--max-stop), the
+// two listeners with their budgets, and the wire: one writer per
+// connection, messages framed and encoded by internal/dapwire.
 package dap

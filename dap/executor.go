@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/dapwire"
+	"github.com/sparkdap/sparkdap/internal/guard"
 	"github.com/sparkdap/sparkdap/internal/quickack"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/worker"
@@ -42,11 +44,13 @@ type ProcessInfo struct {
 // w has one writer at a time (a sender's non-blocking write, or w's flusher,
 // a goroutine only while there is something left to write), and a send
 // never blocks, so anyone may send under any lock. The handshake runs on a
-// goroutine of its own beside the reader until it is done. Fields below are
-// guarded as marked: pendMu (a leaf lock) for pending, hub.mu for the
-// session's state; id, hub, w and remote never change. Callbacks of
-// request run on no lock (on the reader, a timer, or a goroutine of their
-// own when the send failed), so they may take hub.mu.
+// goroutine of its own beside the reader until it is done. pendMu (a leaf
+// lock) guards pending; the Hub's lock guards the session's state, g, which
+// the compiler lets only its holder reach (held.exec); id, hub, w, remote
+// and paths never change, unadmitted is set before serving, and the rest
+// is atomic. Callbacks of request run
+// on no lock (on the reader, a timer, or a goroutine of their own when the
+// send failed), so they may take the Hub's lock.
 type ExecutorSession struct {
 	id     uint64
 	hub    *Hub
@@ -70,10 +74,19 @@ type ExecutorSession struct {
 	// connections not yet admitted (Hub.take).
 	unadmitted func()
 
-	// Guarded by hub.mu.
+	// g is its state guarded by the Hub's lock (held.exec).
+	g guard.Guarded[executorState]
+	// paths translates its paths (its roots and path translations; its own
+	// leaf lock).
+	paths *pathmap.Cache
+}
+
+// executorState is an ExecutorSession's state guarded by the Hub's lock,
+// reached with held.exec.
+type executorState struct {
+	es          *ExecutorSession // whose state it is; never changes
 	proc        ProcessInfo
 	task        TaskInfo
-	paths       *pathmap.Cache              // its roots and path translations (own leaf lock)
 	sent        map[string]*sentBreakpoints // breakpoint key → where it was sent, so clearing reaches it all
 	refusals    map[string]*bpAnswers       // breakpoint key → what pydevd answered to its latest request
 	ready       bool                        // handshake done: gets fan-outs and routed requests
@@ -90,22 +103,20 @@ type ExecutorSession struct {
 	announceGen uint64      // counts startDebugging requests sent for it (and their cancellations)
 	childWait   *time.Timer // lets it go if its child session does not attach in time
 	childKey    string      // the one-time value its awaited child session must attach with; "" for none
-	// Its Config.MaxStop clock (maxstop.go), also guarded by hub.mu.
+	// Its Config.MaxStop clock (held.armMaxStop):
 	stopSince time.Time   // when it last stopped
 	lastAsked time.Time   // when an IDE last asked something about it
 	maxStop   *time.Timer // checks the clock; nil when not running
 	// maxStopResumed: its last stop was ended by the clock (the live view
 	// says so until it stops again).
 	maxStopResumed bool
-	leaseTimer     *time.Timer // renews its stops' lease while it has a stopped thread (lease.go)
+	leaseTimer     *time.Timer // renews its stops' lease while it has a stopped thread (held.renewLease)
 
-	// Its output while no IDE session shows it yet (heldoutput.go), also
-	// guarded by hub.mu.
+	// Its output while no IDE session shows it yet (held.holdOutput):
 	held          *heldOutput // waiting for its IDE session; nil for none
 	unshownLogged bool        // said that its events reach no IDE session
 
-	// Its threads as the merged view shows them (threads.go), also
-	// guarded by hub.mu.
+	// Its threads as the merged view shows them (executorState.learnThread):
 	threadOrder []int64 // the keys of threads, in pydevd's order (new ones last)
 	// threadsKnown: threads is the whole list pydevd would answer now,
 	// so a merged threads request needs no round trip to it.
@@ -123,6 +134,7 @@ func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {
 		// Its maps are made on first use: an idle session needs few.
 		paths: pathmap.NewCache(h.cfg.Paths, pathmap.Roots{}),
 	}
+	es.g = guard.New(&h.mu, executorState{es: es})
 	es.log = h.log.Hook(logHook{es})
 	return es
 }
@@ -144,37 +156,38 @@ func (h logHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
 // ID is the proxy's number for this session.
 func (es *ExecutorSession) ID() uint64 { return es.id }
 
-// labelLocked names the session for people (worker.Label): executor, host
+// label names the session for people (worker.Label): executor, host
 // (the connection's address until the wrapper says), pid and Spark task
-// where known. Callers hold hub.mu, which guards what it reads.
-func (es *ExecutorSession) labelLocked() string { return worker.Label(es.labelInfoLocked()) }
+// where known.
+func (x *executorState) label() string { return worker.Label(x.labelInfo()) }
 
-// workerLabelLocked names the worker process alone (labelLocked without
+// workerLabel names the worker process alone (label without
 // the task): what a child session is named by, since a reused worker runs
 // one task after another under the same session.
-func (es *ExecutorSession) workerLabelLocked() string {
-	t := es.labelInfoLocked()
+func (x *executorState) workerLabel() string {
+	t := x.labelInfo()
 	t.Label = ""
 	return worker.Label(t)
 }
 
-func (es *ExecutorSession) labelInfoLocked() TaskInfo {
-	t := es.task
+func (x *executorState) labelInfo() TaskInfo {
+	es := x.es
+	t := x.task
 	if t.Host == "" {
 		t.Host, _, _ = net.SplitHostPort(es.remote)
 	}
-	t.PID = es.proc.PID
+	t.PID = x.proc.PID
 	return t
 }
 
-// childThreadNameLocked is what a child session calls one of its worker's
+// childThreadName is what a child session calls one of its worker's
 // threads: pydevd's name after the task the worker runs now, as merged
 // mode's labels do (the session's own name says which worker it is).
-func (es *ExecutorSession) childThreadNameLocked(name string) string {
-	if es.task.Label == "" {
+func (x *executorState) childThreadName(name string) string {
+	if x.task.Label == "" {
 		return name
 	}
-	return "[" + es.task.Label + "] " + name
+	return "[" + x.task.Label + "] " + name
 }
 
 // request sends a request to pydevd; cb gets its response, or an error if
@@ -247,6 +260,17 @@ func (es *ExecutorSession) call(ctx context.Context, command string, args any) (
 		return r.m, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+func ignoreAnswer(es *ExecutorSession) func(Message, error) {
+	return func(m Message, err error) {
+		if err == nil && !m.Success() {
+			err = fmt.Errorf("%s", m.ErrorMessage())
+		}
+		if err != nil {
+			es.logger().Debug().Err(err).Msg("cleanup request failed")
+		}
 	}
 }
 
@@ -346,7 +370,7 @@ func (es *ExecutorSession) end(hs *handshakeRun, readErr error) {
 		es.logger().Warn().Err(readErr).Msg("closing executor connection: it broke the protocol")
 	}
 	es.failPending(fmt.Errorf("executor %d went away: %w", es.id, readErr))
-	es.hub.executorGone(es, readErr)
+	es.gone(readErr)
 }
 
 func (es *ExecutorSession) failPending(err error) {
@@ -385,19 +409,19 @@ func (es *ExecutorSession) handshake(ctx context.Context) error {
 	}
 	proc := parseSystemInfo(info.Body())
 
-	if err := h.admit(es, proc, token); err != nil {
+	if err := es.admit(proc, token); err != nil {
 		return es.refuse(ctx, err.Error())
 	}
 
-	if _, err := es.call(ctx, "initialize", h.executorInitializeArgs()); err != nil {
-		h.unadmit(es)
+	if _, err := es.call(ctx, "initialize", executorInitializeArgs()); err != nil {
+		es.unadmit()
 		return fmt.Errorf("executor %d: initialize: %w", es.id, err)
 	}
-	if _, err := es.call(ctx, "attach", h.executorAttachArgs(es)); err != nil {
-		h.unadmit(es)
+	if _, err := es.call(ctx, "attach", es.attachArgs()); err != nil {
+		es.unadmit()
 		return fmt.Errorf("executor %d: attach: %w", es.id, err)
 	}
-	h.executorReady(es)
+	es.putInService()
 	es.request("configurationDone", nil, h.cfg.HandshakeTimeout, func(m Message, err error) {
 		if err == nil && !m.Success() {
 			err = errors.New(m.ErrorMessage())
@@ -490,6 +514,215 @@ func parseSystemInfo(b map[string]any) ProcessInfo {
 	return p
 }
 
+// Its life in the Hub: admitted with its token, put into service once its
+// handshake is done, told its task by the wrapper, and gone with its
+// connection.
+
+// admit takes a handshaking executor into the Hub, with what its hello
+// said, if its access token (pydevd's clientAccessToken) holds. A worker
+// that said hello presents the one-time token derived in it (the claim
+// makes it single-use) and already holds a slot under the session limit;
+// one that did not (a plain debugpy.connect) presents the token itself and
+// needs a free slot. The refusal is worker.ErrNoToken, ErrWrongToken or a
+// *worker.SessionLimitError.
+func (es *ExecutorSession) admit(proc ProcessInfo, token string) error {
+	h := es.hub
+	tx := h.lock()
+	defer tx.unlock()
+	x := tx.exec(es)
+	hello, ok, err := tx.claimHello(es.remote, proc.PID, token)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := h.admission.CheckToken(token); err != nil {
+			return err
+		}
+		if err := h.admission.AdmitWithoutHello(len(tx.executors)); err != nil {
+			return err
+		}
+	}
+	if ok {
+		x.task = hello.TaskInfo
+		if hello.Roots != nil {
+			es.paths.SetRoots(*hello.Roots)
+		}
+	}
+	x.proc = proc
+	es.logPID.Store(proc.PID)
+	tx.executors[es.id] = es
+	tx.readyValid = false
+	return nil
+}
+
+func (es *ExecutorSession) unadmit() {
+	h := es.hub
+	tx := h.lock()
+	delete(tx.executors, es.id)
+	tx.readyValid = false
+	tx.unlock()
+}
+
+func executorInitializeArgs() map[string]any {
+	return map[string]any{
+		"clientID": "sparkdap", "clientName": "sparkdap", "adapterID": "debugpy",
+		"pathFormat": "path", "linesStartAt1": true, "columnsStartAt1": true,
+		"supportsVariableType": true, "supportsVariablePaging": true,
+		"supportsRunInTerminalRequest": false, "supportsStartDebuggingRequest": false,
+	}
+}
+
+// attachArgs passes the IDE's debugger settings (justMyCode, rules,
+// showReturnValue, …) on to pydevd, with defaults for when no IDE is there.
+func (es *ExecutorSession) attachArgs() map[string]any {
+	h := es.hub
+	tx := h.lock()
+	defer tx.unlock()
+	args := map[string]any{"justMyCode": true, "redirectOutput": true}
+	for k, v := range tx.rootAttachArgs(proxyOnlyKeys) {
+		args[k] = v
+	}
+	if _, ok := args["pathMappings"]; !ok && h.cfg.Paths != nil {
+		// With any mapping in place pydevd gives every path it cannot map
+		// a sourceReference, so code with no local copy can still be shown.
+		// This one never matches: the proxy does the real mapping.
+		args["pathMappings"] = []any{map[string]any{
+			"localRoot": "/nonexistent/sparkdap-local", "remoteRoot": "/nonexistent/sparkdap-remote"}}
+	}
+	if tx.exec(es).task.PostMortem {
+		// PySpark's worker catches every exception of a task, so to pydevd
+		// none is ever uncaught. Counting PySpark as library code makes an
+		// exception leaving the user's function "user-unhandled".
+		rules, _ := args["rules"].([]any)
+		for _, m := range []string{"pyspark", "py4j"} {
+			rules = append(rules, map[string]any{"module": m, "include": false})
+		}
+		// The worker wrapper too: it runs as __main__, and a failed task's
+		// worker leaves through it with SystemExit, which would otherwise
+		// stop there as one more user-unhandled exception.
+		rules = append(rules, map[string]any{"path": "**/remote_debug.py", "include": false})
+		args["rules"] = rules
+	}
+	return args
+}
+
+// putInService puts a handshaken executor into service: it replays the
+// registry's breakpoints and from then on gets every fan-out. Both happen
+// under the Hub's lock, so no breakpoint change can fall between them.
+func (es *ExecutorSession) putInService() {
+	h := es.hub
+	tx := h.lock()
+	defer tx.unlock()
+	x := tx.exec(es)
+	x.ready = true
+	tx.readyValid = false
+	haveExceptions := false
+	for _, e := range tx.bps.global() {
+		tx.sendBreakpoints(es, e, nil)
+		haveExceptions = haveExceptions || e.command == "setExceptionBreakpoints"
+	}
+	if x.task.PostMortem && !haveExceptions {
+		tx.sendBreakpoints(es, &bpEntry{command: "setExceptionBreakpoints", key: "setExceptionBreakpoints",
+			args: map[string]any{"filters": []any{}}}, nil)
+	}
+	if tx.root != nil && tx.ide(tx.root).childMode && tx.ide(tx.root).configured {
+		x.announce = time.AfterFunc(h.cfg.LabelWait, func() { h.announce(es) })
+	}
+	es.logger().Info().Str("label", x.label()).Str("python", x.proc.Python).Msg("executor attached")
+	h.summary("+ executor %d attached [%s]", es.id, x.label())
+}
+
+// taskEvent takes the wrapper's report of which Spark task this worker runs.
+func (es *ExecutorSession) taskEvent(m Message) {
+	h := es.hub
+	var ti TaskInfo
+	if err := fromMap(m.Body(), &ti); err != nil {
+		es.logger().Warn().Err(err).Msg("ignoring malformed sparkdapTask event")
+		return
+	}
+	ti = ti.Clean() // the cluster's words, shown to people
+	tx := h.lock()
+	defer tx.unlock()
+	x := tx.exec(es)
+	if ti.Roots == nil {
+		ti.Roots = x.task.Roots
+	}
+	x.task = ti
+	x.threadsChanged() // its label names its threads
+	if ti.Roots != nil && es.paths.SetRoots(*ti.Roots) {
+		if !x.ready {
+			// putInService sends them all, to the new roots.
+			return
+		}
+		// New roots, new candidate paths: send again what this executor
+		// is meant to have (none once its child session has left).
+		if !x.detached {
+			for _, e := range tx.bps.global() {
+				if x.overrides[e.key] == nil {
+					tx.sendBreakpoints(es, e, nil)
+				}
+			}
+		}
+		for _, e := range x.overrides {
+			tx.sendBreakpoints(es, e, nil)
+		}
+	}
+	es.logger().Info().Str("label", x.label()).Msg("executor task")
+	tx.announce(es)
+}
+
+// gone cleans up after an executor's connection ended.
+func (es *ExecutorSession) gone(reason error) {
+	h := es.hub
+	tx := h.lock()
+	if _, ok := tx.executors[es.id]; !ok {
+		tx.unlock()
+		return
+	}
+	delete(tx.executors, es.id)
+	x := tx.exec(es)
+	wasReady := x.ready
+	x.ready = false
+	tx.readyValid = false
+	if x.announce != nil {
+		x.announce.Stop()
+	}
+	x.stopChildWait()
+	x.stopMaxStop()
+	if tx.focused == es {
+		tx.focused = nil
+	}
+	for _, e := range x.overrides {
+		tx.bps.drop(e)
+	}
+	child := tx.children[es.id]
+	delete(tx.children, es.id)
+	var exits []Message
+	if target := tx.eventTarget(es); target != nil && child == nil {
+		for tid := range x.threads {
+			if g, err := h.ids.Global(kindThread, es.id, tid); err == nil {
+				exits = append(exits, newEvent("thread", map[string]any{"reason": "exited", "threadId": g}))
+			}
+		}
+		for _, ev := range exits {
+			_ = target.w.send(ev, nil)
+		}
+	}
+	label := x.label()
+	tx.unlock()
+	h.ids.Forget(es.id)
+	if child != nil {
+		// The client answers terminated with disconnect (VS Code does):
+		// answered, it closes the connection itself (IDESession.leave).
+		_ = child.w.send(newEvent("terminated", nil), nil)
+		child.leave()
+	}
+	if wasReady {
+		es.logger().Info().Err(reason).Msg("executor detached")
+		h.summary("- executor %d detached [%s]", es.id, label)
+	}
+}
+
 // handle dispatches one message from pydevd.
 func (es *ExecutorSession) handle(m Message) {
 	if !es.authorized.Load() {
@@ -516,9 +749,158 @@ func (es *ExecutorSession) handle(m Message) {
 				Msg("dropping response to no pending request (answered after its timeout?)")
 		}
 	case "event":
-		es.hub.executorEvent(es, m)
+		es.event(m)
 	case "request":
 		es.logger().Warn().Str("command", m.Command()).Msg("debuggee sent a request; sparkdap serves none")
 		_ = es.w.send(newErrorResponse(m, "sparkdap does not serve %q requests from debuggees", m.Command()), nil)
 	}
+}
+
+// Letting it go: when no IDE session watches it any more, every
+// breakpoint sent to it is cleared and it is resumed, so it never waits
+// for a human who is not there.
+
+// watched reports whether some IDE session shows es, now or once
+// its child session is up: its own child session, or a root session it has
+// not been detached from (merged, or announcing executors as children).
+func (tx *held) watched(es *ExecutorSession) bool {
+	if tx.children[es.id] != nil {
+		return true
+	}
+	return tx.root != nil && !tx.exec(es).detached
+}
+
+// release lets an executor that no IDE session shows run on
+// undebugged: nothing left to stop it, and resumed if it is stopped.
+func (tx *held) release(es *ExecutorSession) {
+	x := tx.exec(es)
+	for key, e := range x.overrides {
+		tx.bps.drop(e)
+		delete(x.overrides, key)
+	}
+	tx.clearSent(es, nil)
+	tx.resume(es)
+	x.dropHeldOutput()
+}
+
+// unwatchedStop handles a stop nobody can see, whatever let it
+// happen: a worker must never wait for a human who is not there.
+func (tx *held) unwatchedStop(es *ExecutorSession, tid int64) {
+	h := tx.h
+	es.logger().Warn().Int64("thread", tid).
+		Msg("executor stopped with no IDE session to show it; clearing its breakpoints and resuming it")
+	tx.release(es)
+	es.request("continue", map[string]any{"threadId": tid}, h.cfg.RequestTimeout, ignoreAnswer(es))
+}
+
+// resume lets a stopped executor run on.
+func (tx *held) resume(es *ExecutorSession) {
+	h := tx.h
+	x := tx.exec(es)
+	if len(x.stopped) == 0 {
+		return
+	}
+	var tid int64
+	for t := range x.stopped {
+		tid = t
+		break
+	}
+	clear(x.stopped)
+	es.request("continue", map[string]any{"threadId": tid}, h.cfg.RequestTimeout, ignoreAnswer(es))
+}
+
+// Config.MaxStop resumes a worker left stopped too long: a developer who hit a
+// breakpoint and went home must not hold the task (and with Spark's
+// barrier or --wait, the stage) overnight. Config.MaxStop is the limit;
+// the clock restarts with each stop and with each IDE request about the
+// worker (noteAsked).
+
+// armMaxStop starts es's clock at a new stop, and its timer unless
+// one runs (a running timer re-reads the deadline when it fires).
+func (tx *held) armMaxStop(es *ExecutorSession) {
+	h := tx.h
+	x := tx.exec(es)
+	if h.cfg.MaxStop <= 0 {
+		return
+	}
+	x.stopSince = h.now()
+	x.maxStopResumed = false
+	if x.maxStop == nil {
+		x.maxStop = time.AfterFunc(h.cfg.MaxStop, func() { es.checkMaxStop() })
+	}
+}
+
+// noteAsked restarts es's clock: an IDE asked something about it
+// (a request routed to it, a capture of its frame), so someone is there.
+func (tx *held) noteAsked(es *ExecutorSession) {
+	h := tx.h
+	if h.cfg.MaxStop > 0 {
+		tx.exec(es).lastAsked = h.now()
+	}
+}
+
+// stopMaxStop stops es's timer (its connection ended).
+func (x *executorState) stopMaxStop() {
+	if x.maxStop != nil {
+		x.maxStop.Stop()
+		x.maxStop = nil
+	}
+}
+
+// checkMaxStop runs on es's timer: it resumes es if it has been stopped
+// for MaxStop with no IDE request about it since, and otherwise waits for
+// the new deadline. A worker no longer stopped lets the timer lapse.
+func (es *ExecutorSession) checkMaxStop() {
+	h := es.hub
+	tx := h.lock()
+	defer tx.unlock()
+	x := tx.exec(es)
+	x.maxStop = nil
+	if tx.executors[es.id] != es || !x.ready || len(x.stopped) == 0 {
+		return
+	}
+	since := x.stopSince
+	if x.lastAsked.After(since) {
+		since = x.lastAsked
+	}
+	if left := h.cfg.MaxStop - h.now().Sub(since); left > 0 {
+		x.maxStop = time.AfterFunc(left, func() { es.checkMaxStop() })
+		return
+	}
+	tx.maxStopExpired(es)
+}
+
+// maxStopExpired resumes es and says so: to the IDE session that
+// shows it (a console line, then the stopped threads' continued, as an
+// adapter tells a client of a resume it did not ask for), in the log and
+// on serve's terminal.
+func (tx *held) maxStopExpired(es *ExecutorSession) {
+	h := tx.h
+	x := tx.exec(es)
+	tids := make([]int64, 0, len(x.stopped))
+	for tid := range x.stopped {
+		tids = append(tids, tid)
+	}
+	sort.Slice(tids, func(i, j int) bool { return tids[i] < tids[j] })
+	stoppedFor := h.now().Sub(x.stopSince).Round(time.Second)
+	label := x.label()
+	tx.resume(es)
+	x.stoppedAt = ""
+	x.maxStopResumed = true
+	why := fmt.Sprintf("executor %d [%s] resumed: stopped %s with no request from the IDE about it (serve --max-stop %s)",
+		es.id, label, stoppedFor, h.cfg.MaxStop)
+	if target := tx.eventTarget(es); target != nil && tx.ide(target).configured {
+		_ = target.w.send(newEvent("output", map[string]any{"category": "console", "output": "sparkdap: " + why + "\n"}), nil)
+		// A child session shows this process alone: all its threads run.
+		all := target != tx.root
+		for _, tid := range tids {
+			if g, err := h.ids.Global(kindThread, es.id, tid); err == nil {
+				_ = target.w.send(newEvent("continued", map[string]any{"threadId": g, "allThreadsContinued": all}), nil)
+			}
+		}
+	}
+	h.ids.Release(es.id, kindFrame, kindVariables)
+	es.logger().Warn().Dur("stopped", stoppedFor).Dur("max_stop", h.cfg.MaxStop).
+		Msg("executor stopped too long with no request from the IDE; resumed it")
+	h.summary("%s", why)
 }

@@ -266,9 +266,9 @@ func FuzzHubExecutorSide(f *testing.F) {
 			spew(conn, data)
 		}
 		p.waitDone("the bad executor", done)
-		p.hub.mu.Lock()
-		left := len(p.hub.executors)
-		p.hub.mu.Unlock()
+		tx := p.hub.lock()
+		left := len(tx.executors)
+		tx.unlock()
 		if left != 0 {
 			t.Fatalf("%d executors still admitted after the bad one left", left)
 		}
@@ -286,9 +286,9 @@ func FuzzHubIDESide(f *testing.F) {
 		conn, done := p.ideConn()
 		spew(conn, data)
 		p.waitDone("the bad IDE", done)
-		p.hub.mu.Lock()
-		root, children := p.hub.root, len(p.hub.children)
-		p.hub.mu.Unlock()
+		tx := p.hub.lock()
+		root, children := tx.root, len(tx.children)
+		tx.unlock()
 		if root != nil || children != 0 {
 			t.Fatalf("the bad IDE left a session behind: root %v, %d children", root != nil, children)
 		}

@@ -114,13 +114,13 @@ func TestOutputBeforeTheChildSession(t *testing.T) {
 			}
 			if !tt.open {
 				for n := 0; ; n++ {
-					p.hub.mu.Lock()
+					tx := p.hub.lock()
 					var held *heldOutput
 					detached := false
-					for _, es := range p.hub.executors {
-						held, detached = es.held, es.detached
+					for _, es := range tx.executors {
+						held, detached = tx.exec(es).held, tx.exec(es).detached
 					}
-					p.hub.mu.Unlock()
+					tx.unlock()
 					if detached && held == nil {
 						return
 					}

@@ -36,20 +36,21 @@ func helloKey(remote string, pid int64) (key, ip string) {
 // it for the pydevd connection of the same process (a worker.Admit; no
 // nonce: the pydevd connection names its pid).
 func (h *Hub) acceptHello(ip string, hello worker.Hello) (nonce string, err error) {
-	// Under h.mu so the executor count stays still while the registry
+	// Under the lock so the executor count stays still while the registry
 	// counts it against the session limit.
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return "", h.admission.Accept(worker.AddrKey(ip, hello.PID), ip, hello, len(h.executors))
+	tx := h.lock()
+	defer tx.unlock()
+	return "", h.admission.Accept(worker.AddrKey(ip, hello.PID), ip, hello, len(tx.executors))
 }
 
-// claimHelloLocked takes the hello of the process behind a pydevd
+// claimHello takes the hello of the process behind a pydevd
 // connection (ok), if the connection presented that hello's pydevd token.
 // A hello pending for the pid under another token stays for its own
 // worker's debugger (worker.Registry.ClaimWithToken) and the connection is
 // refused (err); with none pending, both are zero and the caller checks
-// the connection as a plain debugpy.connect. Callers hold h.mu.
-func (h *Hub) claimHelloLocked(remote string, pid int64, token string) (hello worker.Hello, ok bool, err error) {
+// the connection as a plain debugpy.connect.
+func (tx *held) claimHello(remote string, pid int64, token string) (hello worker.Hello, ok bool, err error) {
+	h := tx.h
 	key, ip := helloKey(remote, pid)
 	hello, err = h.admission.ClaimWithToken(key, ip, pid, token)
 	switch {

@@ -15,9 +15,9 @@ func TestAbandonedHelloGivesBackItsSlot(t *testing.T) {
 		t.Fatalf("hello: %q", got)
 	}
 	for range 500 {
-		p.hub.mu.Lock()
+		tx := p.hub.lock()
 		n := len(p.hub.admission.Pending())
-		p.hub.mu.Unlock()
+		tx.unlock()
 		if n == 0 {
 			break
 		}

@@ -197,9 +197,9 @@ func TestNothingBeforeAdmission(t *testing.T) {
 			t.Errorf("the IDE got %s %s from an unadmitted peer", ev.Event, ev.Body)
 		}
 	}
-	p.hub.mu.Lock()
-	focused := p.hub.focused
-	p.hub.mu.Unlock()
+	tx := p.hub.lock()
+	focused := tx.focused
+	tx.unlock()
 	if focused != nil {
 		t.Errorf("an unadmitted peer became the focused executor %d", focused.id)
 	}
@@ -234,9 +234,9 @@ func TestOnlyAllowedEventsReachIDE(t *testing.T) {
 	if err := c.Attach(p.ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	p.hub.mu.Lock()
-	p.hub.root.childMode = false // merged: every event of the executor would reach the root
-	p.hub.mu.Unlock()
+	tx := p.hub.lock()
+	tx.ide(tx.root).childMode = false // merged: every event of the executor would reach the root
+	tx.unlock()
 	f := p.executor(340, nil)
 	evil := map[string]any{"type": "node", "request": "launch", "name": "x", "program": "/bin/sh", "args": []any{"-c", "touch /tmp/pwned"}}
 	for _, ev := range []struct {
@@ -375,9 +375,9 @@ func TestUnadmittedPeersLeaveNothing(t *testing.T) {
 		wg.Wait()
 	}
 	waitFor(t, "no executor left", func() (bool, string) {
-		p.hub.mu.Lock()
-		defer p.hub.mu.Unlock()
-		return len(p.hub.executors) == 0, fmt.Sprint(len(p.hub.executors))
+		tx := p.hub.lock()
+		defer tx.unlock()
+		return len(tx.executors) == 0, fmt.Sprint(len(tx.executors))
 	})
 	for k := range nKinds {
 		if n := p.hub.ids.Len(k); n != 0 {
@@ -482,12 +482,13 @@ func TestBreakpointEditWhileExecutorLeaves(t *testing.T) {
 	ideConn, idePeer := net.Pipe()
 	defer idePeer.Close()
 	ide := newIDESession(h, h.nextID.Add(1), ideConn)
-	h.mu.Lock()
-	es.ready = true
-	h.executors[es.id] = es
-	h.children[es.id] = ide // child-session mode: the one target
-	ide.executor, ide.attached = es, true
-	h.mu.Unlock()
+	tx := h.lock()
+	tx.exec(es).ready = true
+	tx.executors[es.id] = es
+	tx.children[es.id] = ide // child-session mode: the one target
+	ide.executor.Store(es)
+	tx.ide(ide).attached = true
+	tx.unlock()
 	es.w.close(errors.New("worker left")) // every send fails from now on
 
 	replies := make(chan Message, 1)
@@ -520,9 +521,7 @@ func TestBreakpointEditWhileExecutorLeaves(t *testing.T) {
 	}
 	locked := make(chan struct{})
 	go func() {
-		h.mu.Lock()
-		//lint:ignore SA2001 only probing that the lock can be taken
-		h.mu.Unlock()
+		h.lock().unlock() // only probing that the lock can be taken
 		close(locked)
 	}()
 	select {
@@ -553,12 +552,12 @@ func TestThreadFloodIsBounded(t *testing.T) {
 	}, 20*time.Second); err != nil {
 		t.Fatalf("a stop on a thread over the limit was not resumed: %v", err)
 	}
-	p.hub.mu.Lock()
+	tx := p.hub.lock()
 	var held int
-	for _, es := range p.hub.executors {
-		held += len(es.threads)
+	for _, es := range tx.executors {
+		held += len(tx.exec(es).threads)
 	}
-	p.hub.mu.Unlock()
+	tx.unlock()
 	if held > maxThreadsPerExecutor+1 { // +1: the fake's own MainThread may come first
 		t.Errorf("the proxy holds %d threads of one executor, limit %d", held, maxThreadsPerExecutor)
 	}

@@ -639,3 +639,35 @@ func (f *fakePydevd) waitClosed() {
 		f.t.Fatalf("fake pydevd %d: proxy did not close the connection", f.pid)
 	}
 }
+
+// TestHeldIsVoidAfterUnlock: a held kept past its unlock cannot reach the
+// state the Hub's lock guards, whether the Hub's own or a session's.
+func TestHeldIsVoidAfterUnlock(t *testing.T) {
+	h := NewHub(Config{Log: zerolog.Nop()})
+	conn, peer := net.Pipe()
+	defer peer.Close()
+	es := newExecutorSession(h, 1, conn)
+	tx := h.lock()
+	tx.exec(es).ready = true
+	tx.unlock()
+	for name, use := range map[string]func(){
+		"the Hub's state": func() { _ = len(tx.executors) },
+		"a session's":     func() { _ = tx.exec(es).ready },
+		"unlock again":    func() { tx.unlock() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("a held used after its unlock did not panic")
+				}
+			}()
+			use()
+		})
+	}
+	// The lock itself was released.
+	tx = h.lock()
+	if !tx.exec(es).ready {
+		t.Fatal("the state written under the lock is lost")
+	}
+	tx.unlock()
+}

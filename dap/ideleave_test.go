@@ -277,10 +277,10 @@ func (w *leaveWalk) stopAll() {
 	w.root = nil
 	clear(w.children)
 	waitFor(w.t, "proxy lets every IDE session go", func() (bool, string) {
-		w.p.hub.mu.Lock()
-		defer w.p.hub.mu.Unlock()
-		return w.p.hub.root == nil && len(w.p.hub.children) == 0,
-			fmt.Sprintf("root attached: %v, %d child session(s)", w.p.hub.root != nil, len(w.p.hub.children))
+		tx := w.p.hub.lock()
+		defer tx.unlock()
+		return tx.root == nil && len(tx.children) == 0,
+			fmt.Sprintf("root attached: %v, %d child session(s)", tx.root != nil, len(tx.children))
 	})
 }
 
@@ -310,9 +310,9 @@ func (w *leaveWalk) childLeaves(pid, how int) {
 		delete(w.children, pid)
 		w.detached[pid] = true
 		waitFor(w.t, "proxy notices the child leaving", func() (bool, string) {
-			w.p.hub.mu.Lock()
-			defer w.p.hub.mu.Unlock()
-			return w.p.hub.children[id] == nil, "child still there"
+			tx := w.p.hub.lock()
+			defer tx.unlock()
+			return tx.children[id] == nil, "child still there"
 		})
 	}
 	if how == 1 {
@@ -420,9 +420,9 @@ func TestStopWithNoSessionIsResumed(t *testing.T) {
 	})
 	// Stand in for any hole that lets the IDE go while the executor keeps
 	// its breakpoints: take the root away without the cleanup.
-	p.hub.mu.Lock()
-	p.hub.root = nil
-	p.hub.mu.Unlock()
+	tx := p.hub.lock()
+	tx.root = nil
+	tx.unlock()
 	defer c.Close()
 	if !f.hit(leaveRemote, leaveLine) {
 		t.Fatal("the executor did not stop at its armed breakpoint")

@@ -17,28 +17,30 @@ import "time"
 // the answer is dropped.
 const DefaultLeasePing = 2 * time.Second
 
-// renewLeaseLocked makes sure the proxy renews es's lease while it has a
+// renewLease makes sure the proxy renews es's lease while it has a
 // stopped thread: a timer, made on the first stop, that pings every
 // LeasePing and ends itself once nothing is stopped or the session is
-// gone. Callers hold hub.mu, which guards leaseTimer.
-func (es *ExecutorSession) renewLeaseLocked() {
-	if es.leaseTimer != nil || len(es.stopped) == 0 {
+// gone.
+func (tx *held) renewLease(es *ExecutorSession) {
+	x := tx.exec(es)
+	if x.leaseTimer != nil || len(x.stopped) == 0 {
 		return
 	}
-	es.leaseTimer = time.AfterFunc(es.hub.cfg.LeasePing, es.leaseTick)
+	x.leaseTimer = time.AfterFunc(tx.h.cfg.LeasePing, es.leaseTick)
 }
 
 // leaseTick runs on es's lease timer, on no lock.
 func (es *ExecutorSession) leaseTick() {
 	h := es.hub
-	h.mu.Lock()
-	if h.executors[es.id] != es || len(es.stopped) == 0 {
-		es.leaseTimer = nil
-		h.mu.Unlock()
+	tx := h.lock()
+	x := tx.exec(es)
+	if tx.executors[es.id] != es || len(x.stopped) == 0 {
+		x.leaseTimer = nil
+		tx.unlock()
 		return
 	}
-	es.leaseTimer.Reset(h.cfg.LeasePing)
-	h.mu.Unlock()
+	x.leaseTimer.Reset(h.cfg.LeasePing)
+	tx.unlock()
 	// The send only queues: a proxy that cannot write to a worker gone
 	// silent never blocks here, and the request's timeout forgets it.
 	es.request("pydevdSystemInfo", nil, h.cfg.RequestTimeout, func(Message, error) {})

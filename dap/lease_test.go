@@ -30,16 +30,16 @@ func TestStoppedWorkerHearsFromTheProxy(t *testing.T) {
 	if err := c.Continue(p.ctx, tid); err != nil {
 		t.Fatal(err)
 	}
-	p.hub.mu.Lock()
+	tx := p.hub.lock()
 	var es *ExecutorSession
-	for _, e := range p.hub.executors {
+	for _, e := range tx.executors {
 		es = e
 	}
-	p.hub.mu.Unlock()
+	tx.unlock()
 	for range 500 {
-		p.hub.mu.Lock()
-		ended := es.leaseTimer == nil
-		p.hub.mu.Unlock()
+		tx := p.hub.lock()
+		ended := tx.exec(es).leaseTimer == nil
+		tx.unlock()
 		if ended {
 			return
 		}

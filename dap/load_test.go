@@ -96,9 +96,9 @@ func checkEmpty(t *testing.T, h *Hub) {
 	h.ids.mu.Lock()
 	sessions := len(h.ids.sessions)
 	h.ids.mu.Unlock()
-	h.mu.Lock()
-	executors, hellos := len(h.executors), len(h.admission.Pending())
-	h.mu.Unlock()
+	tx := h.lock()
+	executors, hellos := len(tx.executors), len(h.admission.Pending())
+	tx.unlock()
 	if sessions != 0 || executors != 0 {
 		t.Errorf("hub still holds %d id sessions and %d executors", sessions, executors)
 	}
@@ -110,9 +110,9 @@ func checkEmpty(t *testing.T, h *Hub) {
 func waitNoExecutors(t *testing.T, h *Hub) {
 	t.Helper()
 	for range 3000 {
-		h.mu.Lock()
-		n := len(h.executors)
-		h.mu.Unlock()
+		tx := h.lock()
+		n := len(tx.executors)
+		tx.unlock()
 		if n == 0 {
 			return
 		}
@@ -331,9 +331,9 @@ func TestLoadConnectDisconnectCycles(t *testing.T) {
 	}
 	waitNoExecutors(t, p.hub)
 	for range 200 { // hellos that were never claimed expire (HelloTTL)
-		p.hub.mu.Lock()
+		tx := p.hub.lock()
 		n := len(p.hub.admission.Pending())
-		p.hub.mu.Unlock()
+		tx.unlock()
 		if n == 0 {
 			break
 		}

@@ -77,23 +77,23 @@ func (p *testProxy) runMaxStop(t *testing.T, c *dapclient.Client, f *fakePydevd)
 func TestMaxStopClockRestartsOnRequests(t *testing.T) {
 	var clock atomic.Int64 // nanoseconds since the stop
 	p := startProxy(t, func(c *Config) { c.MaxStop = 30 * time.Minute })
-	p.hub.mu.Lock()
+	tx := p.hub.lock()
 	p.hub.now = func() time.Time { return time.Unix(0, clock.Load()) }
-	p.hub.mu.Unlock()
+	tx.unlock()
 	c := p.ide(false, nil)
 	f := p.executor(302, nil)
 	f.stop()
 	tid := stoppedOn(p.ctx, t, c)
-	p.hub.mu.Lock()
-	es := p.hub.focused
-	p.hub.mu.Unlock()
+	tx = p.hub.lock()
+	es := tx.focused
+	tx.unlock()
 	check := func(at time.Duration, wantResumed bool) {
 		t.Helper()
 		clock.Store(int64(at))
-		p.hub.checkMaxStop(es)
-		p.hub.mu.Lock()
-		stopped := len(es.stopped) > 0
-		p.hub.mu.Unlock()
+		es.checkMaxStop()
+		tx := p.hub.lock()
+		stopped := len(tx.exec(es).stopped) > 0
+		tx.unlock()
 		if stopped == wantResumed {
 			t.Fatalf("at %s after the stop: stopped %v, want %v", at, stopped, !wantResumed)
 		}

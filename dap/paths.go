@@ -7,7 +7,7 @@ import (
 	"github.com/sparkdap/sparkdap/pathmap"
 )
 
-// This file applies the path mapper to the DAP traffic of one executor,
+// The path mapper applied to the DAP traffic of one executor,
 // through its pathmap.Cache: local → remote for breakpoints (every
 // candidate path is tried), remote → local for everything that names a
 // source on the way back.
@@ -15,10 +15,11 @@ import (
 // Mapping is one remote → local translation, for PathReport.
 type Mapping = pathmap.Mapping
 
-// breakpointTargetsLocked lists the executor paths a source breakpoint
+// breakpointTargets lists the executor paths a source breakpoint
 // request goes to: the mapper's candidates for this executor, plus every
 // path it was sent to before, so a removal reaches them all.
-func (h *Hub) breakpointTargetsLocked(es *ExecutorSession, e *bpEntry) []string {
+func (tx *held) breakpointTargets(es *ExecutorSession, e *bpEntry) []string {
+	h := tx.h
 	src, _ := e.args["source"].(map[string]any)
 	local, _ := src["path"].(string)
 	if h.cfg.Paths == nil || e.command != "setBreakpoints" || local == "" {
@@ -32,7 +33,7 @@ func (h *Hub) breakpointTargetsLocked(es *ExecutorSession, e *bpEntry) []string 
 			out = append(out, p)
 		}
 	}
-	if sb := es.sent[e.key]; sb != nil {
+	if sb := tx.exec(es).sent[e.key]; sb != nil {
 		for p := range sb.sources {
 			if p != "" && !seen[p] {
 				seen[p] = true
@@ -77,32 +78,54 @@ var pathKeys = map[string]pathCarrier{
 // modulePathFields are the fields of a Module that hold a path.
 var modulePathFields = []string{"path", "symbolFilePath"}
 
-// mapPathsLocked makes the executor paths in a message body (a response
+// mapPaths makes the executor paths in a message body (a response
 // to the IDE or an event) safe for the IDE, in one walk over every object
 // pathKeys names: a path the mapper maps to a developer's file becomes
 // that file; any other is removed, so a Source is shown by name with its
 // code fetched from the executor through its sourceReference
-// (confineSourceLocked), and a Module shows no path. Without a mapper
+// (confineSource), and a Module shows no path. Without a mapper
 // (serve --no-path-mapping: the workers run here, as the developer) paths
 // pass unchanged.
-func (h *Hub) mapPathsLocked(es *ExecutorSession, v any) {
-	if h.cfg.Paths == nil {
+func (tx *held) mapPaths(es *ExecutorSession, v any) {
+	if tx.h.cfg.Paths == nil {
 		return
 	}
+	eachPathObject(v, func(kind pathCarrier, obj map[string]any) { tx.mapObjectPaths(es, kind, obj) })
+}
+
+// remotizePaths rewrites the local paths of the sources in a request for
+// es (the same objects mapPaths maps in the other direction) to the
+// executor's, where a mapping has been seen for them.
+func (tx *held) remotizePaths(es *ExecutorSession, v any) {
+	if tx.h.cfg.Paths == nil {
+		return
+	}
+	eachPathObject(v, func(kind pathCarrier, obj map[string]any) {
+		if p, ok := obj["path"].(string); ok && kind == carriesSource {
+			if remote, ok := es.paths.RemoteOf(p); ok {
+				obj["path"] = remote
+			}
+		}
+	})
+}
+
+// eachPathObject calls visit for each object in v that pathKeys names,
+// wherever it is, then walks on into it (a Source's nested sources): the
+// one walk of both directions of the mapping.
+func eachPathObject(v any, visit func(kind pathCarrier, obj map[string]any)) {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, e := range t {
 			if kind, ok := pathKeys[k]; ok {
 				for _, obj := range objectsIn(e) {
-					h.mapObjectPathsLocked(es, kind, obj)
+					visit(kind, obj)
 				}
 			}
-			// Then what the object holds: a Source's nested sources.
-			h.mapPathsLocked(es, e)
+			eachPathObject(e, visit)
 		}
 	case []any:
 		for _, e := range t {
-			h.mapPathsLocked(es, e)
+			eachPathObject(e, visit)
 		}
 	}
 }
@@ -124,28 +147,28 @@ func objectsIn(v any) []map[string]any {
 	return nil
 }
 
-// mapObjectPathsLocked maps or removes the paths of one object of kind.
-func (h *Hub) mapObjectPathsLocked(es *ExecutorSession, kind pathCarrier, obj map[string]any) {
+// mapObjectPaths maps or removes the paths of one object of kind.
+func (tx *held) mapObjectPaths(es *ExecutorSession, kind pathCarrier, obj map[string]any) {
 	switch kind {
 	case carriesSource:
-		h.confineSourceLocked(es, obj)
-		h.localizeSourceLocked(es, obj)
+		tx.confineSource(es, obj)
+		tx.localizeSource(es, obj)
 	case carriesModule:
 		for _, f := range modulePathFields {
-			h.mapModulePathLocked(es, obj, f)
+			tx.mapModulePath(es, obj, f)
 		}
 	}
 }
 
-// mapModulePathLocked turns a module's executor path in field into the
+// mapModulePath turns a module's executor path in field into the
 // developer's file, or drops it when there is none.
-func (h *Hub) mapModulePathLocked(es *ExecutorSession, mod map[string]any, field string) {
+func (tx *held) mapModulePath(es *ExecutorSession, mod map[string]any, field string) {
 	p, has := mod[field]
 	if !has {
 		return
 	}
 	if s, ok := p.(string); ok && s != "" {
-		if r := h.mapRemoteLocked(es, s); r.Err == nil {
+		if r := tx.mapRemote(es, s); r.Err == nil {
 			mod[field] = r.Mapping.Local
 			return
 		}
@@ -153,12 +176,12 @@ func (h *Hub) mapModulePathLocked(es *ExecutorSession, mod map[string]any, field
 	delete(mod, field)
 }
 
-func (h *Hub) localizeSourceLocked(es *ExecutorSession, src map[string]any) {
+func (tx *held) localizeSource(es *ExecutorSession, src map[string]any) {
 	p, ok := src["path"].(string)
 	if !ok || p == "" {
 		return
 	}
-	r := h.mapRemoteLocked(es, p)
+	r := tx.mapRemote(es, p)
 	if r.Err != nil {
 		return
 	}
@@ -168,9 +191,9 @@ func (h *Hub) localizeSourceLocked(es *ExecutorSession, src map[string]any) {
 	}
 }
 
-// mapRemoteLocked maps one executor path, once per executor and path, and
+// mapRemote maps one executor path, once per executor and path, and
 // logs each new outcome (`sparkdap paths` reports them all).
-func (h *Hub) mapRemoteLocked(es *ExecutorSession, remote string) pathmap.Result {
+func (tx *held) mapRemote(es *ExecutorSession, remote string) pathmap.Result {
 	r, fresh := es.paths.ToLocal(remote)
 	if !fresh {
 		return r
@@ -185,32 +208,6 @@ func (h *Hub) mapRemoteLocked(es *ExecutorSession, remote string) pathmap.Result
 		es.logger().Debug().Err(r.Err).Msg("path not mapped; the IDE gets the executor's copy")
 	}
 	return r
-}
-
-// remotizePathsLocked rewrites local paths in a request for es to the
-// executor's, where a mapping has been seen for them.
-func (h *Hub) remotizePathsLocked(es *ExecutorSession, v any) {
-	if h.cfg.Paths == nil {
-		return
-	}
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			if src, ok := e.(map[string]any); ok && k == "source" {
-				if p, ok := src["path"].(string); ok {
-					if remote, ok := es.paths.RemoteOf(p); ok {
-						src["path"] = remote
-					}
-				}
-				continue
-			}
-			h.remotizePathsLocked(es, e)
-		}
-	case []any:
-		for _, e := range t {
-			h.remotizePathsLocked(es, e)
-		}
-	}
 }
 
 // PathReport is what one executor's mapper did, for `sparkdap paths`.
@@ -228,13 +225,13 @@ type PathReport struct {
 // PathReports lists, per executor, each mapping applied, each path that
 // could not be mapped (with why) and each breakpoint it refused.
 func (h *Hub) PathReports() []PathReport {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	tx := h.lock()
+	defer tx.unlock()
 	var out []PathReport
-	for _, es := range h.readyLocked() {
-		r := PathReport{Executor: es.id, Label: es.labelLocked(), Roots: es.paths.Roots()}
+	for _, es := range tx.ready() {
+		r := PathReport{Executor: es.id, Label: tx.exec(es).label(), Roots: es.paths.Roots()}
 		r.Mapped, r.Unmapped = es.paths.Outcomes()
-		r.Refused = es.refusalsLocked()
+		r.Refused = tx.exec(es).refused()
 		out = append(out, r)
 	}
 	return out

@@ -31,9 +31,9 @@ func Listen(hub *Hub, ideAddr, executorAddr string) (*Server, error) {
 		ide.Close()
 		return nil, fmt.Errorf("executor listener on %s: %w", executorAddr, err)
 	}
-	hub.mu.Lock()
-	hub.ideAddr = ide.Addr()
-	hub.mu.Unlock()
+	tx := hub.lock()
+	tx.ideAddr = ide.Addr()
+	tx.unlock()
 	return &Server{Hub: hub, ide: ide, exe: exe}, nil
 }
 
@@ -133,9 +133,9 @@ func (h *Hub) serveIDE(ctx context.Context, conn net.Conn, release func()) {
 	// A client that does not attach in time goes: a local user must not
 	// hold connections open for free.
 	deadline := time.AfterFunc(h.cfg.AttachTimeout, func() {
-		h.mu.Lock()
-		attached := s.attached
-		h.mu.Unlock()
+		tx := h.lock()
+		attached := tx.ide(s).attached
+		tx.unlock()
 		if !attached {
 			s.w.close(fmt.Errorf("no attach within %s", h.cfg.AttachTimeout))
 		}

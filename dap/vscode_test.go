@@ -202,8 +202,10 @@ func TestChildConnectAddress(t *testing.T) {
 		{"a port that is no number", map[string]any{"connect": map[string]any{"port": "${port}"}}, "127.0.0.1", 4711, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &Hub{ideAddr: listen, attachArgs: tc.attach}
-			got := h.childConnectLocked()
+			tx := NewHub(Config{}).lock()
+			tx.ideAddr, tx.attachArgs = listen, tc.attach
+			got := tx.childConnect()
+			tx.unlock()
 			if got["host"] != tc.host || fmt.Sprint(got["port"]) != fmt.Sprint(tc.port) {
 				t.Errorf("connect = %v, want %s:%d", got, tc.host, tc.port)
 			}
