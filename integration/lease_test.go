@@ -156,9 +156,7 @@ func (p *faultProxy) freeze(t *testing.T) {
 // TestLeaseSparkJobSurvivesFrozenProxy: serve SIGSTOPped while the job's
 // worker is stopped at a breakpoint.
 func TestLeaseSparkJobSurvivesFrozenProxy(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a Spark job")
-	}
+	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
 	ctx := testContext(t, 5*time.Minute)
 	dir, lib, line := loansDir(t)
@@ -175,9 +173,7 @@ func TestLeaseSparkJobSurvivesFrozenProxy(t *testing.T) {
 // worker is stopped, the namespace drops every packet to and from serve,
 // as a firewall or a dead VPN does: no FIN, no RST.
 func TestLeaseSparkJobSurvivesDroppedPath(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a Spark job")
-	}
+	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
 	ns := newDropNamespace(t)
 	ctx := testContext(t, 5*time.Minute)
@@ -266,9 +262,7 @@ func (n *dropNamespace) drop(t *testing.T, pid int) {
 // (pydevd-pycharm, `serve --ide-kind pycharm`): serve SIGSTOPped while the
 // worker is suspended at a breakpoint PyCharm set.
 func TestLeasePyCharmJobSurvivesFrozenProxy(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a Spark job")
-	}
+	testenv.SkipIfShort(t, "runs a Spark job")
 	ctx := testContext(t, 5*time.Minute)
 	j := startPyCharmScript(t, ctx, "local[2]", "1", "pcjob.py", "--lease", testLease.String())
 	if _, err := j.ide.Start(ctx, pycharmtest.Breakpoint{File: j.localMath, Line: j.line, Func: "scale"}); err != nil {
@@ -300,9 +294,7 @@ func TestLeasePyCharmJobSurvivesFrozenProxy(t *testing.T) {
 // the lease), then resumes when the IDE says so; the job ends with the
 // plain result and the lease never lapsed.
 func TestLeaseHeldWhileProxyLives(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a Spark job")
-	}
+	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
 	ctx := testContext(t, 5*time.Minute)
 	dir, lib, line := loansDir(t)
