@@ -1,0 +1,89 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparkdap/sparkdap/internal/kubetest"
+)
+
+// TestKubernetesNode starts the one-node Kubernetes of internal/kubetest and
+// checks what the Kubernetes recipe stands on: a pod of the locally built
+// Spark image runs (through its Spark-style entrypoint) with the host's
+// PySpark and the pinned debugpy, and a PySpark job whose driver runs on the
+// host, in client mode, gets its answer from executor pods.
+func TestKubernetesNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping Kubernetes in -short mode")
+	}
+	py := python(t)
+	ctx := testContext(t, 15*time.Minute)
+	c := kubetest.Start(t, kubetest.Options{Images: []string{"spark"}})
+
+	want, err := exec.CommandContext(ctx, py, "-c", "import pyspark, debugpy; print('pyspark', pyspark.__version__, 'debugpy', debugpy.__version__)").Output()
+	if err != nil {
+		t.Fatalf("host versions: %v", err)
+	}
+
+	t.Run("pod", func(t *testing.T) {
+		start := time.Now()
+		if _, err := c.Kubectl(ctx, "run", "versions", "--image="+kubetest.SparkImage, "--image-pull-policy=Never",
+			"--restart=Never", "--", "python3", "-c",
+			"import pyspark, debugpy; print('pyspark', pyspark.__version__, 'debugpy', debugpy.__version__)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Kubectl(ctx, "wait", "pod/versions", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=180s"); err != nil {
+			desc, _ := c.Kubectl(ctx, "describe", "pod/versions")
+			logs, _ := c.Kubectl(ctx, "logs", "pod/versions")
+			t.Fatalf("%v\n%s\nlogs:\n%s", err, desc, logs)
+		}
+		got, err := c.Kubectl(ctx, "logs", "pod/versions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(got) != strings.TrimSpace(string(want)) {
+			t.Errorf("the pod's versions = %q, the host's %q", got, want)
+		}
+		t.Logf("pod ran in %.1f s", time.Since(start).Seconds())
+	})
+
+	t.Run("client mode job", func(t *testing.T) {
+		start := time.Now()
+		job := filepath.Join(t.TempDir(), "job.py")
+		if err := os.WriteFile(job, []byte(`import sys
+from pyspark.sql import SparkSession
+
+master, image, host = sys.argv[1:4]
+spark = (SparkSession.builder.master(master).appName("kubetest")
+         .config("spark.kubernetes.container.image", image)
+         .config("spark.kubernetes.container.image.pullPolicy", "Never")
+         .config("spark.kubernetes.namespace", "default")
+         .config("spark.executor.instances", "1")
+         .config("spark.kubernetes.executor.request.cores", "0.2")
+         .config("spark.executor.memory", "512m")
+         .config("spark.driver.host", host)
+         .config("spark.driver.bindAddress", host)
+         .config("spark.ui.enabled", "false")
+         .getOrCreate())
+rdd = spark.sparkContext.parallelize(range(100), 2)
+print("sum", rdd.map(lambda x: x * x).sum(), "hosts", sorted(set(rdd.map(lambda _: __import__("socket").gethostname()).collect())))
+spark.stop()
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(ctx, py, job, "k8s://"+c.Server, kubetest.SparkImage, c.HostIP)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "PYSPARK_PYTHON=python3", "SPARK_LOCAL_IP="+c.HostIP)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the job: %v\n%s", err, tail(string(out), 6000))
+		}
+		if !strings.Contains(string(out), "sum 328350 hosts ['kubetest-") {
+			t.Fatalf("the job's output has no sum from an executor pod:\n%s", tail(string(out), 6000))
+		}
+		t.Logf("job ran in %.1f s", time.Since(start).Seconds())
+	})
+}
