@@ -52,16 +52,23 @@ func pickNetwork() (network, error) {
 		if slices.ContainsFunc(used, subnet.Overlaps) {
 			continue
 		}
-		base := subnet.Addr().As4()
-		return network{
-			Subnet:   subnet,
-			Host:     subnet.Addr().Next(),
-			Pods:     netip.PrefixFrom(subnet.Addr(), 25),
-			Services: netip.PrefixFrom(netip.AddrFrom4([4]byte{base[0], base[1], base[2], 128}), 25),
-			Uplink:   uplink,
-		}, nil
+		return networkFor(subnet, uplink), nil
 	}
 	return network{}, errors.New("kubetest: every candidate subnet 10.213.71-90.0/24 is in use")
+}
+
+// networkFor splits a /24 into the host's address (the first), the pods'
+// half and the Services' half.
+func networkFor(subnet netip.Prefix, uplink string) network {
+	base := subnet.Masked().Addr().As4()
+	base[3] = 128
+	return network{
+		Subnet:   subnet.Masked(),
+		Host:     subnet.Masked().Addr().Next(),
+		Pods:     netip.PrefixFrom(subnet.Masked().Addr(), 25),
+		Services: netip.PrefixFrom(netip.AddrFrom4(base), 25),
+		Uplink:   uplink,
+	}
 }
 
 // usedPrefixes lists the machine's interface networks and IPv4 routes
