@@ -346,7 +346,7 @@ func (c *Cluster) startControlPlane(ctx context.Context, logs string) error {
 	if err != nil {
 		return err
 	}
-	adminCrt, adminKey, err := c.pki.issue("admin", "kubetest-admin", []string{"system:masters"}, nil, nil)
+	adminCrt, adminKey, err := c.pki.issueRSA("admin", "kubetest-admin", []string{"system:masters"})
 	if err != nil {
 		return err
 	}
@@ -382,7 +382,7 @@ func (c *Cluster) startControlPlane(ctx context.Context, logs string) error {
 		"--kubelet-preferred-address-types", "InternalIP",
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file", saPub, "--service-account-signing-key-file", saKey,
-		"--authorization-mode", "Node,RBAC", "--allow-privileged", "true", "--profiling=false")
+		"--authorization-mode", "Node,RBAC", "--allow-privileged=true", "--profiling=false")
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,11 @@
 package kubetest
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -57,12 +59,27 @@ func newPKI(dir string) (*pki, error) {
 }
 
 // issue writes NAME.crt and NAME.key: a certificate for cn in the groups
-// orgs, for clients, for servers at ips and dns, or both.
+// orgs, for clients, for servers at ips and dns, or both; its key is ECDSA.
 func (p *pki) issue(name, cn string, orgs []string, ips []net.IP, dns []string) (crt, key string, err error) {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return "", "", err
 	}
+	return p.issueFor(k, name, cn, orgs, ips, dns)
+}
+
+// issueRSA is issue with an RSA key, written as PKCS #1: the one kind of
+// client key Spark's Kubernetes client (fabric8) reads from a kubeconfig
+// without extra providers.
+func (p *pki) issueRSA(name, cn string, orgs []string) (crt, key string, err error) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return "", "", err
+	}
+	return p.issueFor(k, name, cn, orgs, nil, nil)
+}
+
+func (p *pki) issueFor(k crypto.Signer, name, cn string, orgs []string, ips []net.IP, dns []string) (crt, key string, err error) {
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
 		return "", "", err
@@ -77,7 +94,7 @@ func (p *pki) issue(name, cn string, orgs []string, ips []net.IP, dns []string) 
 		IPAddresses:  ips,
 		DNSNames:     dns,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &k.PublicKey, p.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, k.Public(), p.key)
 	if err != nil {
 		return "", "", err
 	}
@@ -85,7 +102,10 @@ func (p *pki) issue(name, cn string, orgs []string, ips []net.IP, dns []string) 
 	if err := writePEM(crt, "CERTIFICATE", der); err != nil {
 		return "", "", err
 	}
-	return crt, key, writeKey(key, k)
+	if rk, ok := k.(*rsa.PrivateKey); ok {
+		return crt, key, writePEM(key, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(rk))
+	}
+	return crt, key, writeKey(key, k.(*ecdsa.PrivateKey))
 }
 
 // serviceAccountKey writes the key pair that signs service account tokens.
@@ -105,8 +125,7 @@ func (p *pki) serviceAccountKey() (pub, priv string, err error) {
 	return pub, priv, writeKey(priv, k)
 }
 
-// writeKey writes k as PKCS #8, the form every client here reads (Spark's
-// Kubernetes client among them).
+// writeKey writes k as PKCS #8.
 func writeKey(path string, k *ecdsa.PrivateKey) error {
 	der, err := x509.MarshalPKCS8PrivateKey(k)
 	if err != nil {
