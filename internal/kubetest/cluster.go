@@ -149,7 +149,12 @@ type cleanup struct {
 	bridge      bool
 	guard       [][]string
 	kubeProxyUp bool
+	// runContainerd: /run/containerd, where containerd 1.6 puts its shims'
+	// sockets whatever its configuration, did not exist before.
+	runContainerd bool
 }
+
+const shimSocketDir = "/run/containerd"
 
 func (c *Cluster) start(ctx context.Context, cache string, opts Options, undo *cleanup, step func(string)) error {
 	n, err := pickNetwork()
@@ -164,6 +169,7 @@ func (c *Cluster) start(ctx context.Context, cache string, opts Options, undo *c
 	// What the node will change, recorded before it does.
 	undo.sysctls = readSysctls()
 	undo.netns = netnsNames()
+	undo.runContainerd = !fileExists(shimSocketDir)
 	removeTaggedRules(ctx)
 	if undo.chains, err = snapshotChains(ctx); err != nil {
 		return err
@@ -260,6 +266,7 @@ state = %[2]q
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = %[7]q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = %[5]q
@@ -275,7 +282,7 @@ func (c *Cluster) startContainerd(ctx context.Context, logs string) error {
 		return err
 	}
 	doc := fmt.Sprintf(containerdConfig, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.ctrSock,
-		pauseImage, filepath.Join(c.Dir, "cni", "net.d"), filepath.Join(dir, "opt"))
+		pauseImage, filepath.Join(c.Dir, "cni", "net.d"), filepath.Join(dir, "opt"), filepath.Join(dir, "runc"))
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 		return err
 	}
@@ -686,6 +693,9 @@ func (c *Cluster) stop(undo *cleanup) []error {
 		if err := run(ctx, "ip", "link", "del", bridgeName); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if undo.runContainerd {
+		removeEmptyDirs(shimSocketDir)
 	}
 	if undo.sysctls != nil {
 		errs = append(errs, restoreSysctls(undo.sysctls)...)
