@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,7 @@ type Cluster struct {
 
 	bin     string
 	ctrSock string
+	persist string // containerd's root and the record of what it imported
 	net     network
 	pki     *pki
 
@@ -197,7 +199,7 @@ func (c *Cluster) start(ctx context.Context, cache string, opts Options, undo *c
 	if c.pki, err = newPKI(filepath.Join(c.Dir, "pki")); err != nil {
 		return err
 	}
-	if err := c.startContainerd(ctx, logs); err != nil {
+	if err := c.startContainerd(ctx, logs, filepath.Join(cache, "containerd")); err != nil {
 		return err
 	}
 	step("containerd up")
@@ -206,7 +208,7 @@ func (c *Cluster) start(ctx context.Context, cache string, opts Options, undo *c
 	imported := make(chan error, 1)
 	go func() {
 		for _, name := range append([]string{"pause"}, opts.Images...) {
-			if err := c.ImportImage(ctx, filepath.Join(cache, "images", name+".tar")); err != nil {
+			if err := c.importCached(ctx, filepath.Join(cache, "images", name+".tar")); err != nil {
 				imported <- err
 				return
 			}
@@ -274,14 +276,19 @@ state = %[2]q
   path = %[6]q
 `
 
-func (c *Cluster) startContainerd(ctx context.Context, logs string) error {
+// startContainerd starts containerd with its state (sockets, mounts,
+// running containers) under the cluster's directory, and its root (content
+// and unpacked images) in persist, which outlives the test: an image
+// imported once is there for the next cluster.
+func (c *Cluster) startContainerd(ctx context.Context, logs, persist string) error {
+	c.persist = persist
 	dir := filepath.Join(c.Dir, "containerd")
 	c.ctrSock = filepath.Join(dir, "containerd.sock")
 	cfg := filepath.Join(dir, "config.toml")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	doc := fmt.Sprintf(containerdConfig, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.ctrSock,
+	doc := fmt.Sprintf(containerdConfig, filepath.Join(persist, "root"), filepath.Join(dir, "state"), c.ctrSock,
 		pauseImage, filepath.Join(c.Dir, "cni", "net.d"), filepath.Join(dir, "opt"), filepath.Join(dir, "runc"))
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 		return err
@@ -336,6 +343,35 @@ func (c *Cluster) writeCNI() error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(c.Dir, "cni", "net.d", "10-kubetest.conflist"), b, 0o644)
+}
+
+// importCached imports one of scripts/setup-k8s's archives unless this
+// very archive (its name carries the hash of its inputs) was imported into
+// the persistent root before and its tag is still there.
+func (c *Cluster) importCached(ctx context.Context, link string) error {
+	target, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		return err
+	}
+	stamp := filepath.Join(c.persist, "imported", filepath.Base(target))
+	if b, err := os.ReadFile(stamp); err == nil {
+		tag := strings.TrimSpace(string(b))
+		out, err := exec.CommandContext(ctx, "ctr", "--address", c.ctrSock, "-n", "k8s.io", "images", "list", "--quiet").Output()
+		if err == nil && slices.Contains(strings.Fields(string(out)), tag) {
+			return nil
+		}
+	}
+	tag, err := archiveTag(target)
+	if err != nil {
+		return err
+	}
+	if err := c.ImportImage(ctx, target); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(stamp), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(stamp, []byte(tag+"\n"), 0o644)
 }
 
 // ImportImage imports a docker-save archive into the node's containerd,
@@ -689,6 +725,9 @@ func (c *Cluster) stop(undo *cleanup) []error {
 		removeNewNetns(undo.netns)
 	}
 	unmountUnder(c.Dir)
+	if c.persist != "" {
+		unmountUnder(c.persist)
+	}
 	if undo.bridge {
 		if err := run(ctx, "ip", "link", "del", bridgeName); err != nil {
 			errs = append(errs, err)

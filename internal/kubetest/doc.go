@@ -12,7 +12,10 @@
 // drops anything from the bridge that would still leave by the interface of
 // the machine's default route. CoreDNS answers for cluster.local and
 // forwards nothing. Images are imported into containerd from the archives
-// (no registry); pods use them with imagePullPolicy Never.
+// (no registry); pods use them with imagePullPolicy Never. containerd's
+// root (content and unpacked images) lives in .cache/k8s/containerd and
+// outlives the test, so an archive imported once is not imported again;
+// its state (sockets, mounts, running containers) is the test's.
 //
 // The kernel settings the node changes (ip_forward, which Services need;
 // vm.overcommit_memory and kernel.panic*, which kubelet sets; conntrack and

@@ -49,6 +49,33 @@ func (c *Cluster) DeriveImage(ctx context.Context, base, tag string, files []Fil
 	return c.ImportImage(ctx, out)
 }
 
+// archiveTag is the one tag of a docker-save archive's one image.
+func archiveTag(archive string) (string, error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return "", fmt.Errorf("%s: no manifest.json: %w", archive, err)
+		}
+		if h.Name != "manifest.json" {
+			continue
+		}
+		var m []dockerManifest
+		if err := json.NewDecoder(tr).Decode(&m); err != nil {
+			return "", fmt.Errorf("%s: manifest.json: %w", archive, err)
+		}
+		if len(m) != 1 || len(m[0].RepoTags) != 1 {
+			return "", fmt.Errorf("%s: want one image with one tag", archive)
+		}
+		return m[0].RepoTags[0], nil
+	}
+}
+
 func deriveArchive(base, out, tag string, files []File) error {
 	layer, err := layerTar(files)
 	if err != nil {

@@ -68,6 +68,9 @@ func TestDeriveArchiveAddsALayerOnTop(t *testing.T) {
 	if err := deriveArchive(base, out, "derived:2", []File{{Path: "/usr/local/bin/tool", Mode: 0o755, Data: []byte("#!/bin/sh\n")}}); err != nil {
 		t.Fatal(err)
 	}
+	if tag, err := archiveTag(out); err != nil || tag != "derived:2" {
+		t.Errorf("archiveTag = %q, %v", tag, err)
+	}
 	files := readArchive(t, out)
 	var m []dockerManifest
 	if err := json.Unmarshal(files["manifest.json"], &m); err != nil || len(m) != 1 {
