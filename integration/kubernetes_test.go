@@ -14,8 +14,9 @@ import (
 // TestKubernetesNode starts the one-node Kubernetes of internal/kubetest and
 // checks what the Kubernetes recipe stands on: a pod of the locally built
 // Spark image runs (through its Spark-style entrypoint) with the host's
-// PySpark and the pinned debugpy, and a PySpark job whose driver runs on the
-// host, in client mode, gets its answer from executor pods.
+// PySpark and the pinned debugpy and reaches a Service by its cluster DNS
+// name, and a PySpark job whose driver runs on the host, in client mode,
+// gets its answer from executor pods.
 func TestKubernetesNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping Kubernetes in -short mode")
@@ -29,11 +30,17 @@ func TestKubernetesNode(t *testing.T) {
 		t.Fatalf("host versions: %v", err)
 	}
 
+	// The pod also resolves the API's Service through the cluster DNS,
+	// connects to it through kube-proxy, and has no default route.
 	t.Run("pod", func(t *testing.T) {
 		start := time.Now()
 		if _, err := c.Kubectl(ctx, "run", "versions", "--image="+kubetest.SparkImage, "--image-pull-policy=Never",
-			"--restart=Never", "--", "python3", "-c",
-			"import pyspark, debugpy; print('pyspark', pyspark.__version__, 'debugpy', debugpy.__version__)"); err != nil {
+			"--restart=Never", "--", "python3", "-c", `import pyspark, debugpy, socket
+print('pyspark', pyspark.__version__, 'debugpy', debugpy.__version__)
+ip = socket.gethostbyname('kubernetes.default.svc.cluster.local')
+socket.create_connection((ip, 443), timeout=20).close()
+routes = [line.split()[1] for line in open('/proc/net/route').read().splitlines()[1:]]
+print('service', ip, 'default route', '00000000' in routes)`); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Kubectl(ctx, "wait", "pod/versions", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=180s"); err != nil {
@@ -45,8 +52,9 @@ func TestKubernetesNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.TrimSpace(got) != strings.TrimSpace(string(want)) {
-			t.Errorf("the pod's versions = %q, the host's %q", got, want)
+		wantLog := strings.TrimSpace(string(want)) + "\nservice " + c.Services.Addr().Next().String() + " default route False"
+		if strings.TrimSpace(got) != wantLog {
+			t.Errorf("the pod printed\n%s\nwant\n%s", got, wantLog)
 		}
 		t.Logf("pod ran in %.1f s", time.Since(start).Seconds())
 	})
