@@ -128,13 +128,17 @@ func Start(t testing.TB, opts Options) *Cluster {
 
 	began := time.Now()
 	step := func(what string) { t.Logf("kubetest: %s at %.1f s", what, time.Since(began).Seconds()) }
-	undo := &cleanup{}
+	recoverEarlier(t, cache, bin)
+	undo := &cleanup{Dir: c.Dir}
 	t.Cleanup(func() {
 		if t.Failed() {
 			c.logTails(t)
 		}
 		for _, err := range c.stop(undo) {
 			t.Errorf("kubetest: cleanup: %v", err)
+		}
+		if err := os.Remove(undoRecord(cache)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Error(err)
 		}
 	})
 	if err := c.start(ctx, cache, opts, undo, step); err != nil {
@@ -143,17 +147,49 @@ func Start(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
-// cleanup is what start changed on the machine, for stop to put back.
+// cleanup is what start changed on the machine, for stop to put back. It
+// is also written to .cache/k8s/kubetest-undo.json while a cluster runs, so
+// that the next Start puts the machine back after a test process that died
+// without stopping its cluster.
 type cleanup struct {
-	sysctls     map[string]string
-	chains      map[string]map[string]bool
-	netns       map[string]bool
-	bridge      bool
-	guard       [][]string
-	kubeProxyUp bool
-	// runContainerd: /run/containerd, where containerd 1.6 puts its shims'
+	Dir         string // the cluster's directory
+	CtrSock     string
+	Sysctls     map[string]string
+	Chains      map[string]map[string]bool
+	Netns       map[string]bool
+	Bridge      bool
+	Guard       [][]string
+	KubeProxyUp bool
+	// RunContainerd: /run/containerd, where containerd 1.6 puts its shims'
 	// sockets whatever its configuration, did not exist before.
-	runContainerd bool
+	RunContainerd bool
+}
+
+// undoRecord is where a running cluster's cleanup is kept.
+func undoRecord(cache string) string { return filepath.Join(cache, "kubetest-undo.json") }
+
+// recoverEarlier puts back what a cluster whose test died left on the
+// machine, if its record is there.
+func recoverEarlier(t testing.TB, cache, bin string) {
+	b, err := os.ReadFile(undoRecord(cache))
+	if err != nil {
+		return
+	}
+	var undo cleanup
+	if err := json.Unmarshal(b, &undo); err != nil {
+		t.Fatalf("kubetest: %s: %v", undoRecord(cache), err)
+	}
+	t.Logf("kubetest: putting back what an earlier cluster left (%s)", undo.Dir)
+	if undo.CtrSock != "" {
+		killShims(undo.CtrSock)
+	}
+	old := &Cluster{Dir: undo.Dir, bin: bin, persist: filepath.Join(cache, "containerd")}
+	for _, err := range old.stop(&undo) {
+		t.Logf("kubetest: putting back: %v", err)
+	}
+	if err := os.Remove(undoRecord(cache)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 const shimSocketDir = "/run/containerd"
@@ -169,14 +205,21 @@ func (c *Cluster) start(ctx context.Context, cache string, opts Options, undo *c
 	c.Server = "https://" + net.JoinHostPort(c.HostIP, "6443")
 
 	// What the node will change, recorded before it does.
-	undo.sysctls = readSysctls()
-	undo.netns = netnsNames()
-	undo.runContainerd = !fileExists(shimSocketDir)
+	undo.Sysctls = readSysctls()
+	undo.Netns = netnsNames()
+	undo.RunContainerd = !fileExists(shimSocketDir)
 	removeTaggedRules(ctx)
-	if undo.chains, err = snapshotChains(ctx); err != nil {
+	if undo.Chains, err = snapshotChains(ctx); err != nil {
 		return err
 	}
-	undo.bridge = true
+	undo.CtrSock = filepath.Join(c.Dir, "containerd", "containerd.sock")
+	// The record holds all start may do, for a run after a crash.
+	record := *undo
+	record.Bridge, record.KubeProxyUp, record.Guard = true, true, guardRules(n)
+	if err := writeJSON(undoRecord(cache), record); err != nil {
+		return err
+	}
+	undo.Bridge = true
 	if err := setupBridge(ctx, n); err != nil {
 		return err
 	}
@@ -184,7 +227,7 @@ func (c *Cluster) start(ctx context.Context, cache string, opts Options, undo *c
 		if err := run(ctx, "iptables", append([]string{"-w", "-I"}, r...)...); err != nil {
 			return err
 		}
-		undo.guard = append(undo.guard, r)
+		undo.Guard = append(undo.Guard, r)
 	}
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
 		return err
@@ -283,7 +326,7 @@ state = %[2]q
 func (c *Cluster) startContainerd(ctx context.Context, logs, persist string) error {
 	c.persist = persist
 	dir := filepath.Join(c.Dir, "containerd")
-	c.ctrSock = filepath.Join(dir, "containerd.sock")
+	c.ctrSock = filepath.Join(dir, "containerd.sock") // as in the undo record
 	cfg := filepath.Join(dir, "config.toml")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -543,7 +586,7 @@ func (c *Cluster) startNode(ctx context.Context, logs string, undo *cleanup) err
 	if err := writeJSON(proxyCfgPath, proxyCfg); err != nil {
 		return err
 	}
-	undo.kubeProxyUp = true
+	undo.KubeProxyUp = true
 	if _, err := c.startProc(logs, "kube-proxy", filepath.Join(c.bin, "kube-proxy"), "--config", proxyCfgPath); err != nil {
 		return err
 	}
@@ -709,35 +752,35 @@ func (c *Cluster) stop(undo *cleanup) []error {
 		byName["containerd"].stop(10 * time.Second)
 		killShims(c.ctrSock)
 	}
-	if undo.kubeProxyUp {
+	if undo.KubeProxyUp {
 		_ = run(ctx, filepath.Join(c.bin, "kube-proxy"), "--cleanup")
 	}
-	for _, r := range undo.guard {
+	for _, r := range undo.Guard {
 		if err := run(ctx, "iptables", append([]string{"-w", "-D"}, r...)...); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if undo.chains != nil {
-		removeNewChains(ctx, undo.chains)
+	if undo.Chains != nil {
+		removeNewChains(ctx, undo.Chains)
 	}
 	removeKubepodsCgroups()
-	if undo.netns != nil {
-		removeNewNetns(undo.netns)
+	if undo.Netns != nil {
+		removeNewNetns(undo.Netns)
 	}
 	unmountUnder(c.Dir)
 	if c.persist != "" {
 		unmountUnder(c.persist)
 	}
-	if undo.bridge {
+	if undo.Bridge {
 		if err := run(ctx, "ip", "link", "del", bridgeName); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if undo.runContainerd {
+	if undo.RunContainerd {
 		removeEmptyDirs(shimSocketDir)
 	}
-	if undo.sysctls != nil {
-		errs = append(errs, restoreSysctls(undo.sysctls)...)
+	if undo.Sysctls != nil {
+		errs = append(errs, restoreSysctls(undo.Sysctls)...)
 	}
 	return errs
 }
