@@ -1,6 +1,9 @@
 package integration
 
 import (
+	"bufio"
+	"crypto/ed25519"
+	"crypto/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/kubetest"
+	"golang.org/x/crypto/ssh"
 )
 
 // TestKubernetesNode starts the one-node Kubernetes of internal/kubetest and
@@ -23,7 +27,7 @@ func TestKubernetesNode(t *testing.T) {
 	}
 	py := python(t)
 	ctx := testContext(t, 15*time.Minute)
-	c := kubetest.Start(t, kubetest.Options{Images: []string{"spark"}})
+	c := kubetest.Start(t, kubetest.Options{Images: []string{"spark", "gateway"}})
 
 	want, err := exec.CommandContext(ctx, py, "-c", "import pyspark, debugpy; print('pyspark', pyspark.__version__, 'debugpy', debugpy.__version__)").Output()
 	if err != nil {
@@ -57,6 +61,80 @@ print('service', ip, 'default route', '00000000' in routes)`); err != nil {
 			t.Errorf("the pod printed\n%s\nwant\n%s", got, wantLog)
 		}
 		t.Logf("pod ran in %.1f s", time.Since(start).Seconds())
+	})
+
+	// The gateway: the base image with an authorized key added as a layer,
+	// as the recipe's Dockerfile COPYs one, run as a Deployment and reached
+	// over SSH through kubectl port-forward.
+	t.Run("gateway", func(t *testing.T) {
+		start := time.Now()
+		cache, err := kubetest.CacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sshPub, err := ssh.NewPublicKey(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signer, err := ssh.NewSignerFromKey(priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const devUID = 1000 // useradd's first user in the base image
+		if err := c.DeriveImage(ctx, filepath.Join(cache, "images", "gateway.tar"), "sparkdap.test/gateway-test:1", []kubetest.File{
+			{Path: "/home/dev/.ssh", Mode: os.ModeDir | 0o700, UID: devUID},
+			{Path: "/home/dev/.ssh/authorized_keys", Mode: 0o600, UID: devUID, Data: ssh.MarshalAuthorizedKey(sshPub)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Kubectl(ctx, "create", "deployment", "gateway", "--image=sparkdap.test/gateway-test:1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Kubectl(ctx, "rollout", "status", "deployment/gateway", "--timeout=180s"); err != nil {
+			desc, _ := c.Kubectl(ctx, "describe", "pods")
+			t.Fatalf("%v\n%s", err, desc)
+		}
+		pf := exec.CommandContext(ctx, c.KubectlPath(), "--kubeconfig", c.Kubeconfig, "port-forward", "--address", "127.0.0.1", "deployment/gateway", "0:22")
+		stdout, err := pf.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pf.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = pf.Process.Kill(); _ = pf.Wait() })
+		// "Forwarding from 127.0.0.1:PORT -> 22"
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil {
+			t.Fatalf("port-forward: %v", err)
+		}
+		f := strings.Fields(line)
+		if len(f) < 3 || !strings.HasPrefix(f[2], "127.0.0.1:") {
+			t.Fatalf("port-forward printed %q", line)
+		}
+		client, err := ssh.Dial("tcp", f[2], &ssh.ClientConfig{
+			User: "dev", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+			HostKeyCallback: ssh.InsecureIgnoreHostKey(), // a host key made at the image's build
+			Timeout:         30 * time.Second,
+		})
+		if err != nil {
+			logs, _ := c.Kubectl(ctx, "logs", "deployment/gateway")
+			t.Fatalf("ssh: %v\nsshd:\n%s", err, logs)
+		}
+		defer client.Close()
+		sess, err := client.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := sess.Output("id -un")
+		if err != nil || strings.TrimSpace(string(out)) != "dev" {
+			t.Fatalf("id -un over ssh = %q, %v", out, err)
+		}
+		t.Logf("gateway answered over ssh in %.1f s", time.Since(start).Seconds())
 	})
 
 	t.Run("client mode job", func(t *testing.T) {

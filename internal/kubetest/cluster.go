@@ -727,7 +727,13 @@ func (c *Cluster) stop(undo *cleanup) []error {
 		byName[p.name] = p
 	}
 	// Pods first, through kubelet, so each sandbox's network is torn down
-	// by CNI as usual.
+	// by CNI as usual; with the controllers and the scheduler stopped
+	// before, so that no Deployment replaces them.
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
+		if p := byName[name]; p != nil {
+			p.stop(10 * time.Second)
+		}
+	}
 	if k := byName["kubelet"]; k != nil {
 		if done, _ := k.exited(); !done {
 			dctx, dcancel := context.WithTimeout(ctx, 20*time.Second)
