@@ -783,7 +783,10 @@ func (c *Cluster) stop(undo *cleanup) []error {
 		}
 	}
 	if undo.RunContainerd {
-		removeEmptyDirs(shimSocketDir)
+		// All of it is this node's: the sockets of shims killed above stay.
+		if err := os.RemoveAll(shimSocketDir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if undo.Sysctls != nil {
 		errs = append(errs, restoreSysctls(undo.Sysctls)...)

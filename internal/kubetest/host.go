@@ -409,19 +409,3 @@ func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
-
-// removeEmptyDirs removes dir and the directories below it, deepest first,
-// as long as they hold nothing else.
-func removeEmptyDirs(dir string) {
-	var dirs []string
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-	for _, d := range dirs {
-		_ = os.Remove(d) // fails, as wanted, on a directory that is not empty
-	}
-}
