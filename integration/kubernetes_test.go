@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"os"
@@ -47,10 +48,10 @@ routes = [line.split()[1] for line in open('/proc/net/route').read().splitlines(
 print('service', ip, 'default route', '00000000' in routes)`); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Kubectl(ctx, "wait", "pod/versions", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=180s"); err != nil {
+		if phase := podEnd(ctx, t, c, "versions", 3*time.Minute); phase != "Succeeded" {
 			desc, _ := c.Kubectl(ctx, "describe", "pod/versions")
 			logs, _ := c.Kubectl(ctx, "logs", "pod/versions")
-			t.Fatalf("%v\n%s\nlogs:\n%s", err, desc, logs)
+			t.Fatalf("pod phase %q\n%s\nlogs:\n%s", phase, desc, logs)
 		}
 		got, err := c.Kubectl(ctx, "logs", "pod/versions")
 		if err != nil {
@@ -172,4 +173,21 @@ spark.stop()
 		}
 		t.Logf("job ran in %.1f s", time.Since(start).Seconds())
 	})
+}
+
+// podEnd waits up to limit for pod to succeed or fail, and returns its last
+// phase.
+func podEnd(ctx context.Context, t *testing.T, c *kubetest.Cluster, pod string, limit time.Duration) string {
+	t.Helper()
+	var phase string
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		out, err := c.Kubectl(ctx, "get", "pod", pod, "-o", "jsonpath={.status.phase}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if phase = strings.TrimSpace(out); phase == "Succeeded" || phase == "Failed" {
+			break
+		}
+	}
+	return phase
 }
