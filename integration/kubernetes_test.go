@@ -20,8 +20,10 @@ import (
 // checks what the Kubernetes recipe stands on: a pod of the locally built
 // Spark image runs (through its Spark-style entrypoint) with the host's
 // PySpark and the pinned debugpy and reaches a Service by its cluster DNS
-// name, and a PySpark job whose driver runs on the host, in client mode,
-// gets its answer from executor pods.
+// name; the gateway image answers SSH through kubectl port-forward; and a
+// PySpark job gets its answer from executor pods both in cluster mode (the
+// driver a pod, the job in a layer added to the image) and in client mode
+// (the driver on the host).
 func TestKubernetesNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping Kubernetes in -short mode")
@@ -136,6 +138,65 @@ print('service', ip, 'default route', '00000000' in routes)`); err != nil {
 			t.Fatalf("id -un over ssh = %q, %v", out, err)
 		}
 		t.Logf("gateway answered over ssh in %.1f s", time.Since(start).Seconds())
+	})
+
+	// Cluster mode, as the recipe submits: the job is in the image (a layer
+	// on the Spark image), the driver is a pod started through the image's
+	// entrypoint, and it asks the API for executor pods with its service
+	// account, through the API's Service.
+	t.Run("cluster mode job", func(t *testing.T) {
+		start := time.Now()
+		_, sparkSubmit := requireStandalone(t, py)
+		cache, err := kubetest.CacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		const image = "sparkdap.test/spark-job:1"
+		if err := c.DeriveImage(ctx, filepath.Join(cache, "images", "spark.tar"), image, []kubetest.File{
+			{Path: "/opt/app", Mode: os.ModeDir | 0o755},
+			{Path: "/opt/app/job.py", Mode: 0o644, Data: []byte(`from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+rdd = spark.sparkContext.parallelize(range(100), 2)
+print("sum", rdd.map(lambda x: x * x).sum(), "hosts", sorted(set(rdd.map(lambda _: __import__("socket").gethostname()).collect())))
+spark.stop()
+`)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("job image imported in %.1f s", time.Since(start).Seconds())
+		for _, args := range [][]string{
+			{"create", "serviceaccount", "spark"},
+			{"create", "rolebinding", "spark", "--clusterrole=edit", "--serviceaccount=default:spark"},
+		} {
+			if _, err := c.Kubectl(ctx, args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.CommandContext(ctx, sparkSubmit, "--master", "k8s://"+c.Server, "--deploy-mode", "cluster",
+			"--name", "kubetest-cluster",
+			"--conf", "spark.kubernetes.namespace=default",
+			"--conf", "spark.kubernetes.container.image="+image,
+			"--conf", "spark.kubernetes.container.image.pullPolicy=Never",
+			"--conf", "spark.kubernetes.authenticate.driver.serviceAccountName=spark",
+			"--conf", "spark.kubernetes.driver.pod.name=kubetest-driver",
+			"--conf", "spark.executor.instances=1",
+			"--conf", "spark.kubernetes.driver.request.cores=0.2",
+			"--conf", "spark.kubernetes.executor.request.cores=0.2",
+			"--conf", "spark.driver.memory=512m",
+			"--conf", "spark.executor.memory=512m",
+			"--conf", "spark.ui.enabled=false",
+			"local:///opt/app/job.py")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("spark-submit: %v\n%s", err, tail(string(out), 4000))
+		}
+		phase := podEnd(ctx, t, c, "kubetest-driver", 3*time.Minute)
+		logs, _ := c.Kubectl(ctx, "logs", "kubetest-driver")
+		if phase != "Succeeded" || !strings.Contains(logs, "sum 328350 hosts ['kubetest-cluster-") {
+			t.Fatalf("driver pod %s; its log:\n%s\nspark-submit:\n%s", phase, tail(logs, 6000), tail(string(out), 3000))
+		}
+		t.Logf("cluster mode job ran in %.1f s", time.Since(start).Seconds())
 	})
 
 	t.Run("client mode job", func(t *testing.T) {
