@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/kubetest"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -25,9 +26,7 @@ import (
 // driver a pod, the job in a layer added to the image) and in client mode
 // (the driver on the host).
 func TestKubernetesNode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping Kubernetes in -short mode")
-	}
+	testenv.SkipIfShort(t, "starts a Kubernetes node")
 	py := python(t)
 	ctx := testContext(t, 15*time.Minute)
 	c := kubetest.Start(t, kubetest.Options{Images: []string{"spark", "gateway"}})
