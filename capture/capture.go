@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/safefile"
-	"github.com/sparkdap/sparkdap/worker"
 	pysrc "github.com/sparkdap/sparkdap/workerwrap/python"
 )
 
@@ -288,7 +288,7 @@ func notes(v any) []string {
 	var out []string
 	for _, n := range list {
 		if s, ok := n.(string); ok && len(out) < maxNotes {
-			out = append(out, worker.Clean(s, maxNoteRunes))
+			out = append(out, admission.Clean(s, maxNoteRunes))
 		}
 	}
 	return out
@@ -310,7 +310,7 @@ func Split(header map[string]any, payload []byte) (data, code []byte, err error)
 const maxNotes = 20
 
 // maxNoteRunes bounds one note as shown.
-const maxNoteRunes = 4 * worker.MaxTextRunes
+const maxNoteRunes = 4 * admission.MaxTextRunes
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sparkdap/sparkdap/worker"
+	"github.com/sparkdap/sparkdap/admission"
 )
 
 // ConsolePrefix starts sparkdap's own commands typed in the IDE's Debug
@@ -52,7 +52,7 @@ func Summary(body map[string]any) string {
 	task, _ := body["task"].(string)
 	// The function's name comes from the executor: no control characters
 	// reach the console or the terminal.
-	fn, task = worker.Clean(fn, worker.MaxTextRunes), worker.Clean(task, 4*worker.MaxTextRunes)
+	fn, task = admission.Clean(fn, admission.MaxTextRunes), admission.Clean(task, 4*admission.MaxTextRunes)
 	n, _ := toInt(body["bytes"])
 	from := ""
 	if task != "" {
@@ -78,7 +78,7 @@ func Summary(body map[string]any) string {
 			line += fmt.Sprintf("\nnote: %d more notes are in the capture file", len(notes)-i)
 			break
 		}
-		line += "\nnote: " + worker.Clean(note, maxNoteRunes)
+		line += "\nnote: " + admission.Clean(note, maxNoteRunes)
 	}
 	return line
 }

@@ -14,7 +14,7 @@
 // 0700. Every string of an answer is cluster text or may hold some (a
 // stack frame's name, an executor's error message quoted in Error), and
 // the client prints them to a terminal: the answer is cleaned as a whole
-// (worker.CleanAll) where Serve encodes it and again where Call decodes it,
+// (admission.CleanAll) where Serve encodes it and again where Call decodes it,
 // so neither a front end that forgot a field nor a server of another
 // version gets a control character to the terminal.
 package control

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sparkdap/sparkdap/worker"
+	"github.com/sparkdap/sparkdap/admission"
 )
 
 // Operations.
@@ -98,9 +98,9 @@ type CaptureResult struct {
 }
 
 // clean cleans every string of a (see the package doc), each capped at
-// worker.MaxMessageRunes: a path, or an error message with the executor's
+// admission.MaxMessageRunes: a path, or an error message with the executor's
 // words in it.
-func (a *Answer) clean() { worker.CleanAll(a, worker.MaxMessageRunes) }
+func (a *Answer) clean() { admission.CleanAll(a, admission.MaxMessageRunes) }
 
 // ErrBadRequest is a request that is not one: not a line of JSON, too
 // long, a field Request lacks, an unknown operation or arguments it does

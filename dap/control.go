@@ -6,8 +6,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/control"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // The Hub is a control.Backend: `sparkdap capture` lists its stopped
@@ -47,7 +47,7 @@ func (tx *held) stoppedThreads() []stoppedThread {
 				tid = t
 			}
 		}
-		out = append(out, stoppedThread{es: es, label: tx.exec(es).label(), threadName: worker.Clean(tx.exec(es).threads[tid], worker.MaxTextRunes), tid: tid})
+		out = append(out, stoppedThread{es: es, label: tx.exec(es).label(), threadName: admission.Clean(tx.exec(es).threads[tid], admission.MaxTextRunes), tid: tid})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].es.id < out[j].es.id })
 	return out
@@ -81,13 +81,13 @@ func (h *Hub) stackOf(st stoppedThread) ([]stackFrame, error) {
 		id, _ := toInt(fr["id"])
 		line, _ := toInt(fr["line"])
 		name, _ := fr["name"].(string)
-		wf := control.WorkerFrame{Name: worker.Clean(name, worker.MaxTextRunes), File: path, Line: line, Plumbing: worker.IsPlumbingFile(path)}
+		wf := control.WorkerFrame{Name: admission.Clean(name, admission.MaxTextRunes), File: path, Line: line, Plumbing: admission.IsPlumbingFile(path)}
 		if h.cfg.Paths != nil && path != "" {
 			if r := tx.mapRemote(st.es, path); r.Err == nil {
 				wf.File = r.Mapping.Local
 			}
 		}
-		wf.File = worker.Clean(wf.File, 4096)
+		wf.File = admission.Clean(wf.File, 4096)
 		frames = append(frames, stackFrame{WorkerFrame: wf, id: id})
 	}
 	return frames, nil
@@ -187,6 +187,6 @@ func (h *Hub) CaptureStopped(_ context.Context, executor uint64, frame *int, max
 	n, _ := toInt(body["bytes"])
 	fn, _ := body["function"].(string)
 	task, _ := body["task"].(string)
-	return control.CaptureResult{Path: path, Bytes: n, Function: worker.Clean(fn, worker.MaxTextRunes), Task: worker.Clean(task, 4*worker.MaxTextRunes), Executor: executor, Frame: idx,
+	return control.CaptureResult{Path: path, Bytes: n, Function: admission.Clean(fn, admission.MaxTextRunes), Task: admission.Clean(task, 4*admission.MaxTextRunes), Executor: executor, Frame: idx,
 		Summary: captureSummary(body)}, nil
 }

@@ -1,7 +1,7 @@
 // Package dap is sparkdap's Debug Adapter Protocol proxy: the front end for
 // DAP clients (VS Code, nvim-dap, …). What it shares with the PyCharm front
 // end lives elsewhere: the worker's hello, task label and admission in
-// package worker, path mapping in package pathmap, each connection's write
+// package admission, path mapping in package pathmap, each connection's write
 // queue in internal/wirequeue.
 //
 // A Hub sits between one IDE (any DAP client) and many pydevd instances, one

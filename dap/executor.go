@@ -13,11 +13,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/internal/guard"
 	"github.com/sparkdap/sparkdap/internal/quickack"
 	"github.com/sparkdap/sparkdap/pathmap"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // errTimeout is what a request gets when its executor does not answer.
@@ -156,10 +156,10 @@ func (h logHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
 // ID is the proxy's number for this session.
 func (es *ExecutorSession) ID() uint64 { return es.id }
 
-// label names the session for people (worker.Label): executor, host
+// label names the session for people (admission.Label): executor, host
 // (the connection's address until the wrapper says), pid and Spark task
 // where known.
-func (x *executorState) label() string { return worker.Label(x.labelInfo()) }
+func (x *executorState) label() string { return admission.Label(x.labelInfo()) }
 
 // workerLabel names the worker process alone (label without
 // the task): what a child session is named by, since a reused worker runs
@@ -167,7 +167,7 @@ func (x *executorState) label() string { return worker.Label(x.labelInfo()) }
 func (x *executorState) workerLabel() string {
 	t := x.labelInfo()
 	t.Label = ""
-	return worker.Label(t)
+	return admission.Label(t)
 }
 
 func (x *executorState) labelInfo() TaskInfo {
@@ -335,7 +335,7 @@ func (es *ExecutorSession) newReader() (*dapwire.FrameReader, bool) {
 	fr := dapwire.NewFrameReader(br, es.hub.cfg.MaxMessageBytes)
 	fr.LimitUntil(&es.authorized, maxUnauthorizedMessageBytes)
 	fr.OnAlloc(es.hub.frameAlloc)
-	return fr, worker.IsHello(br)
+	return fr, admission.IsHello(br)
 }
 
 // end finishes the session once its connection stopped reading.
@@ -457,7 +457,7 @@ func (es *ExecutorSession) authorize(ctx context.Context) (token, why string, er
 				return
 			}
 			token, _ := m.Body()["clientAccessToken"].(string)
-			if err := es.hub.admission.PlausibleToken(worker.RemoteIP(es.remote), token); err != nil {
+			if err := es.hub.admission.PlausibleToken(admission.RemoteIP(es.remote), token); err != nil {
 				ch <- verdict{why: err.Error()}
 				return
 			}
@@ -508,9 +508,9 @@ func parseSystemInfo(b map[string]any) ProcessInfo {
 		p.Platform, _ = pl["name"].(string)
 	}
 	// Shown to people (logs, status): cleaned where it enters the proxy.
-	p.Executable = worker.Clean(p.Executable, worker.MaxPathRunes)
-	p.Python = worker.Clean(p.Python, worker.MaxTextRunes)
-	p.Platform = worker.Clean(p.Platform, worker.MaxTextRunes)
+	p.Executable = admission.Clean(p.Executable, admission.MaxPathRunes)
+	p.Python = admission.Clean(p.Python, admission.MaxTextRunes)
+	p.Platform = admission.Clean(p.Platform, admission.MaxTextRunes)
 	return p
 }
 
@@ -523,8 +523,8 @@ func parseSystemInfo(b map[string]any) ProcessInfo {
 // that said hello presents the one-time token derived in it (the claim
 // makes it single-use) and already holds a slot under the session limit;
 // one that did not (a plain debugpy.connect) presents the token itself and
-// needs a free slot. The refusal is worker.ErrNoToken, ErrWrongToken or a
-// *worker.SessionLimitError.
+// needs a free slot. The refusal is admission.ErrNoToken, ErrWrongToken or a
+// *admission.SessionLimitError.
 func (es *ExecutorSession) admit(proc ProcessInfo, token string) error {
 	h := es.hub
 	tx := h.lock()

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sparkdap/sparkdap/worker"
+	"github.com/sparkdap/sparkdap/admission"
 )
 
 // What an executor says, and what the proxy does with it: pydevd's events
@@ -183,7 +183,7 @@ func (tx *held) learnStopLocation(es *ExecutorSession, tid int64) {
 			}
 		}
 		if _, still := tx.exec(es).stopped[tid]; still {
-			tx.exec(es).stoppedAt = worker.Clean(fmt.Sprintf("%s:%d", filepath.Base(path), line), worker.MaxTextRunes)
+			tx.exec(es).stoppedAt = admission.Clean(fmt.Sprintf("%s:%d", filepath.Base(path), line), admission.MaxTextRunes)
 		}
 	})
 }

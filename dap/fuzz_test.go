@@ -19,8 +19,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // TestMain caps input minimization for the fuzz targets in
@@ -309,7 +309,7 @@ func FuzzHello(f *testing.F) {
 	f.Add([]byte("SPARKDAP/2 HELLO " + wn + "\nSPARKDAP/2 {\"proof\":\"x\",\"pid\":1e3,\"roots\":7}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		br := bufio.NewReaderSize(bytes.NewReader(data), 4096)
-		if !worker.IsHello(br) {
+		if !admission.IsHello(br) {
 			return
 		}
 		h := NewHub(Config{Token: testToken, MaxSessions: 2, Log: zerolog.Nop()})
@@ -384,9 +384,9 @@ func TestCapMinimization(t *testing.T) {
 }
 
 // verifiedHello runs the real SPARKDAP/2 exchange between the wrapper's side
-// (worker.Introduce) and h's registry over a pipe, and returns the hello h
+// (admission.Introduce) and h's registry over a pipe, and returns the hello h
 // verified.
-func verifiedHello(t *testing.T, h *Hub, pid int64) worker.Hello {
+func verifiedHello(t *testing.T, h *Hub, pid int64) admission.Hello {
 	t.Helper()
 	proxySide, workerSide := net.Pipe()
 	defer proxySide.Close()
@@ -394,7 +394,7 @@ func verifiedHello(t *testing.T, h *Hub, pid int64) worker.Hello {
 	_ = proxySide.SetDeadline(time.Now().Add(10 * time.Second))
 	_ = workerSide.SetDeadline(time.Now().Add(10 * time.Second))
 	go func() {
-		_, _, _ = worker.Introduce(workerSide, testToken, worker.TaskInfo{PID: pid})
+		_, _, _ = admission.Introduce(workerSide, testToken, admission.TaskInfo{PID: pid})
 	}()
 	hello, err := h.admission.Handshake(bufio.NewReader(proxySide), func(b []byte) { _, _ = proxySide.Write(b) })
 	if err != nil {

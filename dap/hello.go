@@ -5,67 +5,67 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/pathmap"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
-// The worker's hello, its task info and admission are package worker's
+// The worker's hello, its task info and admission are package admission's
 // (the PyCharm front end shares them); these names are kept for dap's own
 // API (ExecutorStatus.Task, PathReport.Roots).
 type (
 	// TaskInfo is what the worker wrapper reports about its task.
-	TaskInfo = worker.TaskInfo
+	TaskInfo = admission.TaskInfo
 	// Roots are where one executor loads code from.
 	Roots = pathmap.Roots
 )
 
-// HelloPrefix starts a worker's hello line (see package worker).
-const HelloPrefix = worker.HelloPrefix
+// HelloPrefix starts a worker's hello line (see package admission).
+const HelloPrefix = admission.HelloPrefix
 
 // DefaultHelloTTL is how long a hello waits for its pydevd connection.
-const DefaultHelloTTL = worker.DefaultHelloTTL
+const DefaultHelloTTL = admission.DefaultHelloTTL
 
 // helloKey is where a hello waits: pydevd's handshake tells the pid, the
 // connection the address.
 func helloKey(remote string, pid int64) (key, ip string) {
-	ip = worker.RemoteIP(remote)
-	return worker.AddrKey(ip, pid), ip
+	ip = admission.RemoteIP(remote)
+	return admission.AddrKey(ip, pid), ip
 }
 
 // acceptHello decides on a verified hello from ip and, if accepted, keeps
-// it for the pydevd connection of the same process (a worker.Admit; no
+// it for the pydevd connection of the same process (an admission.Admit; no
 // nonce: the pydevd connection names its pid).
-func (h *Hub) acceptHello(ip string, hello worker.Hello) (nonce string, err error) {
+func (h *Hub) acceptHello(ip string, hello admission.Hello) (nonce string, err error) {
 	// Under the lock so the executor count stays still while the registry
 	// counts it against the session limit.
 	tx := h.lock()
 	defer tx.unlock()
-	return "", h.admission.Accept(worker.AddrKey(ip, hello.PID), ip, hello, len(tx.executors))
+	return "", h.admission.Accept(admission.AddrKey(ip, hello.PID), ip, hello, len(tx.executors))
 }
 
 // claimHello takes the hello of the process behind a pydevd
 // connection (ok), if the connection presented that hello's pydevd token.
 // A hello pending for the pid under another token stays for its own
-// worker's debugger (worker.Registry.ClaimWithToken) and the connection is
+// worker's debugger (admission.Registry.ClaimWithToken) and the connection is
 // refused (err); with none pending, both are zero and the caller checks
 // the connection as a plain debugpy.connect.
-func (tx *held) claimHello(remote string, pid int64, token string) (hello worker.Hello, ok bool, err error) {
+func (tx *held) claimHello(remote string, pid int64, token string) (hello admission.Hello, ok bool, err error) {
 	h := tx.h
 	key, ip := helloKey(remote, pid)
 	hello, err = h.admission.ClaimWithToken(key, ip, pid, token)
 	switch {
-	case errors.Is(err, worker.ErrNotPending):
-		return worker.Hello{}, false, nil
+	case errors.Is(err, admission.ErrNotPending):
+		return admission.Hello{}, false, nil
 	case err != nil:
-		return worker.Hello{}, false, err
+		return admission.Hello{}, false, err
 	}
 	return hello, true, nil
 }
 
-// serveHello answers a hello connection (worker.ServeHello) and closes it
+// serveHello answers a hello connection (admission.ServeHello) and closes it
 // once the reply is out.
 func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
-	err := worker.ServeHello(worker.HelloConn{Remote: es.remote, Reader: br, Send: es.w.sendRaw, Log: *es.logger()},
+	err := admission.ServeHello(admission.HelloConn{Remote: es.remote, Reader: br, Send: es.w.sendRaw, Log: *es.logger()},
 		es.hub.admission, es.hub.refusals, es.hub.acceptHello)
 	// Still a hello connection, never a debug session: no handshake
 	// failure to report on top of a refusal.

@@ -13,10 +13,10 @@ import (
 
 	godap "github.com/google/go-dap"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/pathmap"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // helloTokens holds, by proxy address and pid, the one-time pydevd token
@@ -34,7 +34,7 @@ func sayHello(t testing.TB, addr string, hello map[string]any) string {
 	token, _ := hello["token"].(string)
 	delete(hello, "token")
 	b, _ := json.Marshal(hello)
-	var info worker.TaskInfo
+	var info admission.TaskInfo
 	if err := json.Unmarshal(b, &info); err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +44,8 @@ func sayHello(t testing.TB, addr string, hello map[string]any) string {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	reply, derived, err := worker.Introduce(c, token, info)
-	if errors.Is(err, worker.ErrProxyUnproven) {
+	reply, derived, err := admission.Introduce(c, token, info)
+	if errors.Is(err, admission.ErrProxyUnproven) {
 		return "UNPROVEN"
 	}
 	if err != nil {

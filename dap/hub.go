@@ -13,10 +13,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/connbudget"
 	"github.com/sparkdap/sparkdap/internal/guard"
 	"github.com/sparkdap/sparkdap/pathmap"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // Config tunes a Hub. Zero values take the defaults.
@@ -215,7 +215,7 @@ type Hub struct {
 	// address and then sums, so a flood of refusals cannot flood the
 	// terminal, and counts the refused workers for Stats (its own lock; it
 	// calls summary, which takes summaryMu).
-	refusals *worker.RefusalLog
+	refusals *admission.RefusalLog
 
 	// mu is the Hub's lock; state is what it guards, reached with lock.
 	mu    guard.Mutex
@@ -223,7 +223,7 @@ type Hub struct {
 	// admission holds pending hellos and applies the token and session
 	// limit (its lock is a leaf: called under mu). Sessions it counts are
 	// len(executors).
-	admission *worker.Registry
+	admission *admission.Registry
 
 	// frameAlloc, if set before serving, is every connection's
 	// FrameReader.OnAlloc (tests).
@@ -280,10 +280,10 @@ func (tx *held) ide(s *IDESession) *ideState { return guard.Get(&tx.lk, &s.g) }
 func NewHub(cfg Config) *Hub {
 	cfg.setDefaults()
 	h := &Hub{cfg: cfg, log: cfg.Log, now: time.Now, ids: newIDTable(),
-		admission: worker.NewRegistry(worker.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL})}
+		admission: admission.NewRegistry(admission.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL})}
 	h.state = guard.New(&h.mu, hubState{executors: map[uint64]*ExecutorSession{},
 		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{}})
-	h.refusals = worker.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
+	h.refusals = admission.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
 	h.exeBudget = connbudget.New(cfg.MaxUnadmitted, cfg.MaxUnadmittedPerSource)
 	h.ideBudget = connbudget.New(cfg.MaxUnattached, 0)
 	h.logLimit = connbudget.NewLimiter(cfg.RefusalLogInterval, func(cause string, n int, in time.Duration) {
@@ -319,7 +319,7 @@ func (h *Hub) Close() {
 // up. It reports whether it printed, so that the log line matches: a flood
 // of refusals logs its first at Warn and the rest at Debug.
 func (h *Hub) refusedLine(remote, line string) bool {
-	return h.refusals.Refused(worker.RemoteIP(remote), line)
+	return h.refusals.Refused(admission.RemoteIP(remote), line)
 }
 
 func (h *Hub) summary(format string, args ...any) {

@@ -18,9 +18,9 @@ import (
 	godap "github.com/google/go-dap"
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/internal/guard"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // IDESession is one connection from a DAP client: the root session, which
@@ -590,7 +590,7 @@ func (tx *held) resumed(s *IDESession, es *ExecutorSession, out Message) {
 
 // markPlumbingFrames shows the frames of the files that run every worker
 // before the user's code (the wrapper, PySpark's daemon.py: see
-// worker.IsPlumbingFile) as library frames: the frame subtle, its source
+// admission.IsPlumbingFile) as library frames: the frame subtle, its source
 // deemphasized, so VS Code greys them out and folds them away instead of
 // showing remote_debug.py's main and worker as if they were the user's.
 // It reads executor paths, so it runs before they are mapped.
@@ -600,7 +600,7 @@ func markPlumbingFrames(body any) {
 	for _, f := range frames {
 		fr, _ := f.(map[string]any)
 		src, _ := fr["source"].(map[string]any)
-		if p, _ := src["path"].(string); fr != nil && worker.IsPlumbingFile(p) {
+		if p, _ := src["path"].(string); fr != nil && admission.IsPlumbingFile(p) {
 			fr["presentationHint"] = "subtle"
 			src["presentationHint"] = "deemphasize"
 		}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // evil is what a hostile cluster puts in every field it controls: an OSC
@@ -119,7 +119,7 @@ func TestClusterTextCannotDriveTheTerminal(t *testing.T) {
 
 // helloFrom says a hello from a given loopback address; it returns errors,
 // as it runs on goroutines of its own. With the right token it is the
-// wrapper's hello (worker.Introduce); with any other it plays an attacker
+// wrapper's hello (admission.Introduce); with any other it plays an attacker
 // that ignores the proxy's proof and sends its description with a made-up
 // proof of its own, which the proxy must refuse.
 func helloFrom(local, addr string, hello map[string]any) (string, error) {
@@ -139,11 +139,11 @@ func helloFrom(local, addr string, hello map[string]any) (string, error) {
 	}
 	b, _ := json.Marshal(desc)
 	if token == testToken {
-		var info worker.TaskInfo
+		var info admission.TaskInfo
 		if err := json.Unmarshal(b, &info); err != nil {
 			return "", err
 		}
-		reply, derived, err := worker.Introduce(c, token, info)
+		reply, derived, err := admission.Introduce(c, token, info)
 		if err == nil && reply == "OK" {
 			helloTokens.Store(helloTokenKey(addr, int(info.PID)), derived)
 		}

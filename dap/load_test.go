@@ -14,10 +14,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/connbudget"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/dapwire"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // Load tests: many in-process fake pydevd peers over loopback TCP against
@@ -405,7 +405,7 @@ func hello(addr string, pid int) error {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-	reply, derived, err := worker.Introduce(c, testToken, worker.TaskInfo{PID: int64(pid)})
+	reply, derived, err := admission.Introduce(c, testToken, admission.TaskInfo{PID: int64(pid)})
 	if err != nil || reply != "OK" {
 		return fmt.Errorf("pid %d: hello: no OK (%q): %v", pid, reply, err)
 	}

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	sdworker "github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/fakepydevd"
-	sdworker "github.com/sparkdap/sparkdap/worker"
 )
 
 // TestHostileClusterAgainstServe plays a hostile cluster against the real

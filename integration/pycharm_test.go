@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	sdworker "github.com/sparkdap/sparkdap/worker"
+	sdworker "github.com/sparkdap/sparkdap/admission"
 
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/internal/testenv"

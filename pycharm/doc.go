@@ -18,7 +18,7 @@
 // connection for its threads: the guard's name ties the connection to its
 // hello (pid and address alone would not: every process on the worker's
 // host has its address), and its thread id gives the pid. Pending hellos live in a
-// worker.Registry, keyed by nonce: they expire on their own timers and are
+// admission.Registry, keyed by nonce: they expire on their own timers and are
 // capped. Connections not yet joined hold a place in a budget, in total and
 // per source address (internal/connbudget, as the DAP front end's executor
 // port): over it, one is closed unread. Until its probe's answer ties it to

@@ -17,10 +17,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/capture"
 	"github.com/sparkdap/sparkdap/internal/connbudget"
 	"github.com/sparkdap/sparkdap/pathmap"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // Config configures the PyCharm front end of the proxy.
@@ -48,7 +48,7 @@ type Config struct {
 	// FallbackVersion answers CMD_VERSION when no executor does in time.
 	FallbackVersion string
 	// HelloTTL is how long an accepted hello waits for its pydevd
-	// connection (default worker.DefaultHelloTTL).
+	// connection (default admission.DefaultHelloTTL).
 	HelloTTL time.Duration
 	// CaptureDir is where `!capture` writes captures; empty
 	// refuses them. CaptureMaxBytes caps one (default
@@ -102,7 +102,7 @@ const (
 
 // maxPendingHellos bounds the hellos waiting for their pydevd connection (a
 // var for tests).
-var maxPendingHellos = worker.DefaultMaxPending
+var maxPendingHellos = admission.DefaultMaxPending
 
 // guardThreadPrefix starts the name of the wrapper's connect-guard thread
 // in PyCharm mode: "sparkdap-connect-guard <nonce>", the nonce being the
@@ -151,11 +151,11 @@ type Proxy struct {
 	// timer, and applies the token, pending cap and session limit. Its
 	// lock is a leaf, taken under mu; the sessions it counts are
 	// len(execs).
-	admission *worker.Registry
+	admission *admission.Registry
 	// refusals prints refused workers' summary lines, the first per
 	// address and then sums, so a flood of refusals cannot flood the
 	// terminal (its own lock; it calls summary only).
-	refusals *worker.RefusalLog
+	refusals *admission.RefusalLog
 	// budget counts executor connections not yet admitted; logLimit
 	// rate-limits the warnings about refused connections, per cause. Each
 	// has its own lock, a leaf.
@@ -207,7 +207,7 @@ type request struct {
 type executor struct {
 	pid     int64
 	ip      string
-	hello   worker.Hello
+	hello   admission.Hello
 	label   string
 	p       *peer
 	paths   *pathRewriter
@@ -237,7 +237,7 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 		cfg.VersionTimeout = 5 * time.Second
 	}
 	if cfg.HelloTTL <= 0 {
-		cfg.HelloTTL = worker.DefaultHelloTTL
+		cfg.HelloTTL = admission.DefaultHelloTTL
 	}
 	if cfg.LeasePing <= 0 {
 		cfg.LeasePing = DefaultLeasePing
@@ -249,11 +249,11 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor port: %w", err)
 	}
-	admission := worker.NewRegistry(worker.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions,
+	registry := admission.NewRegistry(admission.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions,
 		MaxPending: maxPendingHellos, TTL: cfg.HelloTTL})
-	p := &Proxy{cfg: cfg, ln: ln, log: cfg.Log, now: time.Now, execs: map[int64]*executor{}, admission: admission,
+	p := &Proxy{cfg: cfg, ln: ln, log: cfg.Log, now: time.Now, execs: map[int64]*executor{}, admission: registry,
 		conns: map[net.Conn]bool{}}
-	p.refusals = worker.NewRefusalLog(func(line string) { p.summary("%s", line) }, 0, 0)
+	p.refusals = admission.NewRefusalLog(func(line string) { p.summary("%s", line) }, 0, 0)
 	p.budget = connbudget.New(cfg.MaxUnadmitted, cfg.MaxUnadmittedPerSource)
 	p.logLimit = connbudget.NewLimiter(cfg.RefusalLogInterval, func(cause string, n int, in time.Duration) {
 		p.log.Warn().Str("cause", cause).Int("refused", n).Dur("in", in).Msg("more connections refused for the same cause")
@@ -412,8 +412,8 @@ func (p *Proxy) serveConn(conn net.Conn, release func()) {
 		log.Debug().Err(err).Msg("connection closed before it said anything")
 		return
 	}
-	if worker.IsHello(br) {
-		// The hello bounds its own lines (worker.Registry.Handshake); the
+	if admission.IsHello(br) {
+		// The hello bounds its own lines (admission.Registry.Handshake); the
 		// connection closes after it.
 		lr.N = math.MaxInt64
 		p.serveHello(conn, br, log)
@@ -481,7 +481,7 @@ func (p *Proxy) serveConn(conn net.Conn, release func()) {
 	p.summary("worker %s pid %d detached", e.hello.Host, pid)
 }
 
-// serveHello answers a hello (worker.ServeHello): token, session limit,
+// serveHello answers a hello (admission.ServeHello): token, session limit,
 // PyCharm reachable (acceptHello).
 func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) {
 	send := func(b []byte) {
@@ -489,7 +489,7 @@ func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) 
 		_, _ = conn.Write(b)
 	}
 	_ = conn.SetDeadline(time.Now().Add(identifyTimeout))
-	_ = worker.ServeHello(worker.HelloConn{Remote: conn.RemoteAddr().String(), Reader: br, Send: send, Log: log},
+	_ = admission.ServeHello(admission.HelloConn{Remote: conn.RemoteAddr().String(), Reader: br, Send: send, Log: log},
 		p.admission, p.refusals, p.acceptHello)
 }
 
@@ -503,8 +503,8 @@ func (e *errPIDElsewhere) Error() string {
 
 // acceptHello admits a verified hello (its proof checked by Handshake;
 // then PyCharm reachable, then the registry's caps) and returns the nonce
-// its pydevd connection must show (a worker.Admit).
-func (p *Proxy) acceptHello(ip string, hello worker.Hello) (nonce string, err error) {
+// its pydevd connection must show (an admission.Admit).
+func (p *Proxy) acceptHello(ip string, hello admission.Hello) (nonce string, err error) {
 	if err := p.ensurePyCharm(); err != nil {
 		return "", err
 	}
@@ -585,7 +585,7 @@ func (p *Proxy) readPyCharm(ide *peer, conn net.Conn) {
 // join registers an identified pydevd connection and replays PyCharm's
 // session to it.
 func (p *Proxy) join(conn net.Conn, pid int64, nonce string) (*executor, error) {
-	ip := worker.RemoteIP(conn.RemoteAddr().String())
+	ip := admission.RemoteIP(conn.RemoteAddr().String())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// One use only: Claim forgets it.
@@ -619,9 +619,9 @@ func (p *Proxy) join(conn net.Conn, pid int64, nonce string) (*executor, error) 
 }
 
 // labelOf is the thread-name prefix of an executor's task: the shared
-// task label (worker.Label), as the DAP flavour's merged mode writes it.
-func labelOf(t worker.TaskInfo) string {
-	return "[" + worker.Label(t) + "] "
+// task label (admission.Label), as the DAP flavour's merged mode writes it.
+func labelOf(t admission.TaskInfo) string {
+	return "[" + admission.Label(t) + "] "
 }
 
 // leave forgets an executor whose connection ended: PyCharm is told its
@@ -880,7 +880,7 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 		return
 	}
 	if m.ID == CmdSparkdapTask {
-		var t worker.TaskInfo
+		var t admission.TaskInfo
 		if err := json.Unmarshal([]byte(PyUnquote(m.Payload)), &t); err == nil {
 			t = t.Clean() // the cluster's words, shown to people
 			if t.PID == 0 {

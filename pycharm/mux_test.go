@@ -15,10 +15,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/pycharm"
 	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // fakeWorker plays one wrapper + pydevd-pycharm process: hello, then a
@@ -65,12 +65,12 @@ func dialFrom(t *testing.T, src, addr string) net.Conn {
 // sayHelloFrom is sayHello from loopback address src.
 func sayHelloFrom(t *testing.T, src, addr string, pid, partition int64, roots pathmap.Roots) (nonce, reply string) {
 	t.Helper()
-	info := worker.TaskInfo{PID: pid, Host: "node-1", ExecutorID: "1",
+	info := admission.TaskInfo{PID: pid, Host: "node-1", ExecutorID: "1",
 		Label: fmt.Sprintf("stage 0 · partition %d · attempt 0", partition), Roots: &roots}
 	hc := dialFrom(t, src, addr)
 	defer hc.Close()
 	_ = hc.SetDeadline(time.Now().Add(10 * time.Second))
-	reply, _, err := worker.Introduce(hc, "tok", info)
+	reply, _, err := admission.Introduce(hc, "tok", info)
 	if err != nil {
 		t.Fatalf("no hello reply: %v", err)
 	}

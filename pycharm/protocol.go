@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sparkdap/sparkdap/worker"
+	"github.com/sparkdap/sparkdap/admission"
 )
 
 // Command ids of pydevd's line protocol, from _pydevd_bundle/
@@ -325,7 +325,7 @@ var frameElemRE = regexp.MustCompile(`(?s)<frame\s[^>]*?\bfile="([^"]*)"[^>]*>.*
 
 // DropPlumbingFrames removes from a payload as pydevd sent it (quoted) the
 // frames of the files that run every worker before the user's code
-// (worker.IsPlumbingFile: the wrapper, PySpark's daemon). PyCharm has no
+// (admission.IsPlumbingFile: the wrapper, PySpark's daemon). PyCharm has no
 // way to show a frame as a library frame, so under every stop it listed
 // remote_debug.py's frames as if they were the user's. A stack that would
 // be left empty keeps its frames: a stop inside the wrapper itself shows
@@ -338,7 +338,7 @@ func DropPlumbingFrames(quoted string) string {
 	frames := frameElemRE.FindAllStringSubmatchIndex(text, -1)
 	plumbing := 0
 	for _, f := range frames {
-		if worker.IsPlumbingFile(xmlUnescaper.Replace(text[f[2]:f[3]])) {
+		if admission.IsPlumbingFile(xmlUnescaper.Replace(text[f[2]:f[3]])) {
 			plumbing++
 		}
 	}
@@ -348,7 +348,7 @@ func DropPlumbingFrames(quoted string) string {
 	var b strings.Builder
 	last := 0
 	for _, f := range frames {
-		if worker.IsPlumbingFile(xmlUnescaper.Replace(text[f[2]:f[3]])) {
+		if admission.IsPlumbingFile(xmlUnescaper.Replace(text[f[2]:f[3]])) {
 			b.WriteString(text[last:f[0]])
 			last = f[1]
 		}

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/control"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // StoppedFrame is one frame of a stopped thread as PyCharm was shown it
@@ -161,7 +161,7 @@ func (p *Proxy) CaptureStopped(ctx context.Context, pid uint64, frame *int, maxB
 		return control.CaptureResult{}, err
 	}
 	return control.CaptureResult{Path: res.Path, Bytes: int64(res.Bytes),
-		Function: worker.Clean(res.Function, worker.MaxTextRunes), Task: worker.Clean(res.Task, 4*worker.MaxTextRunes),
+		Function: admission.Clean(res.Function, admission.MaxTextRunes), Task: admission.Clean(res.Task, 4*admission.MaxTextRunes),
 		Executor: uint64(res.PID), Frame: idx, Summary: res.Summary}, nil
 }
 

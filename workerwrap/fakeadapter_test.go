@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/dapwire"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // fakeAdapter is the smallest DAP adapter pydevd accepts: it authorizes,
@@ -216,7 +216,7 @@ func (a *fakeAdapter) serve(c net.Conn) error {
 	// A worker's hello comes first and unasked; pydevd waits to be spoken
 	// to. The real proxy does not wait (see dap/hello.go); a fake may.
 	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	if b, err := d.r.Peek(len(worker.HelloPrefix)); err == nil && string(b) == worker.HelloPrefix {
+	if b, err := d.r.Peek(len(admission.HelloPrefix)); err == nil && string(b) == admission.HelloPrefix {
 		return a.serveHello(c, d.r)
 	}
 	a.mu.Lock()
@@ -273,7 +273,7 @@ func (a *fakeAdapter) serve(c net.Conn) error {
 }
 
 // serveHello answers a worker's hello as the proxy does (SPARKDAP/2, see
-// worker/challenge.go), or as a squatter that cannot prove the token.
+// admission/challenge.go), or as a squatter that cannot prove the token.
 func (a *fakeAdapter) serveHello(c net.Conn, r *bufio.Reader) error {
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	first, err := r.ReadString('\n')
@@ -283,19 +283,19 @@ func (a *fakeAdapter) serveHello(c net.Conn, r *bufio.Reader) error {
 	if err != nil {
 		return fmt.Errorf("reading hello: %w", err)
 	}
-	wn, ok := strings.CutPrefix(strings.TrimSpace(first), worker.HelloPrefix+"HELLO ")
+	wn, ok := strings.CutPrefix(strings.TrimSpace(first), admission.HelloPrefix+"HELLO ")
 	if !ok {
 		return fmt.Errorf("malformed hello %q", first)
 	}
-	pn, err := worker.NewNonce()
+	pn, err := admission.NewNonce()
 	if err != nil {
 		return err
 	}
-	proof := worker.ProxyProof(a.token, wn, pn)
+	proof := admission.ProxyProof(a.token, wn, pn)
 	if a.squat {
 		proof = strings.Repeat("ab", 32)
 	}
-	if _, err := c.Write([]byte(worker.HelloPrefix + "CHALLENGE " + pn + " " + proof + "\n")); err != nil {
+	if _, err := c.Write([]byte(admission.HelloPrefix + "CHALLENGE " + pn + " " + proof + "\n")); err != nil {
 		return err
 	}
 	line, err := r.ReadString('\n')
@@ -309,10 +309,10 @@ func (a *fakeAdapter) serveHello(c net.Conn, r *bufio.Reader) error {
 		return fmt.Errorf("reading hello: %w", err)
 	}
 	var hello map[string]any
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(line, worker.HelloPrefix)), &hello); err != nil {
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(line, admission.HelloPrefix)), &hello); err != nil {
 		return fmt.Errorf("malformed hello %q: %w", line, err)
 	}
-	proofOK := hello["proof"] == worker.WorkerProof(a.token, wn, pn)
+	proofOK := hello["proof"] == admission.WorkerProof(a.token, wn, pn)
 	hello["proofOK"] = proofOK
 	delete(hello, "proof")
 	a.mu.Lock()
@@ -326,10 +326,10 @@ func (a *fakeAdapter) serveHello(c net.Conn, r *bufio.Reader) error {
 		reply = "REFUSED wrong access token"
 	default:
 		a.mu.Lock()
-		a.derived = append(a.derived, worker.PydevdToken(a.token, wn, pn))
+		a.derived = append(a.derived, admission.PydevdToken(a.token, wn, pn))
 		a.mu.Unlock()
 	}
-	_, err = c.Write([]byte(worker.HelloPrefix + reply + "\n"))
+	_, err = c.Write([]byte(admission.HelloPrefix + reply + "\n"))
 	return err
 }
 

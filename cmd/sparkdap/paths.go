@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/dap"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 func init() {
@@ -59,7 +59,7 @@ func pathsRun(o *pathsOptions, args []string, stdout io.Writer) error {
 	}
 	// The executors' paths, roots and pydevd's reasons are cluster text,
 	// printed to a terminal.
-	worker.CleanAll(&reports, worker.MaxMessageRunes)
+	admission.CleanAll(&reports, admission.MaxMessageRunes)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/dap"
-	"github.com/sparkdap/sparkdap/worker"
 )
 
 // Snapshot is what one frame of the view shows.
@@ -20,7 +20,7 @@ const maxRows = 12
 
 // Render returns the view, at most width columns wide, ending in a newline.
 // The labels and stop locations come from the cluster: the proxy cleans
-// them as they come in, and Render cleans them again (worker.Clean), since
+// them as they come in, and Render cleans them again (admission.Clean), since
 // a control character in a view redrawn twice a second would act on the
 // terminal each time.
 func Render(s Snapshot, width int) string {
@@ -40,7 +40,7 @@ func Render(s Snapshot, width int) string {
 	}
 	// Counts first: when the terminal is narrow, the addresses are cut.
 	line(&b, width, "── sparkdap: %d debugged · %d stopped · %d refused │ IDE %s %s │ executor port %s",
-		len(s.Executors), stopped, s.Refused, worker.Clean(s.IDEAddr, width), ide, worker.Clean(s.ExecutorAddr, width))
+		len(s.Executors), stopped, s.Refused, admission.Clean(s.IDEAddr, width), ide, admission.Clean(s.ExecutorAddr, width))
 	rows := append([]dap.ExecutorStatus(nil), s.Executors...)
 	// Stopped first, then by id: what needs the user is on top.
 	for i := 1; i < len(rows); i++ {
@@ -63,10 +63,10 @@ func Render(s Snapshot, width int) string {
 		if e.Stopped {
 			state = "STOPPED"
 			if e.StoppedAt != "" {
-				state += " at " + worker.Clean(e.StoppedAt, worker.MaxTextRunes)
+				state += " at " + admission.Clean(e.StoppedAt, admission.MaxTextRunes)
 			}
 		}
-		line(&b, width, " %3d  %-9s %s  [%s]", e.ID, size(e.OutputBytes), state, worker.Clean(e.Label, width))
+		line(&b, width, " %3d  %-9s %s  [%s]", e.ID, size(e.OutputBytes), state, admission.Clean(e.Label, width))
 	}
 	return b.String()
 }

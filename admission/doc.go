@@ -1,4 +1,4 @@
-// Package worker is the proxy's side of what a Spark executor's Python
+// Package admission is the proxy's side of what a Spark executor's Python
 // worker says before its debugger connects, shared by every front end
 // (package dap for DAP clients, package pycharm for PyCharm).
 //
@@ -21,4 +21,4 @@
 // The front end calls Claim when the debugger's connection says which
 // process it is (then CheckPydevdToken, if the debugger presents an access
 // token). RemoteIP is the source address every front end keys by.
-package worker
+package admission
