@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // wrapperIn writes a real wrapper with `sparkdap wrap` into a new directory
@@ -82,7 +84,7 @@ func TestConfRefusesMissingWrapper(t *testing.T) {
 // a real Python against a stand-in pyspark that records the settings: with
 // the wrapper they are all applied, without it none.
 func TestConfSnippetFailsOpen(t *testing.T) {
-	py := debugpyPython(t)
+	py := testenv.Python(t, "debugpy")
 	t.Setenv("SPARKDAP_TOKEN", "70c1b3e9d2a84f65b0e7c3d91a2f5b86")
 	path := wrapperIn(t)
 	var stdout, stderr bytes.Buffer
@@ -158,7 +160,7 @@ class SparkSession:
 // the token must not be in the script, and without an importable wrapper
 // the server must start with PySpark's own daemon.
 func TestConfConnectScript(t *testing.T) {
-	py := debugpyPython(t)
+	py := testenv.Python(t, "debugpy")
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skipf("needs bash: %v", err)

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/sparkdap/sparkdap/internal/doctor"
 )
+
+func init() {
+	register("doctor", "check ports, Python, debugpy, Spark, Java, the SSH gateway and a test connection", newDoctorCmd)
+}
 
 // doctorFlags are doctor's options. The SSH ones are serve's (sshFlags),
 // with the same defaults, so a serve command line's flags check the same
@@ -32,7 +35,7 @@ func newDoctorCmd(stderr io.Writer) *cmdSpec {
 	defAddr(fs, &f.ide, "ide", defaultIDEAddr, "doctor checks it is free or a sparkdap's")
 	defAddr(fs, &f.executors, "executors", defaultExecutorAddr, "doctor checks it is free or a sparkdap's")
 	defString(fs, &f.python, "python", "", "the one the Spark workers run (default $PYSPARK_PYTHON, else python3)")
-	fs.Var(&f.confs, "conf", "KEY=VALUE: one of the job's spark-submit --conf settings; "+confPySparkPython+" chooses the executors' Python (repeatable)")
+	fs.Var(&f.confs, "conf", "KEY=VALUE: one of the job's spark-submit --conf settings; "+doctor.ConfPySparkPython+" chooses the executors' Python (repeatable)")
 	fs.Var(&f.archives, "archives", "the job's spark-submit --archives (FILE#ALIAS,...): an executors' Python inside one is unpacked here and checked (repeatable)")
 	fs.StringVar(&f.java, "java", "", "the java Spark runs (default $JAVA_HOME/bin/java, else java)")
 	defString(fs, &f.token, "token", "", "the running proxy's, for the test connection")
@@ -82,108 +85,25 @@ func doctorRun(f *doctorFlags, args []string, stdout io.Writer) error {
 	if f.ideToken == "" {
 		f.ideToken = os.Getenv(ideTokenEnv)
 	}
-	d := &doctor{f: *f, out: stdout}
-	return d.run(context.Background())
+	return doctor.Run(context.Background(), f.config(), stdout)
 }
 
-// doctor runs the checks of one doctor command, in order, on one goroutine.
-type doctor struct {
-	f       doctorFlags
-	out     io.Writer
-	results []checkResult
-
-	// What earlier checks found, for later ones.
-	ideState, exeState portState
-	py                 string
-	pyOK               bool
-	gateway            *ssh.Client // closed by run
-	cleanup            []func()    // run by run when the checks are done (unpacked archives)
-}
-
-// doctorCheck is one row of doctor's table. run reports one or more
-// verdicts through d.report, and may leave what it found in d for the
-// checks after it.
-type doctorCheck struct {
-	name string
-	run  func(ctx context.Context, d *doctor)
-}
-
-// doctorChecks is every check, in the order they run and print: the
-// local parts first, then the test connections that need them.
-var doctorChecks = []doctorCheck{
-	{"IDE port", func(ctx context.Context, d *doctor) {
-		d.ideState = d.checkPort(ctx, "IDE port", d.f.ide, "--ide", d.probeIDE)
-	}},
-	{"executor port", func(ctx context.Context, d *doctor) {
-		d.exeState = d.checkPort(ctx, "executor port", d.f.executors, "--executors", probeExecutorPort)
-	}},
-	{"Python", func(ctx context.Context, d *doctor) { d.py, d.pyOK = d.checkPython(ctx) }},
-	{"Spark", func(ctx context.Context, d *doctor) {
-		if !d.pyOK {
-			d.report(checkResult{name: "Spark version", v: vSkip, detail: "needs a working Python (see above)"})
-			return
-		}
-		d.checkSpark(ctx, d.py)
-	}},
-	{"Java", func(ctx context.Context, d *doctor) { d.checkJava(ctx) }},
-	{"SSH gateway", func(ctx context.Context, d *doctor) { d.gateway = d.checkSSH(ctx) }},
-	{"executors' Python on the gateway", func(ctx context.Context, d *doctor) {
-		if d.gateway != nil {
-			d.checkGatewayPython(ctx, d.gateway)
-		}
-	}},
-	{"test connection", func(ctx context.Context, d *doctor) {
-		d.checkTestConnection(ctx, d.py, d.pyOK, d.ideState, d.exeState)
-	}},
-	{"test connection through the gateway", func(ctx context.Context, d *doctor) {
-		if d.gateway != nil {
-			d.checkTunnelConnection(ctx, d.gateway, d.ideState)
-		}
-	}},
-}
-
-func (d *doctor) report(r checkResult) {
-	d.results = append(d.results, r)
-	fmt.Fprintf(d.out, "%-4s  %s: %s\n", r.v, r.name, r.detail)
-	if r.fix != "" {
-		for _, l := range strings.Split(r.fix, "\n") {
-			fmt.Fprintf(d.out, "      fix: %s\n", l)
+// config is what the flags ask doctor to check.
+func (f *doctorFlags) config() doctor.Config {
+	cfg := doctor.Config{
+		IDE: f.ide, Executors: f.executors,
+		Python: f.python, Java: f.java,
+		Token: f.token, IDEToken: f.ideToken,
+		TokenEnv: tokenEnv, IDETokenEnv: ideTokenEnv,
+		Timeout: f.timeout,
+		Confs:   f.confs, Archives: f.archives,
+	}
+	if f.ssh != "" {
+		cfg.Gateway = &doctor.Gateway{
+			Dest: f.ssh, IdentityFiles: f.identities, KnownHosts: f.knownHosts, Timeout: f.sshFlags.timeout,
+			RemoteListen: f.remoteListen, RemotePython: f.remotePython,
+			Explain: sshFlagError,
 		}
 	}
-}
-
-func (d *doctor) run(ctx context.Context) error {
-	defer func() {
-		if d.gateway != nil {
-			d.gateway.Close()
-		}
-		for _, f := range d.cleanup {
-			f()
-		}
-	}()
-	for _, c := range doctorChecks {
-		c.run(ctx, d)
-	}
-	failed := 0
-	for _, r := range d.results {
-		if r.v == vFail {
-			failed++
-		}
-	}
-	if failed > 0 {
-		fmt.Fprintf(d.out, "\n%d of %d checks failed\n", failed, len(d.results))
-		return fmt.Errorf("%d check(s) failed", failed)
-	}
-	warned := 0
-	for _, r := range d.results {
-		if r.v == vWarn {
-			warned++
-		}
-	}
-	if warned > 0 {
-		fmt.Fprintf(d.out, "\nall checks passed, %d with a warning (see WARN above: something may not be checked)\n", warned)
-		return nil
-	}
-	fmt.Fprintf(d.out, "\nall checks passed\n")
-	return nil
+	return cfg
 }

@@ -132,6 +132,8 @@ func (t *tunnelFlags) run(ctx context.Context, handle func(context.Context, net.
 func sshFlagError(err error) error {
 	var ie *tunnel.IdentityError
 	switch {
+	case errors.Is(err, tunnel.ErrBadTarget):
+		return flagError("ssh", err)
 	case errors.As(err, &ie):
 		return flagError("ssh-identity", err)
 	case errors.Is(err, tunnel.ErrNoKnownHosts):

@@ -1,8 +1,6 @@
 package dapclient
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/go-dap"
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 )
 
 // ErrClosed is returned once the connection is gone, whether Close was
@@ -254,17 +252,14 @@ func (c *Client) writeLocked(ctx context.Context, msg any) error {
 	if err != nil {
 		return fmt.Errorf("marshal: %w", err)
 	}
-	var buf bytes.Buffer
-	if err := dap.WriteBaseMessage(&buf, content); err != nil {
-		return err
-	}
+	frame := dapwire.AppendFrame(nil, content)
 	// A peer that stops reading must not wedge us past the caller's deadline.
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.conn.SetWriteDeadline(dl)
 		defer c.conn.SetWriteDeadline(time.Time{})
 	}
 	c.tracef("dapclient -> %s", content)
-	_, err = c.conn.Write(buf.Bytes())
+	_, err = c.conn.Write(frame)
 	return err
 }
 
@@ -285,11 +280,11 @@ type Envelope struct {
 
 func (c *Client) readLoop() {
 	defer close(c.readerDone)
-	r := bufio.NewReader(c.conn)
+	fr := dapwire.NewFrameReader(c.conn, dapwire.DefaultMaxMessageBytes)
 	var err error
 	for {
 		var content []byte
-		content, err = dap.ReadBaseMessage(r)
+		content, err = fr.ReadFrame()
 		if err != nil {
 			break
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-dap"
+
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 )
 
 // fakeAdapter is the far end of a net.Pipe that a test scripts by hand.
@@ -203,5 +205,40 @@ func TestCloseReleasesWaiters(t *testing.T) {
 	case <-c.Done():
 	case <-ctx.Done():
 		t.Fatal("Done not closed after the adapter hung up")
+	}
+}
+
+// TestPeerFramingIsBounded: the CLI's doctor probes whatever program holds
+// the IDE port with this client. A peer whose header never ends, or that
+// announces a body over the limit, ends the connection with a framing
+// error; the client does not keep reading it into memory.
+func TestPeerFramingIsBounded(t *testing.T) {
+	tests := []struct {
+		name string
+		send []byte
+	}{
+		{"header line that never ends", []byte(strings.Repeat("A", 256<<10))},
+		{"body over the limit", []byte("Content-Length: 17000000\r\n\r\n{")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, f := newPair(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			p, err := c.Send(ctx, "threads", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.recv()
+			// The peer keeps the connection open: only the client's own
+			// limit can end the read.
+			if _, err := f.conn.Write(tt.send); err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.Wait(ctx)
+			if !errors.Is(err, ErrClosed) || !(errors.Is(err, dapwire.ErrMalformedFrame) || errors.Is(err, dapwire.ErrMessageTooLarge)) {
+				t.Fatalf("want the connection closed on a framing error, got %v", err)
+			}
+		})
 	}
 }

@@ -22,7 +22,7 @@ import (
 // LatencyConfig sizes the request-latency benchmark.
 type LatencyConfig struct {
 	Python   string
-	Testdata string // absolute path of bench/testdata
+	Testdata string // absolute path of internal/bench/testdata
 	// Requests is how many of each kind (threads, stackTrace, evaluate) each
 	// fast path gets.
 	Requests int

@@ -1,4 +1,4 @@
-package main
+package doctor
 
 import (
 	"bytes"
@@ -43,12 +43,26 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func runDoctorCmd(t *testing.T, args ...string) (int, string) {
+// runDoctor runs every check as sparkdap doctor does, with its defaults
+// where cfg leaves them, and returns the exit code the CLI would.
+func runDoctor(t *testing.T, cfg Config) (int, string) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
+	cfg.Timeout = 60 * time.Second
+	cfg.TokenEnv, cfg.IDETokenEnv = "SPARKDAP_TOKEN", "SPARKDAP_IDE_TOKEN"
+	if g := cfg.Gateway; g != nil {
+		g.Timeout = 10 * time.Second
+		if g.RemotePython == "" {
+			g.RemotePython = "python3"
+		}
+	}
+	var stdout bytes.Buffer
 	start := time.Now()
-	code := run(append([]string{"doctor", "--timeout", "60s"}, args...), &stdout, &stderr)
-	t.Logf("sparkdap doctor %s → exit %d in %s\n%s%s", strings.Join(args, " "), code, time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
+	err := Run(context.Background(), cfg, &stdout)
+	code := 0
+	if err != nil {
+		code = 1
+	}
+	t.Logf("doctor %+v → %v in %s\n%s", cfg, err, time.Since(start).Round(time.Millisecond), stdout.String())
 	return code, stdout.String()
 }
 
@@ -84,7 +98,7 @@ func wantCheck(t *testing.T, out, name string, v verdict, wants ...string) {
 func TestDoctorHealthyNothingRunning(t *testing.T) {
 	testenv.SkipIfShort(t, "runs Python, pyspark and Java")
 	py := debugpyPython(t)
-	code, out := runDoctorCmd(t, "--ide", freeAddr(t), "--executors", freeAddr(t), "--python", py)
+	code, out := runDoctor(t, Config{IDE: freeAddr(t), Executors: freeAddr(t), Python: py})
 	if code != 0 {
 		t.Fatalf("exit %d on a healthy machine", code)
 	}
@@ -124,7 +138,7 @@ func TestDoctorRunningProxy(t *testing.T) {
 	py := debugpyPython(t)
 	ide, exe := startHub(t, "doctor-tok")
 	t.Run("right token", func(t *testing.T) {
-		code, out := runDoctorCmd(t, "--ide", ide, "--executors", exe, "--python", py, "--token", "doctor-tok")
+		code, out := runDoctor(t, Config{IDE: ide, Executors: exe, Python: py, Token: "doctor-tok"})
 		if code != 0 {
 			t.Fatalf("exit %d", code)
 		}
@@ -133,22 +147,21 @@ func TestDoctorRunningProxy(t *testing.T) {
 		wantCheck(t, out, "test connection", vOK, "listed on the IDE port by the running sparkdap serve")
 	})
 	t.Run("wrong token", func(t *testing.T) {
-		code, out := runDoctorCmd(t, "--ide", ide, "--executors", exe, "--python", py, "--token", "nope")
+		code, out := runDoctor(t, Config{IDE: ide, Executors: exe, Python: py, Token: "nope"})
 		if code != 1 {
 			t.Fatalf("exit %d, want 1", code)
 		}
 		wantCheck(t, out, "test connection", vFail, "did not prove it knows the token", "fix: export SPARKDAP_TOKEN")
 	})
 	t.Run("no token", func(t *testing.T) {
-		t.Setenv(tokenEnv, "")
-		code, out := runDoctorCmd(t, "--ide", ide, "--executors", exe, "--python", py)
+		code, out := runDoctor(t, Config{IDE: ide, Executors: exe, Python: py})
 		if code != 1 {
 			t.Fatalf("exit %d, want 1", code)
 		}
 		wantCheck(t, out, "test connection", vFail, "no executor token was given")
 	})
 	t.Run("ports of different proxies", func(t *testing.T) {
-		code, out := runDoctorCmd(t, "--ide", ide, "--executors", freeAddr(t), "--python", py, "--token", "doctor-tok")
+		code, out := runDoctor(t, Config{IDE: ide, Executors: freeAddr(t), Python: py, Token: "doctor-tok"})
 		if code != 1 {
 			t.Fatalf("exit %d, want 1", code)
 		}
@@ -159,16 +172,15 @@ func TestDoctorRunningProxy(t *testing.T) {
 func TestDoctorProxyWithIDEToken(t *testing.T) {
 	testenv.SkipIfShort(t, "runs Python, pyspark and Java")
 	py := debugpyPython(t)
-	t.Setenv(ideTokenEnv, "")
 	ide, exe := startHubConfig(t, dap.Config{Token: "exe-tok", IDEToken: "ide-tok", Log: zerolog.Nop()})
-	code, out := runDoctorCmd(t, "--ide", ide, "--executors", exe, "--python", py, "--token", "exe-tok")
+	code, out := runDoctor(t, Config{IDE: ide, Executors: exe, Python: py, Token: "exe-tok"})
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
 	wantCheck(t, out, "IDE port", vOK, "a sparkdap is already serving here", "requires an IDE token")
-	wantCheck(t, out, "test connection", vFail, "requires an IDE token", "fix: pass the proxy's IDE token: --ide-token or $"+ideTokenEnv)
+	wantCheck(t, out, "test connection", vFail, "requires an IDE token", "fix: pass the proxy's IDE token: --ide-token or $SPARKDAP_IDE_TOKEN")
 
-	code, out = runDoctorCmd(t, "--ide", ide, "--executors", exe, "--python", py, "--token", "exe-tok", "--ide-token", "ide-tok")
+	code, out = runDoctor(t, Config{IDE: ide, Executors: exe, Python: py, Token: "exe-tok", IDEToken: "ide-tok"})
 	if code != 0 {
 		t.Fatalf("exit %d with both tokens", code)
 	}
@@ -236,7 +248,7 @@ func TestDoctorPortBusy(t *testing.T) {
 	py := debugpyPython(t)
 	web, quiet := squatter(t), silent(t)
 	start := time.Now()
-	code, out := runDoctorCmd(t, "--ide", web, "--executors", quiet, "--python", py)
+	code, out := runDoctor(t, Config{IDE: web, Executors: quiet, Python: py})
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
@@ -262,7 +274,7 @@ func TestDoctorPythonWithoutDebugpy(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PYSPARK_PYTHON", shim) // what Spark would use: no --python
-	code, out := runDoctorCmd(t, "--ide", freeAddr(t), "--executors", freeAddr(t))
+	code, out := runDoctor(t, Config{IDE: freeAddr(t), Executors: freeAddr(t)})
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
@@ -272,7 +284,7 @@ func TestDoctorPythonWithoutDebugpy(t *testing.T) {
 	wantCheck(t, out, "test connection", vSkip, "needs a Python with debugpy")
 
 	t.Setenv("PYSPARK_PYTHON", filepath.Join(t.TempDir(), "no-such-python"))
-	code, out = runDoctorCmd(t, "--ide", freeAddr(t), "--executors", freeAddr(t))
+	code, out = runDoctor(t, Config{IDE: freeAddr(t), Executors: freeAddr(t)})
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
@@ -287,7 +299,7 @@ func TestDoctorSparkVersionAndJava(t *testing.T) {
 	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d := &doctor{f: doctorFlags{python: fake, java: filepath.Join(dir, "java"), timeout: 10 * time.Second}, out: &bytes.Buffer{}}
+	d := &doctor{f: Config{Python: fake, Java: filepath.Join(dir, "java"), Timeout: 10 * time.Second}, out: &bytes.Buffer{}}
 	ctx := context.Background()
 	py, ok := d.checkPython(ctx)
 	if !ok {
@@ -493,8 +505,8 @@ func TestDoctorSSH(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			d := &doctor{f: doctorFlags{sshFlags: sshFlags{ssh: tt.target, identities: stringList{tt.key}, knownHosts: tt.known,
-				timeout: 10 * time.Second}}, out: &out}
+			d := &doctor{f: Config{Gateway: &Gateway{Dest: tt.target, IdentityFiles: []string{tt.key}, KnownHosts: tt.known,
+				Timeout: 10 * time.Second}}, out: &out}
 			if c := d.checkSSH(context.Background()); c != nil {
 				c.Close()
 			}
@@ -521,11 +533,8 @@ func changedKnownHosts(t *testing.T, addr string) string {
 	return path
 }
 
-func TestDoctorFlagErrors(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"doctor", "extra"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "doctor takes only flags") {
-		t.Errorf("exit %d, stderr %q", code, stderr.String())
-	}
+func TestDoctorBadAddress(t *testing.T) {
+	var stdout bytes.Buffer
 	d := &doctor{out: &stdout}
 	if st := d.checkPort(context.Background(), "IDE port", "nonsense", "--ide", d.probeIDE); st != portError {
 		t.Errorf("bad address: state %v", st)
@@ -550,10 +559,14 @@ func TestDoctorThroughGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	ide, exe := startHub(t, "gw-tok")
-	common := []string{"--ide", ide, "--executors", exe, "--python", py, "--token", "gw-tok",
-		"--ssh", "me@" + srv.addr, "--ssh-identity", key, "--ssh-known-hosts", known, "--remote-listen", exe}
+	gateway := func(remotePython string) *Gateway {
+		return &Gateway{Dest: "me@" + srv.addr, IdentityFiles: []string{key}, KnownHosts: known, RemoteListen: exe, RemotePython: remotePython}
+	}
+	common := func(remotePython string) Config {
+		return Config{IDE: ide, Executors: exe, Python: py, Token: "gw-tok", Gateway: gateway(remotePython)}
+	}
 
-	code, out := runDoctorCmd(t, append(common, "--remote-python", py)...)
+	code, out := runDoctor(t, common(py))
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -564,7 +577,7 @@ func TestDoctorThroughGateway(t *testing.T) {
 	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec "+shellQuote(py)+" -S \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	code, out = runDoctorCmd(t, append(common, "--remote-python", shim)...)
+	code, out = runDoctor(t, common(shim))
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
@@ -572,29 +585,30 @@ func TestDoctorThroughGateway(t *testing.T) {
 
 	// The executors' Python is run on the gateway, as the job names it.
 	t.Setenv("PYSPARK_PYTHON", py)
-	viaGateway := []string{"--ide", ide, "--executors", exe, "--token", "gw-tok", "--remote-python", py,
-		"--ssh", "me@" + srv.addr, "--ssh-identity", key, "--ssh-known-hosts", known, "--remote-listen", exe}
-	code, out = runDoctorCmd(t, append(viaGateway, "--conf", "spark.pyspark.python="+shim)...)
+	viaGateway := Config{IDE: ide, Executors: exe, Token: "gw-tok", Gateway: gateway(py),
+		Confs: []string{"spark.pyspark.python=" + shim}}
+	code, out = runDoctor(t, viaGateway)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
 	wantCheck(t, out, "executors' Python "+shim+" (spark.pyspark.python) on the gateway me@"+srv.addr, vFail,
 		"cannot import debugpy: ModuleNotFoundError: No module named 'debugpy'", "fix: on the cluster's nodes")
-	code, out = runDoctorCmd(t, viaGateway...)
+	viaGateway.Confs, viaGateway.Gateway = nil, gateway(py)
+	code, out = runDoctor(t, viaGateway)
 	if code != 0 {
 		t.Fatalf("exit %d, want 0", code)
 	}
 	wantCheck(t, out, "executors' Python "+py+" ($PYSPARK_PYTHON) on the gateway", vOK, "debugpy 1.")
 
-	code, out = runDoctorCmd(t, append(common, "--remote-python", filepath.Join(dir, "no-python"))...)
+	code, out = runDoctor(t, common(filepath.Join(dir, "no-python")))
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
 	wantCheck(t, out, "test connection through the gateway", vFail, "exited before connecting", "--remote-python")
 
 	// No proxy running: the tunnel test is skipped with what to start.
-	code, out = runDoctorCmd(t, "--ide", freeAddr(t), "--executors", freeAddr(t), "--python", py,
-		"--ssh", "me@"+srv.addr, "--ssh-identity", key, "--ssh-known-hosts", known)
+	code, out = runDoctor(t, Config{IDE: freeAddr(t), Executors: freeAddr(t), Python: py,
+		Gateway: &Gateway{Dest: "me@" + srv.addr, IdentityFiles: []string{key}, KnownHosts: known, RemoteListen: "127.0.0.1:5678"}})
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -635,30 +649,32 @@ func TestDoctorChecksTheExecutorsPython(t *testing.T) {
 		return tgz
 	}
 	bareTgz, fullTgz := pack(filepath.Join(dir, "bare"), "bare.tar.gz"), pack(filepath.Join(dir, "full"), "full.tar.gz")
-	ports := func() []string { return []string{"--ide", freeAddr(t), "--executors", freeAddr(t)} }
-	inArchive := "--conf=spark.pyspark.python=./pyenv/bin/python"
+	job := func(confs, archives []string) Config {
+		return Config{IDE: freeAddr(t), Executors: freeAddr(t), Confs: confs, Archives: archives}
+	}
+	inArchive := "spark.pyspark.python=./pyenv/bin/python"
 
 	// A plain interpreter path in the job's conf.
-	code, out := runDoctorCmd(t, append(ports(), "--conf", "spark.pyspark.python="+bare)...)
+	code, out := runDoctor(t, job([]string{"spark.pyspark.python=" + bare}, nil))
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
 	wantCheck(t, out, "executors' Python "+bare+" (spark.pyspark.python)", vFail,
 		"cannot import debugpy: ModuleNotFoundError: No module named 'debugpy'", "or point spark.pyspark.python at an interpreter")
-	code, out = runDoctorCmd(t, append(ports(), "--conf", "spark.pyspark.python="+full)...)
+	code, out = runDoctor(t, job([]string{"spark.pyspark.python=" + full}, nil))
 	if code != 0 {
 		t.Fatalf("exit %d, want 0", code)
 	}
 	wantCheck(t, out, "executors' Python "+full+" (spark.pyspark.python)", vOK, "debugpy 1.")
 
 	// A packed environment: unpacked to a temp dir and run there.
-	code, out = runDoctorCmd(t, append(ports(), "--archives", bareTgz+"#pyenv", inArchive)...)
+	code, out = runDoctor(t, job([]string{inArchive}, []string{bareTgz + "#pyenv"}))
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
 	wantCheck(t, out, "executors' Python ./pyenv/bin/python (spark.pyspark.python, inside --archives "+bareTgz+"), unpacked here", vFail,
 		"cannot import debugpy: ModuleNotFoundError: No module named 'debugpy'")
-	code, out = runDoctorCmd(t, append(ports(), "--archives", "deps.zip,"+fullTgz+"#pyenv", inArchive)...)
+	code, out = runDoctor(t, job([]string{inArchive}, []string{"deps.zip," + fullTgz + "#pyenv"}))
 	if code != 0 {
 		t.Fatalf("exit %d, want 0", code)
 	}
@@ -666,12 +682,12 @@ func TestDoctorChecksTheExecutorsPython(t *testing.T) {
 	wantCheck(t, out, "test connection", vOK) // with the unpacked interpreter
 
 	// What doctor cannot check, it says.
-	code, out = runDoctorCmd(t, append(ports(), "--archives", "hdfs:///envs/pyenv.tar.gz#pyenv", inArchive)...)
+	code, out = runDoctor(t, job([]string{inArchive}, []string{"hdfs:///envs/pyenv.tar.gz#pyenv"}))
 	if code != 0 {
 		t.Fatalf("exit %d, want 0 (a warning)", code)
 	}
 	wantCheck(t, out, "executors' Python ./pyenv/bin/python", vWarn, "not checked", "not a file on this machine")
-	code, out = runDoctorCmd(t, append(ports(), inArchive)...)
+	code, out = runDoctor(t, job([]string{inArchive}, nil))
 	if code != 0 {
 		t.Fatalf("exit %d, want 0 (a warning)", code)
 	}
@@ -681,7 +697,7 @@ func TestDoctorChecksTheExecutorsPython(t *testing.T) {
 	}
 
 	// The setting that looks right but is not.
-	code, out = runDoctorCmd(t, append(ports(), "--conf", "spark.executorEnv.PYSPARK_PYTHON="+bare)...)
+	code, out = runDoctor(t, job([]string{"spark.executorEnv.PYSPARK_PYTHON=" + bare}, nil))
 	if code != 0 {
 		t.Fatalf("exit %d, want 0", code)
 	}

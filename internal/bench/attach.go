@@ -18,7 +18,7 @@ import (
 // AttachConfig sizes the attach-cost benchmark.
 type AttachConfig struct {
 	Python   string
-	Testdata string // absolute path of bench/testdata
+	Testdata string // absolute path of internal/bench/testdata
 	Rounds   int
 	Token    string
 }

@@ -1,4 +1,4 @@
-package main
+package doctor
 
 // The SSH gateway checks: reaching it, and a test worker run on it.
 
@@ -20,24 +20,26 @@ import (
 // checkSSH dials the gateway; the client it returns (nil on failure) is
 // for the test connection through the tunnel.
 func (d *doctor) checkSSH(ctx context.Context) *ssh.Client {
-	if d.f.ssh == "" {
+	g := d.f.Gateway
+	if g == nil {
 		d.report(checkResult{name: "SSH gateway", v: vSkip, detail: "no --ssh given (executors reach this machine directly)"})
 		return nil
 	}
-	name := "SSH gateway " + d.f.ssh
-	target, err := d.f.target()
+	name := "SSH gateway " + g.Dest
+	target, err := tunnel.ParseTarget(g.Dest)
 	if err != nil {
-		d.report(checkResult{name: name, v: vFail, detail: err.Error(), fix: "pass --ssh user@host[:port]"})
+		d.report(checkResult{name: name, v: vFail, detail: g.explain(err).Error(), fix: "pass --ssh user@host[:port]"})
 		return nil
 	}
-	dctx, cancel := context.WithTimeout(ctx, d.f.sshFlags.timeout+5*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, g.Timeout+5*time.Second)
 	defer cancel()
-	client, err := tunnel.Dial(dctx, d.f.dialConfig(target, zerolog.Nop()))
+	client, err := tunnel.Dial(dctx, tunnel.DialConfig{Target: target, IdentityFiles: g.IdentityFiles, KnownHostsFile: g.KnownHosts,
+		Timeout: g.Timeout, Log: zerolog.Nop()})
 	if err != nil {
-		d.report(checkResult{name: name, v: vFail, detail: sshFlagError(err).Error(), fix: sshFix(err, target)})
+		d.report(checkResult{name: name, v: vFail, detail: g.explain(err).Error(), fix: sshFix(err, target)})
 		return nil
 	}
-	detail := fmt.Sprintf("connected, host key verified against %s, authenticated as %s", d.f.knownHosts, target.User)
+	detail := fmt.Sprintf("connected, host key verified against %s, authenticated as %s", g.KnownHosts, target.User)
 	if sess, err := client.NewSession(); err == nil {
 		var out bytes.Buffer
 		sess.Stdout = &out
@@ -54,34 +56,43 @@ func (d *doctor) checkSSH(ctx context.Context) *ssh.Client {
 	return client
 }
 
+// explain names the caller's setting behind err, if the caller says how.
+func (g *Gateway) explain(err error) error {
+	if g.Explain == nil {
+		return err
+	}
+	return g.Explain(err)
+}
+
 // checkTunnelConnection runs the test worker on the gateway: it connects
 // where executors would (serve's --remote-listen), through the tunnel to
 // the running proxy, which must list it on the IDE port.
 func (d *doctor) checkTunnelConnection(ctx context.Context, client *ssh.Client, ide portState) {
+	g := d.f.Gateway
 	name := "test connection through the gateway (worker on the gateway → tunnel → proxy → IDE port)"
 	if ide != portSparkdap {
-		d.report(checkResult{name: name, v: vSkip, detail: "no sparkdap serve is running on " + d.f.ide,
-			fix: fmt.Sprintf("start 'sparkdap serve --ssh %s --remote-listen %s' and re-run to test the tunnel", d.f.ssh, d.f.remoteListen)})
+		d.report(checkResult{name: name, v: vSkip, detail: "no sparkdap serve is running on " + d.f.IDE,
+			fix: fmt.Sprintf("start 'sparkdap serve --ssh %s --remote-listen %s' and re-run to test the tunnel", g.Dest, g.RemoteListen)})
 		return
 	}
-	if d.f.token == "" {
+	if d.f.Token == "" {
 		d.report(checkResult{name: name, v: vFail, detail: "no executor token was given",
-			fix: "export " + tokenEnv + " (the token sparkdap serve uses) or pass --token"})
+			fix: "export " + d.f.TokenEnv + " (the token sparkdap serve uses) or pass --token"})
 		return
 	}
-	addr := d.f.remoteListen
+	addr := g.RemoteListen
 	if h, p, err := net.SplitHostPort(addr); err == nil {
 		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
 			addr = net.JoinHostPort("127.0.0.1", p) // what listens on all addresses listens on loopback too
 		}
 	}
 	err := d.testConnection(ctx, func(host, port string) (*probeProc, error) {
-		return startRemoteProbe(client, d.f.remotePython, host, port)
-	}, d.f.ide, addr, d.f.token)
+		return startRemoteProbe(client, g.RemotePython, host, port)
+	}, d.f.IDE, addr, d.f.Token)
 	if err != nil {
 		fix := err.fix
 		if fix == "" && strings.Contains(err.err.Error(), "exited before connecting") {
-			fix = fmt.Sprintf("the gateway needs %s with debugpy (--remote-python), or test from an executor host instead", d.f.remotePython)
+			fix = fmt.Sprintf("the gateway needs %s with debugpy (--remote-python), or test from an executor host instead", g.RemotePython)
 		}
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("to %s on the gateway: %v", addr, err.err), fix: fix})
 		return

@@ -1,4 +1,4 @@
-package main
+package doctor
 
 // The local checks: Python with debugpy, Spark, Java.
 
@@ -20,11 +20,11 @@ import (
 // spark.pyspark.python, else $PYSPARK_PYTHON, else python3; --python
 // names it outright.
 func (d *doctor) pythonFor() (name, why string) {
-	if d.f.python != "" {
-		return d.f.python, "--python"
+	if d.f.Python != "" {
+		return d.f.Python, "--python"
 	}
-	if v, ok := d.f.jobConf(confPySparkPython); ok && strings.TrimSpace(v) != "" {
-		return strings.TrimSpace(v), confPySparkPython
+	if v, ok := d.f.jobConf(ConfPySparkPython); ok && strings.TrimSpace(v) != "" {
+		return strings.TrimSpace(v), ConfPySparkPython
 	}
 	if v := os.Getenv("PYSPARK_PYTHON"); v != "" {
 		return v, "$PYSPARK_PYTHON"
@@ -35,7 +35,7 @@ func (d *doctor) pythonFor() (name, why string) {
 // runPython runs py -c code with the check timeout; it returns stdout and,
 // on failure, the last line of stderr (the exception) as the error.
 func (d *doctor) runPython(ctx context.Context, py, code string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.f.timeout)
+	ctx, cancel := context.WithTimeout(ctx, d.f.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, "-c", code)
 	var stdout, stderr bytes.Buffer
@@ -43,7 +43,7 @@ func (d *doctor) runPython(ctx context.Context, py, code string) (string, error)
 	cmd.WaitDelay = 2 * time.Second
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		return "", fmt.Errorf("no answer within %s", d.f.timeout)
+		return "", fmt.Errorf("no answer within %s", d.f.Timeout)
 	}
 	if err != nil {
 		if last := lastLine(stderr.String()); last != "" {
@@ -64,16 +64,16 @@ const pythonCheckCode = "import sys, debugpy; print(debugpy.__version__, sys.ver
 
 func (d *doctor) checkPython(ctx context.Context) (string, bool) {
 	py, why := d.pythonFor()
-	if v, ok := d.f.jobConf("spark.executorEnv.PYSPARK_PYTHON"); ok && why != confPySparkPython && why != "--python" {
+	if v, ok := d.f.jobConf("spark.executorEnv.PYSPARK_PYTHON"); ok && why != ConfPySparkPython && why != "--python" {
 		d.report(checkResult{name: "spark.executorEnv.PYSPARK_PYTHON", v: vWarn,
 			detail: fmt.Sprintf("%s does not choose the workers' Python: Spark runs %s (%s)", v, py, why),
-			fix:    fmt.Sprintf("set --conf %s=%s instead", confPySparkPython, v)})
+			fix:    fmt.Sprintf("set --conf %s=%s instead", ConfPySparkPython, v)})
 	}
 	if archive, inside, ok := d.f.archiveFor(py); ok {
 		return d.checkArchivePython(ctx, py, why, archive, inside)
 	}
 	name := "Python " + py + " (" + why + ")"
-	if why == confPySparkPython {
+	if why == ConfPySparkPython {
 		name = "executors' Python " + py + " (" + why + ")"
 	}
 	if !filepath.IsAbs(py) && strings.Contains(py, "/") {
@@ -111,8 +111,8 @@ func (d *doctor) checkPythonAt(ctx context.Context, name, py, path string) (stri
 
 // pythonSetting names what chose the Python a check is named after.
 func pythonSetting(name string) string {
-	if strings.Contains(name, confPySparkPython) {
-		return confPySparkPython
+	if strings.Contains(name, ConfPySparkPython) {
+		return ConfPySparkPython
 	}
 	return "PYSPARK_PYTHON"
 }
@@ -145,7 +145,7 @@ func (d *doctor) checkSpark(ctx context.Context, py string) {
 var javaVersionRE = regexp.MustCompile(`version "(\d+)(?:\.(\d+))?`)
 
 func (d *doctor) checkJava(ctx context.Context) {
-	java, why := d.f.java, "--java"
+	java, why := d.f.Java, "--java"
 	if java == "" {
 		java, why = "java", "from PATH"
 		if home := os.Getenv("JAVA_HOME"); home != "" {
@@ -159,7 +159,7 @@ func (d *doctor) checkJava(ctx context.Context) {
 			fix: "install a JDK (Spark 4 needs Java 17 or 21; 3.5 runs on 8, 11, 17) and put it on PATH or set JAVA_HOME"})
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.f.timeout)
+	ctx, cancel := context.WithTimeout(ctx, d.f.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, "-version")
 	cmd.WaitDelay = 2 * time.Second

@@ -1,4 +1,4 @@
-package main
+package doctor
 
 // The executors' Python as the job chooses it: spark.pyspark.python (given
 // to doctor as the job's own --conf), possibly inside one of the job's
@@ -22,15 +22,15 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// confPySparkPython is the setting that chooses the Python of the driver and
+// ConfPySparkPython is the setting that chooses the Python of the driver and
 // the executors' workers (spark.executorEnv.PYSPARK_PYTHON does not).
-const confPySparkPython = "spark.pyspark.python"
+const ConfPySparkPython = "spark.pyspark.python"
 
 // jobConf returns the value of one of the job's --conf settings given to
 // doctor, the last one winning as in spark-submit.
-func (f *doctorFlags) jobConf(key string) (string, bool) {
+func (f *Config) jobConf(key string) (string, bool) {
 	value, found := "", false
-	for _, kv := range f.confs {
+	for _, kv := range f.Confs {
 		if k, v, ok := strings.Cut(kv, "="); ok && strings.TrimSpace(k) == key {
 			value, found = v, true
 		}
@@ -42,13 +42,13 @@ func (f *doctorFlags) jobConf(key string) (string, bool) {
 // interpreter path such as ./pyenv/bin/python lives in: the archive unpacked
 // as the path's first directory (FILE#ALIAS, else FILE's own name). It
 // returns the archive and the path inside it.
-func (f *doctorFlags) archiveFor(py string) (archive, inside string, ok bool) {
+func (f *Config) archiveFor(py string) (archive, inside string, ok bool) {
 	rel := strings.TrimPrefix(path.Clean(py), "./")
 	first, rest, cut := strings.Cut(rel, "/")
 	if !cut || path.IsAbs(py) {
 		return "", "", false
 	}
-	for _, list := range f.archives {
+	for _, list := range f.Archives {
 		for _, a := range strings.Split(list, ",") {
 			a = strings.TrimSpace(a)
 			file, alias, hasAlias := strings.Cut(a, "#")
@@ -89,7 +89,7 @@ func (d *doctor) checkArchivePython(ctx context.Context, py, why, archive, insid
 	unpacked := filepath.Join(dir, filepath.FromSlash(inside))
 	if _, err := os.Stat(unpacked); err != nil {
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("the archive has no %s: %v", inside, err),
-			fix: fmt.Sprintf("list it (tar tzf %s) and set %s to ./ALIAS/ and the interpreter's path inside it", shellQuote(local), confPySparkPython)})
+			fix: fmt.Sprintf("list it (tar tzf %s) and set %s to ./ALIAS/ and the interpreter's path inside it", shellQuote(local), ConfPySparkPython)})
 		return py, false
 	}
 	return d.checkPythonAt(ctx, name+", unpacked here to check", unpacked, unpacked)
@@ -249,7 +249,7 @@ func (u *unpacker) writeFile(p, name string, r io.Reader, perm os.FileMode) erro
 // not this machine.
 func (d *doctor) checkGatewayPython(ctx context.Context, client *ssh.Client) {
 	py, why := d.pythonFor()
-	name := fmt.Sprintf("executors' Python %s (%s) on the gateway %s", py, why, d.f.ssh)
+	name := fmt.Sprintf("executors' Python %s (%s) on the gateway %s", py, why, d.f.Gateway.Dest)
 	if _, _, ok := d.f.archiveFor(py); ok {
 		d.report(checkResult{name: name, v: vSkip, detail: "it comes in the job's --archives, checked above"})
 		return
@@ -262,7 +262,7 @@ func (d *doctor) checkGatewayPython(ctx context.Context, client *ssh.Client) {
 	defer sess.Close()
 	var stdout, stderr bytes.Buffer
 	sess.Stdout, sess.Stderr = &stdout, &stderr
-	ctx, cancel := context.WithTimeout(ctx, d.f.timeout)
+	ctx, cancel := context.WithTimeout(ctx, d.f.Timeout)
 	defer cancel()
 	done := make(chan error, 1) // the session's Close (deferred) ends Run if it is late
 	go func() { done <- sess.Run(shellQuote(py) + " -c " + shellQuote(pythonCheckCode)) }()
@@ -270,14 +270,14 @@ func (d *doctor) checkGatewayPython(ctx context.Context, client *ssh.Client) {
 	select {
 	case runErr = <-done:
 	case <-ctx.Done():
-		runErr = fmt.Errorf("no answer within %s", d.f.timeout)
+		runErr = fmt.Errorf("no answer within %s", d.f.Timeout)
 	}
 	if runErr != nil {
 		detail := runErr.Error()
 		if last := lastLine(stderr.String()); last != "" {
 			detail = last
 		}
-		fix := fmt.Sprintf("on the cluster's nodes: %s -m pip install debugpy, or set %s to an interpreter that has it", shellQuote(py), confPySparkPython)
+		fix := fmt.Sprintf("on the cluster's nodes: %s -m pip install debugpy, or set %s to an interpreter that has it", shellQuote(py), ConfPySparkPython)
 		if strings.Contains(detail, "No module named 'debugpy'") {
 			detail = "cannot import debugpy: " + detail
 		}

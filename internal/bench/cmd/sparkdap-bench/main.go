@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sparkdap/sparkdap/bench"
+	"github.com/sparkdap/sparkdap/internal/bench"
 	"github.com/sparkdap/sparkdap/internal/safefile"
 )
 
@@ -24,7 +24,7 @@ func main() {
 	quick := flag.Bool("quick", false, "few samples, small sizes: a smoke run of a minute or two")
 	only := flag.String("only", "latency,fanout,scale,throughput,worker,output,storm,attach", "comma-separated sections to run")
 	sparkdapBin := flag.String("sparkdap", "", "sparkdap executable, uploaded as the tunnel's agent (tunnel rows need it)")
-	testdata := flag.String("testdata", "bench/testdata", "bench/testdata directory")
+	testdata := flag.String("testdata", "internal/bench/testdata", "directory of the benchmarks' Python workers")
 	out := flag.String("out", "", "also write the report to this file")
 	flag.Parse()
 

@@ -1,4 +1,4 @@
-package main
+package doctor
 
 import (
 	"bufio"
@@ -25,10 +25,6 @@ import (
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
-
-func init() {
-	register("doctor", "check ports, Python, debugpy, Spark, Java, the SSH gateway and a test connection", newDoctorCmd)
-}
 
 // verdict is one check's outcome. Only FAIL makes doctor exit non-zero.
 type verdict string
@@ -123,8 +119,8 @@ func (d *doctor) listExecutors(ctx context.Context, addr string, pid int) (int, 
 	}
 	defer c.Close()
 	var args map[string]any
-	if d.f.ideToken != "" {
-		args = map[string]any{dap.IDETokenArg: d.f.ideToken}
+	if d.f.IDEToken != "" {
+		args = map[string]any{dap.IDETokenArg: d.f.IDEToken}
 	}
 	resp, err := c.Request(ctx, dap.PathsCommand, args)
 	if err != nil {
@@ -203,13 +199,13 @@ func (d *doctor) checkTestConnection(ctx context.Context, py string, pyOK bool, 
 		d.report(checkResult{name: name, v: vSkip, detail: "needs a Python with debugpy (see above)"})
 		return
 	}
-	ideAddr, exeAddr, token := d.f.ide, d.f.executors, d.f.token
+	ideAddr, exeAddr, token := d.f.IDE, d.f.Executors, d.f.Token
 	against := "the running sparkdap serve"
 	switch {
 	case ide == portSparkdap && exe == portSparkdap:
 		if token == "" {
 			d.report(checkResult{name: name, v: vFail, detail: "a sparkdap is serving, but no executor token was given",
-				fix: "export " + tokenEnv + " (the token sparkdap serve printed or was given) or pass --token"})
+				fix: "export " + d.f.TokenEnv + " (the token sparkdap serve printed or was given) or pass --token"})
 			return
 		}
 	case ide == portSparkdap || exe == portSparkdap:
@@ -317,7 +313,7 @@ func (d *doctor) testConnection(ctx context.Context, start func(host, port strin
 	if err != nil {
 		return &pathError{err: err}
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.f.timeout)
+	ctx, cancel := context.WithTimeout(ctx, d.f.Timeout)
 	defer cancel()
 	p, err := start(host, port)
 	if err != nil {
@@ -353,7 +349,7 @@ func (d *doctor) testConnection(ctx context.Context, start func(host, port strin
 	for {
 		select {
 		case <-ctx.Done():
-			return &pathError{err: fmt.Errorf("the worker did not finish connecting within %s (stderr: %s)", d.f.timeout, lastStderr(p.stderr)),
+			return &pathError{err: fmt.Errorf("the worker did not finish connecting within %s (stderr: %s)", d.f.Timeout, lastStderr(p.stderr)),
 				fix: "is the proxy overloaded or stopped? sparkdap serve --log-level debug shows each connection"}
 		case line, ok := <-lines:
 			if !ok {
@@ -367,7 +363,7 @@ func (d *doctor) testConnection(ctx context.Context, start func(host, port strin
 			case "REFUSED":
 				fix := ""
 				if strings.Contains(rest, "token") {
-					fix = "export " + tokenEnv + " with the token sparkdap serve uses (the executors need the same one), or pass --token"
+					fix = "export " + d.f.TokenEnv + " with the token sparkdap serve uses (the executors need the same one), or pass --token"
 				} else if strings.Contains(rest, "session limit") {
 					fix = "raise serve's --max-sessions, or wait for debugged tasks to finish"
 				}
@@ -376,7 +372,7 @@ func (d *doctor) testConnection(ctx context.Context, start func(host, port strin
 				return &pathError{err: errors.New(rest), fix: exeAddr + " is not a sparkdap executor port"}
 			case "UNPROVEN":
 				return &pathError{err: errors.New(rest),
-					fix: "export " + tokenEnv + " with the token sparkdap serve uses, or pass --token; if it is right, another program holds " + exeAddr + " (ss -ltnp shows whose)"}
+					fix: "export " + d.f.TokenEnv + " with the token sparkdap serve uses, or pass --token; if it is right, another program holds " + exeAddr + " (ss -ltnp shows whose)"}
 			case "NODEBUGPY":
 				return &pathError{err: errors.New("no debugpy in " + rest), fix: "pip install debugpy in the Python the executors run"}
 			case "CONNECTED":
@@ -401,7 +397,7 @@ func (d *doctor) waitListed(ctx context.Context, ideAddr string, pid int) *pathE
 		}
 		var refused *sparkdapRefusal
 		if errors.As(err, &refused) { // asking again will not help
-			return &pathError{err: err, fix: "pass the proxy's IDE token: --ide-token or $" + ideTokenEnv}
+			return &pathError{err: err, fix: "pass the proxy's IDE token: --ide-token or $" + d.f.IDETokenEnv}
 		}
 		last = err
 		select {

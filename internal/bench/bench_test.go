@@ -19,7 +19,7 @@ import (
 // The full side-by-side report is scripts/bench. These Go benchmarks are
 // the parts that need no Python, for quick A/B work on the proxy:
 //
-//	go test ./bench -run '^$' -bench . -benchtime 2000x
+//	go test ./internal/bench -run '^$' -bench . -benchtime 2000x
 
 func TestMain(m *testing.M) {
 	RunChildIfRequested() // the proxy child is this test binary, re-run
