@@ -59,8 +59,8 @@ func TestRefusalAddressesCapped(t *testing.T) {
 	for i := range 1000 {
 		l.Refused(fmt.Sprintf("10.0.%d.%d", i/256, i%256), "refused")
 	}
-	if n := l.tracked(); n != 3 {
-		t.Errorf("%d addresses tracked, cap 3", n)
+	if n := l.limit.Tracked(); n != 3+1 {
+		t.Errorf("%d counts kept, want the cap's 3 addresses and one for the rest", n)
 	}
 	l.Close()
 	got := out.get()
@@ -79,23 +79,17 @@ func TestRefusalSumsEachIntervalAndForgets(t *testing.T) {
 	l.Refused("a", "first")
 	l.Refused("a", "second")
 	for range 500 {
-		if l.tracked() == 0 {
+		if l.limit.Tracked() == 0 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := l.tracked(); n != 0 {
+	if n := l.limit.Tracked(); n != 0 {
 		t.Fatalf("a quiet address is still tracked (%d)", n)
 	}
 	got := out.get()
 	if len(got) != 2 || !strings.HasPrefix(got[1], "… 1 more refused from a in the last 20ms") {
 		t.Errorf("lines: %q", got)
-	}
-	l.mu.Lock()
-	armed := l.armed
-	l.mu.Unlock()
-	if armed {
-		t.Error("an idle RefusalLog keeps its timer armed")
 	}
 	if !l.Refused("a", "again") {
 		t.Error("a forgotten address's next refusal was not printed")

@@ -141,12 +141,21 @@ func TestLimiterOneLinePerCause(t *testing.T) {
 	}
 	// Quiet for an interval: forgotten, so the next is let through.
 	deadline := time.Now().Add(10 * time.Second)
-	for l.tracked() > 0 {
+	for l.Tracked() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("quiet causes were never forgotten")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Nothing tracked: the timer lapses, so an idle Limiter costs nothing.
+	for l.mu.Lock(); l.armed; l.mu.Lock() {
+		l.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("an idle Limiter keeps its timer armed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	l.mu.Unlock()
 	if !l.Allow("a") {
 		t.Fatal("the first refusal after a quiet interval was held back")
 	}
@@ -155,7 +164,7 @@ func TestLimiterOneLinePerCause(t *testing.T) {
 func TestLimiterCloseReportsAndBoundsCauses(t *testing.T) {
 	var got []sum
 	l := NewLimiter(time.Hour, func(cause string, n int, _ time.Duration) { got = append(got, sum{cause, n}) })
-	for i := range maxCauses + 10 {
+	for i := range DefaultMaxCauses + 10 {
 		l.Allow(string(rune('A' + i)))
 	}
 	l.Allow("A")
@@ -163,7 +172,7 @@ func TestLimiterCloseReportsAndBoundsCauses(t *testing.T) {
 	if l.Allow("A") {
 		t.Error("let through after Close")
 	}
-	want := []sum{{"A", 1}, {OtherCauses, 9}} // the first over the cap opens OtherCauses
+	want := []sum{{"A", 1}, {OtherCauses, 10}} // over the cap: counted, never let through
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("Close reported %v, want %v", got, want)
 	}

@@ -9,12 +9,12 @@ import (
 // DefaultLogInterval is how often a Limiter sums up what it held back.
 const DefaultLogInterval = 10 * time.Second
 
-// maxCauses bounds the causes a Limiter tracks; refusals of further causes
-// share OtherCauses.
-const maxCauses = 64
+// DefaultMaxCauses bounds the causes a Limiter tracks by default;
+// refusals of further causes share OtherCauses.
+const DefaultMaxCauses = 64
 
-// OtherCauses is the cause refusals are counted under once maxCauses
-// causes are tracked.
+// OtherCauses is the cause refusals are counted under once a Limiter's
+// cap of causes is tracked; they are never let through, only counted.
 const OtherCauses = "other causes"
 
 // Limiter rate-limits log lines per cause: Allow lets the first refusal of
@@ -27,8 +27,9 @@ const OtherCauses = "other causes"
 // order; out must not call back into the Limiter. The timer runs only while
 // a cause is tracked: an idle Limiter has no timer.
 type Limiter struct {
-	interval time.Duration
-	out      func(cause string, suppressed int, interval time.Duration)
+	interval  time.Duration
+	maxCauses int
+	out       func(cause string, suppressed int, interval time.Duration)
 
 	mu     sync.Mutex
 	causes map[string]*causeCount
@@ -43,12 +44,22 @@ type causeCount struct {
 }
 
 // NewLimiter returns a Limiter that reports held-back refusals with out.
-// interval ≤ 0 takes DefaultLogInterval.
+// interval ≤ 0 takes DefaultLogInterval; it tracks DefaultMaxCauses causes.
 func NewLimiter(interval time.Duration, out func(cause string, suppressed int, interval time.Duration)) *Limiter {
+	return NewLimiterMax(interval, 0, out)
+}
+
+// NewLimiterMax is NewLimiter tracking at most maxCauses causes (≤ 0:
+// DefaultMaxCauses): a flood of distinct causes (source addresses, say)
+// costs bounded memory.
+func NewLimiterMax(interval time.Duration, maxCauses int, out func(cause string, suppressed int, interval time.Duration)) *Limiter {
 	if interval <= 0 {
 		interval = DefaultLogInterval
 	}
-	return &Limiter{interval: interval, out: out, causes: map[string]*causeCount{}}
+	if maxCauses <= 0 {
+		maxCauses = DefaultMaxCauses
+	}
+	return &Limiter{interval: interval, maxCauses: maxCauses, out: out, causes: map[string]*causeCount{}}
 }
 
 // Allow notes one refusal of cause and reports whether to log it in full
@@ -62,9 +73,13 @@ func (l *Limiter) Allow(cause string) bool {
 	}
 	now := time.Now()
 	c := l.causes[cause]
-	if c == nil && len(l.causes) >= maxCauses {
+	if c == nil && len(l.causes) >= l.maxCauses {
 		cause = OtherCauses
 		c = l.causes[cause]
+		if c == nil {
+			c = &causeCount{}
+			l.causes[cause] = c
+		}
 	}
 	l.armLocked()
 	if c != nil {
@@ -136,8 +151,9 @@ func (l *Limiter) Close() {
 	clear(l.causes)
 }
 
-// tracked is how many causes l remembers, for tests.
-func (l *Limiter) tracked() int {
+// Tracked is how many causes l remembers now (OtherCauses included):
+// what its memory holds, bounded by its cap plus one.
+func (l *Limiter) Tracked() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.causes)
