@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sparkdap/sparkdap/admission"
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 )
 
 // ConsolePrefix starts sparkdap's own commands typed in the IDE's Debug
@@ -58,7 +59,7 @@ func Summary(body map[string]any) string {
 	if task != "" {
 		from = " (" + task + ")"
 	}
-	line := fmt.Sprintf("captured %s%s to %s (%d bytes) — replay: sparkdap replay %s", fn, from, path, n, ShellQuote(path))
+	line := fmt.Sprintf("captured %s%s to %s (%d bytes) — replay: sparkdap replay %s", fn, from, path, n, shellquote.Quote(path))
 	// The executor's notes: above all, a value the capture carries only
 	// pickled, which replay runs only with --trust-captured-code. Cleaned
 	// like the name, and bounded in number.
@@ -81,13 +82,4 @@ func Summary(body map[string]any) string {
 		line += "\nnote: " + admission.Clean(note, maxNoteRunes)
 	}
 	return line
-}
-
-// ShellQuote quotes p for a POSIX shell when it needs it, so the replay
-// command can be pasted as shown.
-func ShellQuote(p string) string {
-	if p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,/:+@=") == "" {
-		return p
-	}
-	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }

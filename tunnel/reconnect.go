@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -191,9 +192,9 @@ func connect(ctx context.Context, cfg *Config) (*ssh.Client, link, error) {
 		var path string
 		path, err = ensureAgent(ctx, client, cfg.AgentPath, cfg.AgentCacheDir, cfg.Log)
 		if err == nil {
-			cmd := "exec " + shellQuote(path) + " agent --listen " + shellQuote(cfg.RemoteListen) + " --log-format json"
+			cmd := "exec " + shellquote.Quote(path) + " agent --listen " + shellquote.Quote(cfg.RemoteListen) + " --log-format json"
 			for _, a := range cfg.AgentArgs {
-				cmd += " " + shellQuote(a)
+				cmd += " " + shellquote.Quote(a)
 			}
 			var a *agentLink
 			a, err = startAgent(ctx, client, cmd, cfg.Log)

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/rs/zerolog"
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -24,16 +25,6 @@ const DefaultAgentCacheDir = "~/.cache/sparkdap"
 // maxRemoteOutput bounds what a helper command may print back.
 const maxRemoteOutput = 64 << 10
 
-// shellQuote makes s one word for a POSIX shell.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:@,+", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // remotePath quotes a gateway path for sh, expanding a leading ~ to the
 // remote user's home (a quoted ~ would not expand).
 func remotePath(p string) string {
@@ -41,13 +32,13 @@ func remotePath(p string) string {
 	case p == "~":
 		return `"$HOME"`
 	case strings.HasPrefix(p, "~/"):
-		return `"$HOME"/` + shellQuote(p[2:])
+		return `"$HOME"/` + shellquote.Quote(p[2:])
 	}
-	return shellQuote(p)
+	return shellquote.Quote(p)
 }
 
 // shCommand runs script with sh whatever the remote login shell is.
-func shCommand(script string) string { return "sh -c " + shellQuote(script) }
+func shCommand(script string) string { return "sh -c " + shellquote.Quote(script) }
 
 // runRemote runs cmd on the gateway and returns its stdout; a failure
 // carries its stderr.

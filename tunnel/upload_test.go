@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 )
 
 func TestGoPlatform(t *testing.T) {
@@ -52,7 +54,7 @@ func TestShellQuoting(t *testing.T) {
 		{word: "~", expand: func(h string) string { return h }},
 		{word: "/abs/~/x", expand: func(string) string { return "/abs/~/x" }},
 	} {
-		script := "printf %s " + shellQuote(tc.word)
+		script := "printf %s " + shellquote.Quote(tc.word)
 		want := tc.word
 		if tc.expand != nil {
 			script = "printf %s " + remotePath(tc.word)

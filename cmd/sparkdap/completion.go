@@ -6,6 +6,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 )
 
 func init() {
@@ -98,7 +100,7 @@ func bashCompletion(cmds []completionCmd) string {
 	for _, c := range cmds {
 		names = append(names, c.name)
 	}
-	fmt.Fprintf(&b, "        COMPREPLY=( $(compgen -W %s -- \"$cur\") )\n        return\n    fi\n", shellQuote(strings.Join(append(names, "help"), " ")))
+	fmt.Fprintf(&b, "        COMPREPLY=( $(compgen -W %s -- \"$cur\") )\n        return\n    fi\n", shellquote.Quote(strings.Join(append(names, "help"), " ")))
 	b.WriteString("    case \"${COMP_WORDS[1]}\" in\n")
 	for _, c := range cmds {
 		var words []string
@@ -106,7 +108,7 @@ func bashCompletion(cmds []completionCmd) string {
 			words = append(words, dashed(f.name))
 		}
 		words = append(words, c.args...)
-		fmt.Fprintf(&b, "        %s) words=%s ;;\n", c.name, shellQuote(strings.Join(append(words, "--help"), " ")))
+		fmt.Fprintf(&b, "        %s) words=%s ;;\n", c.name, shellquote.Quote(strings.Join(append(words, "--help"), " ")))
 	}
 	b.WriteString("    esac\n")
 	b.WriteString("    if [[ \"$cur\" == -* || \"${COMP_WORDS[1]}\" == completion ]]; then\n")
@@ -121,7 +123,7 @@ func bashCompletion(cmds []completionCmd) string {
 func zshItem(word, desc string) string {
 	word = strings.ReplaceAll(word, ":", `\:`)
 	desc = strings.Join(strings.Fields(desc), " ")
-	return shellQuote(word + ":" + desc)
+	return shellquote.Quote(word + ":" + desc)
 }
 
 func zshCompletion(cmds []completionCmd) string {

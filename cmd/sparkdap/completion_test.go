@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
@@ -126,12 +127,12 @@ func TestCompletionBashReal(t *testing.T) {
 		t.Helper()
 		quoted := make([]string, len(words))
 		for i, w := range words {
-			quoted[i] = shellQuote(w)
+			quoted[i] = shellquote.Quote(w)
 			if w == "" {
 				quoted[i] = "''"
 			}
 		}
-		prog := "source " + shellQuote(script) + "\nCOMP_WORDS=(" + strings.Join(quoted, " ") + ")\nCOMP_CWORD=" +
+		prog := "source " + shellquote.Quote(script) + "\nCOMP_WORDS=(" + strings.Join(quoted, " ") + ")\nCOMP_CWORD=" +
 			strconv.Itoa(len(words)-1) + "\n_sparkdap\necho \"${COMPREPLY[*]}\"\n"
 		out, err := exec.Command(bash, "--norc", "--noprofile", "-c", prog).CombinedOutput()
 		if err != nil {

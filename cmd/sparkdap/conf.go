@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 
@@ -98,12 +99,12 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 
 	var b strings.Builder
 	fmt.Fprintln(&b, "# spark-submit options (put them before the application .py file):")
-	fmt.Fprintf(&b, "--py-files %s\n", shellQuote(path))
+	fmt.Fprintf(&b, "--py-files %s\n", shellquote.Quote(path))
 	for _, c := range confs {
 		if c.shell != "" {
 			fmt.Fprintf(&b, "--conf %s=%s\n", c.key, c.shell)
 		} else {
-			fmt.Fprintf(&b, "--conf %s\n", shellQuote(c.key+"="+c.value))
+			fmt.Fprintf(&b, "--conf %s\n", shellquote.Quote(c.key+"="+c.value))
 		}
 	}
 	// The lease in effect: --lease here (an executor variable above), else
@@ -145,14 +146,4 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 	fmt.Fprintln(&b, "spark = builder.getOrCreate()")
 	_, err = io.WriteString(stdout, b.String())
 	return err
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 
@@ -40,9 +41,9 @@ func connectScript(path string, wf *wrapFlags) string {
 	w(`: "${SPARK_HOME:?set SPARK_HOME (pip install: python3 -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"`)
 	w("# The Python the workers run; it needs debugpy (without, tasks run undebugged).")
 	w(`export PYSPARK_PYTHON="${PYSPARK_PYTHON:-python3}"`)
-	w(`export PYTHONPATH=%s"${PYTHONPATH:+:$PYTHONPATH}"`, shellQuote(dir))
+	w(`export PYTHONPATH=%s"${PYTHONPATH:+:$PYTHONPATH}"`, shellquote.Quote(dir))
 	for _, e := range wf.envOverrides() {
-		w("export %s", shellQuote(e[0]+"="+e[1]))
+		w("export %s", shellquote.Quote(e[0]+"="+e[1]))
 	}
 	tok := wf.tokenEnv
 	w(`export %s="${%s:-}"`, tok, tok)
@@ -53,7 +54,7 @@ func connectScript(path string, wf *wrapFlags) string {
 	w("daemon=%s", workerwrap.ModuleName)
 	w(`if ! "$PYSPARK_PYTHON" -c 'import %s' >/dev/null 2>&1; then`, workerwrap.ModuleName)
 	w(`  echo "sparkdap: $PYSPARK_PYTHON cannot import %s from "%s": starting the server without the wrapper" >&2`,
-		workerwrap.ModuleName, shellQuote(dir))
+		workerwrap.ModuleName, shellquote.Quote(dir))
 	w("  daemon=pyspark.daemon")
 	w("fi")
 	w("# --wait: in the foreground (Ctrl-C stops it). Loopback only unless an")

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 
@@ -121,12 +122,12 @@ func submitRun(o *submitOptions, sparkArgs []string, stdout, stderr io.Writer) e
 	}
 	if o.dryRun {
 		quoted := make([]string, 0, len(finalArgs)+1)
-		quoted = append(quoted, shellQuote(bin))
+		quoted = append(quoted, shellquote.Quote(bin))
 		for _, a := range finalArgs {
 			if inj.Token != "" && strings.Contains(a, inj.Token) {
 				a = strings.ReplaceAll(a, inj.Token, "<redacted>")
 			}
-			quoted = append(quoted, shellQuote(a))
+			quoted = append(quoted, shellquote.Quote(a))
 		}
 		_, err := fmt.Fprintln(stdout, strings.Join(quoted, " "))
 		return err

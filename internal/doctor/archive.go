@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -89,7 +90,7 @@ func (d *doctor) checkArchivePython(ctx context.Context, py, why, archive, insid
 	unpacked := filepath.Join(dir, filepath.FromSlash(inside))
 	if _, err := os.Stat(unpacked); err != nil {
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("the archive has no %s: %v", inside, err),
-			fix: fmt.Sprintf("list it (tar tzf %s) and set %s to ./ALIAS/ and the interpreter's path inside it", shellQuote(local), ConfPySparkPython)})
+			fix: fmt.Sprintf("list it (tar tzf %s) and set %s to ./ALIAS/ and the interpreter's path inside it", shellquote.Quote(local), ConfPySparkPython)})
 		return py, false
 	}
 	return d.checkPythonAt(ctx, name+", unpacked here to check", unpacked, unpacked)
@@ -265,7 +266,7 @@ func (d *doctor) checkGatewayPython(ctx context.Context, client *ssh.Client) {
 	ctx, cancel := context.WithTimeout(ctx, d.f.Timeout)
 	defer cancel()
 	done := make(chan error, 1) // the session's Close (deferred) ends Run if it is late
-	go func() { done <- sess.Run(shellQuote(py) + " -c " + shellQuote(pythonCheckCode)) }()
+	go func() { done <- sess.Run(shellquote.Quote(py) + " -c " + shellquote.Quote(pythonCheckCode)) }()
 	var runErr error
 	select {
 	case runErr = <-done:
@@ -277,7 +278,7 @@ func (d *doctor) checkGatewayPython(ctx context.Context, client *ssh.Client) {
 		if last := lastLine(stderr.String()); last != "" {
 			detail = last
 		}
-		fix := fmt.Sprintf("on the cluster's nodes: %s -m pip install debugpy, or set %s to an interpreter that has it", shellQuote(py), ConfPySparkPython)
+		fix := fmt.Sprintf("on the cluster's nodes: %s -m pip install debugpy, or set %s to an interpreter that has it", shellquote.Quote(py), ConfPySparkPython)
 		if strings.Contains(detail, "No module named 'debugpy'") {
 			detail = "cannot import debugpy: " + detail
 		}

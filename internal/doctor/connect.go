@@ -22,6 +22,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/dap"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
@@ -293,9 +294,9 @@ func startRemoteProbe(client *ssh.Client, python, host, port string) (*probeProc
 		return nil, err
 	}
 	sess.Stderr = p.stderr
-	command := shellQuote(python)
+	command := shellquote.Quote(python)
 	for _, arg := range workerwrap.ProbeArgs(host, port) {
-		command += " " + shellQuote(arg)
+		command += " " + shellquote.Quote(arg)
 	}
 	if err := sess.Start(command); err != nil {
 		sess.Close()

@@ -151,14 +151,3 @@ func (d *doctor) run(ctx context.Context) error {
 	fmt.Fprintf(d.out, "\nall checks passed\n")
 	return nil
 }
-
-// shellQuote quotes s for a POSIX shell when it needs it: the fixes show
-// commands to paste, and commands run on the gateway go through its shell.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}

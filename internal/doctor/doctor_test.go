@@ -22,6 +22,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
@@ -270,7 +271,7 @@ func TestDoctorPythonWithoutDebugpy(t *testing.T) {
 	// An interpreter that exists but has no debugpy: the same Python with
 	// site-packages switched off, as a bare system or venv-less Python is.
 	shim := filepath.Join(t.TempDir(), "python-without-debugpy")
-	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec "+shellQuote(py)+" -S \"$@\"\n"), 0o755); err != nil {
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec "+shellquote.Quote(py)+" -S \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PYSPARK_PYTHON", shim) // what Spark would use: no --python
@@ -574,7 +575,7 @@ func TestDoctorThroughGateway(t *testing.T) {
 	wantCheck(t, out, "test connection through the gateway", vOK, "a debugpy worker on the gateway reached "+exe)
 
 	shim := filepath.Join(dir, "python-without-debugpy")
-	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec "+shellQuote(py)+" -S \"$@\"\n"), 0o755); err != nil {
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec "+shellquote.Quote(py)+" -S \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	code, out = runDoctor(t, common(shim))

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 )
 
 // pythonFor resolves the interpreter Spark's workers run, as Spark does:
@@ -97,7 +99,7 @@ func (d *doctor) checkPythonAt(ctx context.Context, name, py, path string) (stri
 	out, err := d.runPython(ctx, path, pythonCheckCode)
 	if err != nil {
 		d.report(checkResult{name: name, v: vFail, detail: "cannot import debugpy: " + err.Error(),
-			fix: fmt.Sprintf("%s -m pip install debugpy   (on every executor too), or point %s at an interpreter that has it", shellQuote(py), pythonSetting(name))})
+			fix: fmt.Sprintf("%s -m pip install debugpy   (on every executor too), or point %s at an interpreter that has it", shellquote.Quote(py), pythonSetting(name))})
 		return path, false
 	}
 	f := strings.Fields(out)
@@ -124,7 +126,7 @@ func (d *doctor) checkSpark(ctx context.Context, py string) {
 	out, err := d.runPython(ctx, py, "import pyspark; print(pyspark.__version__)")
 	if err != nil {
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("%s cannot import pyspark: %v", py, err),
-			fix: fmt.Sprintf("%s -m pip install pyspark (matching your cluster's Spark), or add $SPARK_HOME/python to PYTHONPATH", shellQuote(py))})
+			fix: fmt.Sprintf("%s -m pip install pyspark (matching your cluster's Spark), or add $SPARK_HOME/python to PYTHONPATH", shellquote.Quote(py))})
 		return
 	}
 	m := versionRE.FindStringSubmatch(out)
