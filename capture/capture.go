@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
+	pysrc "github.com/sparkdap/sparkdap/capture/python"
 	"github.com/sparkdap/sparkdap/internal/safefile"
 	"github.com/sparkdap/sparkdap/worker"
-	pysrc "github.com/sparkdap/sparkdap/workerwrap/python"
 )
 
 // Format names the capture file's layout (sparkdap_replay.py checks it).

@@ -10,6 +10,7 @@ MODULE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, MODULE_DIR)
 
 import remote_debug  # noqa: E402
+from wrapper_settings import default_settings  # noqa: E402
 
 
 @pytest.fixture
@@ -22,27 +23,6 @@ def rd():
     remote_debug._state = remote_debug._State(None)
     remote_debug._user_file_cache.clear()
     remote_debug._library_prefixes = None
-
-
-def default_settings(**over):
-    """The settings the header of a default `sparkdap wrap` bakes, with
-    `over` changed."""
-    settings = {
-        "ide": "dap",
-        "proxy": "127.0.0.1:5678",
-        "token_env": "SPARKDAP_TOKEN",
-        "token": None,
-        "partitions": None,
-        "stages": None,
-        "sample_rate": 1.0,
-        "connect_timeout": 3.0,
-        "handshake_timeout": 10.0,
-        "wait": False,
-        "post_mortem": False,
-        "lease": 60.0,
-    }
-    settings.update(over)
-    return settings
 
 
 @pytest.fixture

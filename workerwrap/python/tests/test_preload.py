@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import default_settings as settings
+from wrapper_settings import default_settings as settings
 
 MODULE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
