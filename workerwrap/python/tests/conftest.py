@@ -1,6 +1,9 @@
-"""Imports the repository's remote_debug.py as a plain module (no settings
-header: tests bake their own settings with the `baked` fixture)."""
+"""The worker wrapper as executors import it: the remote_debug package
+built into one file (flat.py), with no settings header (tests bake their
+own settings with the `baked` fixture). The package's modules themselves
+stay importable as `remote_debug.<module>` (test_layout, test_compat)."""
 
+import importlib.util
 import os
 import sys
 
@@ -9,8 +12,14 @@ import pytest
 MODULE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, MODULE_DIR)
 
-import remote_debug  # noqa: E402
+import flat  # noqa: E402
 from wrapper_settings import default_settings  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location(
+    "remote_debug_flat", os.path.join(flat.directory(), "remote_debug.py")
+)
+remote_debug = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(remote_debug)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ with a fake clock: no test here waits on real time."""
 import socket
 import threading
 
+import flat
 import pytest
 
 
@@ -314,7 +315,6 @@ def _pycharm_stand_in(conn, stopped):
 
 @pytest.mark.parametrize("mode", ["dap", "pycharm"])
 def test_real_debugger_let_go_when_the_proxy_falls_silent(mode, tmp_path):
-    import os
     import subprocess
     import sys
 
@@ -328,7 +328,7 @@ def test_real_debugger_let_go_when_the_proxy_falls_silent(mode, tmp_path):
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     listener.settimeout(60)
-    module_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    module_dir = flat.directory()
     script = tmp_path / "child.py"
     script.write_text(child % {"module_dir": module_dir, "port": listener.getsockname()[1], "lease": 1.0})
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)

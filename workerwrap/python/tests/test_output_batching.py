@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 
+import flat
 import pytest
 
 
@@ -201,7 +202,7 @@ _SCRIPT = textwrap.dedent(
 def _run_redirected(rd, n, env_extra):
     env = dict(os.environ, **env_extra)
     proc = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, os.path.dirname(os.path.abspath(rd.__file__)), str(n)],
+        [sys.executable, "-c", _SCRIPT, flat.directory(), str(n)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -10,10 +10,10 @@ import os
 import subprocess
 import sys
 
+import flat
 import pytest
 from wrapper_settings import default_settings as settings
 
-MODULE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 DEBUGGER_MODULES = ("debugpy", "debugpy.server.api", "pydevd", "_pydevd_bundle.pydevd_comm")
@@ -129,7 +129,7 @@ def run_daemon(tmp_path, cfg, port=0, env=None, watch=DEBUGGER_MODULES, setup=""
     full_env.update(env or {})
     code = setup + _DAEMON % {"watch": watch}
     proc = subprocess.run(
-        [sys.executable, "-c", code, MODULE_DIR, str(out), json.dumps(cfg), str(port)],
+        [sys.executable, "-c", code, flat.directory(), str(out), json.dumps(cfg), str(port)],
         capture_output=True,
         text=True,
         env=full_env,

@@ -18,6 +18,7 @@ import types
 import zipfile
 import zlib
 
+import flat
 import pytest
 
 # --- settings -----------------------------------------------------------------
@@ -551,7 +552,7 @@ def test_zip_on_relative_sys_path_binds(tmp_path, wrap):
     work.mkdir()
     with zipfile.ZipFile(work / "lib.zip", "w") as z:
         z.writestr("zmod.py", "def payment(x):\n    return x * 2\n")
-    module_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    module_dir = flat.directory()
     env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
     proc = subprocess.run(
         [sys.executable, "-c", _ZIP_PROBE, str(work), module_dir, "1" if wrap else "0"],
@@ -626,7 +627,7 @@ def test_debugpy_environment_described_only_when_logged(tmp_path, log_dir):
     # description of every installed distribution (it is thrown away); with
     # DEBUGPY_LOG_DIR it is still written to the log, as debugpy does.
     pytest.importorskip("debugpy")
-    module_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    module_dir = flat.directory()
     env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
     env.pop("DEBUGPY_LOG_DIR", None)
     if log_dir:

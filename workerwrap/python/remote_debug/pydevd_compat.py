@@ -1,0 +1,371 @@
+"""The pydevd and debugpy internals the wrapper patches or reads."""
+
+import os
+import sys
+
+from .state import _st
+from .config import _pycharm
+
+
+def _global_debugger():
+    # Only ever look at the pydevd that debugpy loaded: importing
+    # _pydevd_bundle here would pick up any other copy on sys.path (the
+    # pydevd-pycharm package installs one into site-packages) and shadow
+    # debugpy's vendored pydevd for the rest of the process.
+    constants = sys.modules.get("_pydevd_bundle.pydevd_constants")
+    if constants is None:
+        return None
+    try:
+        return constants.get_global_debugger()
+    except Exception:
+        return None
+
+
+class _QuietPydevd(object):
+    """Routes pydevd's always-on error log away from stderr while connecting:
+    a refused connection would otherwise print a traceback per worker, and
+    the contract is one line."""
+
+    def __enter__(self):
+        self.saved = None
+        if os.environ.get("SPARKDAP_VERBOSE"):
+            return self
+        # debugpy's pydevd only, once loaded: see _global_debugger.
+        pydev_log = sys.modules.get("_pydev_bundle.pydev_log")
+        if pydev_log is None:
+            return self
+        try:
+            import io
+
+            g = pydev_log._LoggingGlobals
+            self.saved = (g, g._debug_stream, g._debug_stream_initialized)
+            g._debug_stream = io.StringIO()
+            g._debug_stream_initialized = True
+        except Exception:
+            self.saved = None
+        return self
+
+    def restore(self):
+        if self.saved is not None:
+            g, stream, initialized = self.saved
+            g._debug_stream, g._debug_stream_initialized = stream, initialized
+            self.saved = None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _trust_code_paths():
+    """Functions pickled by value (from the driver's script, a notebook, a
+    Spark Connect client) keep the driver's path as co_filename, which does
+    not exist here. pydevd refuses breakpoints in files it cannot see, so
+    they would never bind: let the files of the code this worker unpickled,
+    and any file under SPARKDAP_DRIVER_DIR, count as existing."""
+    pydevd_file_utils = sys.modules.get("pydevd_file_utils")  # the debugger's, loaded by pydevd
+    if pydevd_file_utils is None:
+        return
+    try:
+        orig = pydevd_file_utils.exists
+        if getattr(orig, "_sparkdap", False):
+            return
+        driver_dir = os.environ.get("SPARKDAP_DRIVER_DIR", "").rstrip("/")
+        prefix = driver_dir + "/" if driver_dir else None
+
+        def exists(filename):
+            if orig(filename):
+                return True
+            try:
+                name = str(filename)
+                return os.path.normpath(name) in _st().code_files or (prefix is not None and name.startswith(prefix))
+            except Exception:
+                return False
+
+        exists._sparkdap = True
+        pydevd_file_utils.exists = exists
+    except Exception:
+        pass
+
+
+# What pydevd-pycharm writes to the worker's stderr (the job's output) for
+# a breakpoint in a file this executor does not have.
+_MISSING_FILE_WARNING = "pydev debugger: warning: trying to add breakpoint to file that does not exist"
+
+
+class _StderrWithoutMissingFileWarnings(object):
+    """sys.stderr as pydevd's command processor sees it: the same stream,
+    minus its warnings about breakpoints in files that do not exist."""
+
+    def write(self, s):
+        if isinstance(s, str) and s.startswith(_MISSING_FILE_WARNING):
+            return len(s)
+        return sys.stderr.write(s)
+
+    def __getattr__(self, name):
+        return getattr(sys.stderr, name)
+
+
+class _SysWithoutMissingFileWarnings(object):
+    """The sys module, for one module of pydevd: everything is the real
+    sys's, except that stderr drops the missing-file warnings."""
+
+    def __init__(self, real):
+        object.__setattr__(self, "_real", real)
+        object.__setattr__(self, "_stderr", _StderrWithoutMissingFileWarnings())
+
+    def __getattr__(self, name):
+        if name == "stderr":
+            return self._stderr
+        return getattr(self._real, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._real, name, value)
+
+
+def _quiet_missing_file_warnings():
+    """The proxy sends each breakpoint to every path its file may have on
+    this executor (which one Spark used is only known once the code runs),
+    and pydevd-pycharm writes a warning to this worker's stderr, the job's
+    output, for each of those paths that does not exist here: noise that
+    says nothing to the user. Only the module that writes them sees a
+    stderr that drops them; nothing else of the process changes."""
+    try:
+        mod = sys.modules.get("_pydevd_bundle.pydevd_process_net_command")
+        if mod is None:
+            import importlib
+
+            mod = importlib.import_module("_pydevd_bundle.pydevd_process_net_command")
+        if getattr(mod, "sys", None) is sys:
+            mod.sys = _SysWithoutMissingFileWarnings(sys)
+    except Exception:
+        pass
+
+
+class _TimeWithoutStartSleep(object):
+    """pydevd's `time` while one thread runs PyDB.initialize_network: the
+    same module, except that this thread's sleep(0.1) returns at once."""
+
+    def __init__(self, real, thread):
+        self._real = real
+        self._thread = thread
+
+    def sleep(self, seconds):
+        import threading
+
+        if seconds == 0.1 and threading.get_ident() == self._thread:
+            return None
+        return self._real.sleep(seconds)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def _skip_network_start_sleep():
+    """pydevd's PyDB.initialize_network starts its reader and writer threads
+    and then sleeps 0.1 s "to give threads time to start" (debugpy's and
+    pydevd-pycharm's alike): a tenth of a second in every worker that
+    attaches, and about a third of what attaching costs once the debugger is
+    loaded. Thread.start() already returns only once the thread runs, and
+    whatever pydevd sends meanwhile waits in the writer's queue. Skip that
+    sleep, in the connecting thread only; a pydevd whose
+    initialize_network no longer sleeps 0.1 s is left alone."""
+    pydevd = sys.modules.get("pydevd")
+    pydb = getattr(pydevd, "PyDB", None)
+    orig = getattr(pydb, "initialize_network", None)
+    if orig is None or getattr(orig, "_sparkdap", False):
+        return
+    code = getattr(orig, "__code__", None)
+    if code is None or 0.1 not in code.co_consts or "sleep" not in code.co_names or "time" not in code.co_names:
+        return
+
+    def initialize_network(self, *args, **kwargs):
+        import threading
+
+        real = pydevd.time
+        pydevd.time = _TimeWithoutStartSleep(real, threading.get_ident())
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            pydevd.time = real
+
+    initialize_network._sparkdap = True
+    initialize_network.__wrapped__ = orig
+    pydb.initialize_network = initialize_network
+
+
+def _describe_environment_only_when_logged():
+    """debugpy describes the whole environment (the metadata of every
+    installed distribution: 0.1-0.3 s with a few hundred packages) the first
+    time it configures logging, and logs it at info level, which nothing
+    records unless DEBUGPY_LOG_DIR or debugpy.log_to asked for it. Every
+    worker that connects pays that before its task runs: build the text only
+    when some log takes info lines, as debugpy would have written it then."""
+    try:
+        from debugpy.common import log
+    except Exception:
+        return
+    original = getattr(log, "describe_environment", None)
+    if original is None or getattr(original, "_sparkdap", False):
+        return
+
+    def describe_environment(header):
+        if log.log_dir is not None or "info" in getattr(log, "_levels", ("info",)):
+            return original(header)
+        return None
+
+    describe_environment._sparkdap = True
+    log.describe_environment = describe_environment
+
+
+def _teardown():
+    pydb = _global_debugger()
+    if pydb is None:
+        return
+    try:
+        import pydevd
+
+        pydevd.stoptrace()
+    except Exception:
+        pass
+    try:
+        pydb.dispose_and_kill_all_pydevd_threads(wait=False)
+    except Exception:
+        pass
+
+
+def _set_nodelay():
+    # pydevd writes header and body of each message in two sends; without
+    # TCP_NODELAY, Nagle holds every body for the peer's delayed ACK (~40 ms).
+    try:
+        import socket
+
+        if _pycharm():
+            sock = getattr(getattr(_global_debugger(), "writer", None), "sock", None)
+        else:
+            sock = getattr(_global_debugger(), "_client_socket", None)
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except Exception:
+        pass
+
+
+def _hide_from_pydevd(thread):
+    """Marks one of the wrapper's threads as pydevd's own: never traced,
+    never listed to the IDE, never suspended by a suspend-all."""
+    mod = sys.modules.get("_pydevd_bundle.pydevd_daemon_thread")  # the loaded debugger's
+    mark = getattr(mod, "mark_as_pydevd_daemon_thread", None)
+    try:
+        if mark is not None:
+            mark(thread)
+            return
+    except Exception:
+        pass
+    thread.pydev_do_not_trace = True
+    thread.is_pydev_daemon_thread = True
+
+
+def _let_go(pydb, sock):
+    """What a DAP disconnect does in pydevd (breakpoints cleared, every
+    stopped thread resumed) and what the proxy's closing the connection
+    does (pydevd disposes itself), without waiting on the network. Works
+    on debugpy's pydevd and pydevd-pycharm alike (the same names in both).
+    Never raises."""
+    import socket
+    import threading
+
+    constants = sys.modules.get("_pydevd_bundle.pydevd_constants")
+    state_run = getattr(constants, "STATE_RUN", 1)
+    # Breakpoints first, so that no thread stops again on its way out.
+    for name in (
+        "api_received_breakpoints",
+        "breakpoints",
+        "file_to_id_to_line_breakpoint",
+        "file_to_id_to_plugin_breakpoint",
+        "django_breakpoints",
+        "jinja2_breakpoints",
+        "break_on_caught_exceptions",
+        "break_on_uncaught_exceptions",
+        "break_on_user_uncaught_exceptions",
+    ):
+        table = getattr(pydb, name, None)
+        if isinstance(table, dict):
+            try:
+                table.clear()
+            except Exception:
+                pass
+    try:
+        pydb.on_breakpoints_changed(removed=True)
+    except Exception:
+        pass
+    # The reader gets an end of file now, not when a silent peer speaks;
+    # writes are left alone: pydevd-pycharm prints a line on stdout (the
+    # task's) for a write that fails.
+    try:
+        sock.shutdown(socket.SHUT_RD)
+    except Exception:
+        pass
+    # Disposed before the threads resume, so that they queue nothing more
+    # for a proxy that is not there; a disposed pydevd traces nothing, and
+    # closes the connection.
+    try:
+        pydb.dispose_and_kill_all_pydevd_threads(wait=False)
+    except Exception:
+        pass
+    for thread in threading.enumerate():
+        info = getattr(thread, "additional_info", None)
+        if info is None:
+            continue
+        try:
+            info.pydev_step_cmd = -1
+            if hasattr(info, "pydev_original_step_cmd"):
+                info.pydev_original_step_cmd = -1
+            info.pydev_step_stop = None
+            info.pydev_state = state_run
+        except Exception:
+            pass
+
+
+def _stop_tracing_here():
+    """In a thread the lease let go, on its way back to the task: stops
+    pydevd's tracing (this thread's settrace, sys.monitoring for all), as
+    _teardown does."""
+    pydevd = sys.modules.get("pydevd")
+    try:
+        pydevd.stoptrace()
+    except Exception:
+        pass
+
+
+def _debugger_alive():
+    pydb = _global_debugger()
+    return pydb is not None and not getattr(pydb, "pydb_disposed", False)
+
+
+def _output_redirects():
+    """pydevd's redirections of stdout and stderr, as (ctx, name,
+    IORedirector, RedirectToPyDBIoMessages) tuples; empty without
+    redirectOutput."""
+    try:
+        from _pydevd_bundle import pydevd_io
+    except Exception:
+        return []
+    found = []
+    holder = pydevd_io._RedirectionsHolder
+    for ctx, std in ((1, "stdout"), (2, "stderr")):
+        info = getattr(holder, "_pydevd_%s_redirect_" % std, None)
+        redirector = getattr(info, "redirect_to", None)
+        for target in getattr(redirector, "_redirect_to", ()):
+            if isinstance(target, pydevd_io.RedirectToPyDBIoMessages):
+                found.append((ctx, std, redirector, target))
+    return found
+
+
+def _flush_before_stops(pydb, batcher):
+    # pydevd queues the stopped event in do_wait_suspend; the tracer calls it
+    # as an attribute of the PyDB, so an instance attribute takes effect.
+    orig = pydb.do_wait_suspend
+
+    def do_wait_suspend(*args, **kwargs):
+        batcher.flush()
+        return orig(*args, **kwargs)
+
+    pydb.do_wait_suspend = do_wait_suspend
