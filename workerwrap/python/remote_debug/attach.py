@@ -1,22 +1,25 @@
 """Attaching a selected task's worker to the proxy: hello, debugger, handshake,
 each bounded in time and failing open."""
 
-import os
-import sys
 
 from .state import _describe, _say, _st, _unavailable
 from .config import _pycharm
 from .pydevd_compat import (
-    _QuietPydevd,
+    _breakpoint_files,
+    _ConnectGuard,
     _debugger_alive,
-    _global_debugger,
+    _enable_tracing,
+    _pydevd_connect_env,
     _quiet_missing_file_warnings,
+    _QuietPydevd,
+    _send_custom_event,
     _set_nodelay,
     _teardown,
     _trust_code_paths,
+    _UnsupportedDebugger,
 )
 from .task import _read_archive_sources, _task_body
-from .hello import _NoHelloReply, _ProxyUnproven, _hello
+from .hello import _hello, _NoHelloReply, _ProxyUnproven
 from .debugger import _import_debugger
 from .lease import _hold_stops_on_lease
 from .output import _batch_output
@@ -54,10 +57,7 @@ def _connect(cfg, task):
     # pydevd-pycharm's own connect (10 s timeout) and handshake are bounded by
     # the watchdog below.
     if not pycharm:
-        # pydevd reads both when it connects. PYDEVD_CONNECT_TIMEOUT is parsed
-        # with int(): round up so that a sub-second timeout does not become 0.
-        os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-        os.environ["PYDEVD_CONNECT_TIMEOUT"] = str(max(1, int(-(-connect_timeout // 1))))
+        _pydevd_connect_env(connect_timeout)
 
     quiet = _QuietPydevd()
     try:
@@ -67,6 +67,9 @@ def _connect(cfg, task):
             if pycharm:
                 _quiet_missing_file_warnings()
             _read_archive_sources()
+    except _UnsupportedDebugger as exc:
+        quiet.restore()
+        return _unavailable(str(exc))
     except BaseException as exc:
         quiet.restore()
         if pycharm:
@@ -74,44 +77,10 @@ def _connect(cfg, task):
         return _unavailable("cannot import debugpy: %s" % (_describe(exc),))
 
     import threading
-    import time
 
-    done = threading.Event()
-    outcome = []
-    connecting = threading.get_ident()
-
-    def find_pydb():
-        # The PyDB that debugpy.connect() spins on. Not the global debugger:
-        # pydevd unregisters that when the proxy closes the connection, and
-        # the spinning thread would then wait on an object nobody can reach.
-        frame = sys._current_frames().get(connecting)
-        while frame is not None:
-            if frame.f_code.co_name == "wait_for_ready_to_run":
-                return frame.f_locals.get("self")
-            if pycharm and frame.f_code.co_name == "_locked_settrace" and frame.f_locals.get("py_db") is not None:
-                # pydevd-pycharm spins on py_db.ready_to_run inline.
-                return frame.f_locals.get("py_db")
-            frame = frame.f_back
-        return _global_debugger()
-
-    def watchdog():
-        # debugpy.connect() returns only once the proxy sent configurationDone
-        # (PyDB.wait_for_ready_to_run spins on ready_to_run), and
-        # pydevd_pycharm.settrace() only once the proxy relayed PyCharm's
-        # CMD_RUN (it spins on py_db.ready_to_run); neither ever does if the
-        # proxy closes the connection before (wrong token, session refused)
-        # or stays silent. Setting that flag is the only way out short of
-        # killing the task.
-        deadline = time.monotonic() + connect_timeout + handshake_timeout
-        while not done.wait(0.05):
-            pydb = find_pydb()
-            if not outcome:
-                if pydb is not None and getattr(pydb, "pydb_disposed", False):
-                    outcome.append("closed")
-                elif time.monotonic() >= deadline:
-                    outcome.append("timeout")
-            if outcome and pydb is not None:
-                pydb.ready_to_run = True
+    # pydevd's own connect and handshake, bounded by the guard.
+    bound = _ConnectGuard(threading.get_ident(), pycharm, connect_timeout + handshake_timeout)
+    done, outcome = bound.done, bound.outcome
 
     error = None
     try:
@@ -119,7 +88,7 @@ def _connect(cfg, task):
             if pycharm:
                 # Named with the hello's nonce: the proxy finds it in pydevd's
                 # thread list and so ties this connection to the hello.
-                guard = threading.Thread(target=watchdog, name="sparkdap-connect-guard " + st.hello_nonce)
+                guard = threading.Thread(target=bound.run, name="sparkdap-connect-guard " + st.hello_nonce)
                 guard.daemon = True
                 guard.start()
                 try:
@@ -140,7 +109,7 @@ def _connect(cfg, task):
             else:
                 # A worker's own subprocesses would each block in a handshake.
                 debugger.configure(subProcess=False)
-                guard = threading.Thread(target=watchdog, name="sparkdap-connect-guard")
+                guard = threading.Thread(target=bound.run, name="sparkdap-connect-guard")
                 guard.daemon = True
                 guard.start()
                 try:
@@ -180,34 +149,16 @@ def _set_tracing(on):
     st = _st()
     if st.tracing == on:
         return
-    pydb = _global_debugger()
-    if pydb is None:
-        return
-    try:
-        if on:
-            pydb.enable_tracing()
-        else:
-            pydb.disable_tracing()
+    if _enable_tracing(on):
         st.tracing = on
-    except Exception:
-        pass
 
 
 def _send_task_event(cfg, task):
     try:
-        if _pycharm():
-            # pydevd's line protocol has no custom events: a command id of
-            # sparkdap's own (pycharm.CmdSparkdapTask) that the proxy consumes.
-            import json
-            from _pydevd_bundle.pydevd_comm import NetCommand
-
-            _global_debugger().writer.add_command(NetCommand(7901, 0, json.dumps(_task_body(cfg, task))))
-        else:
-            import pydevd
-
-            pydevd.send_json_message({"type": "event", "event": "sparkdapTask", "body": _task_body(cfg, task)})
+        body = _task_body(cfg, task)
     except Exception:
-        pass
+        return
+    _send_custom_event(body)
 
 
 def _attach(cfg, task):
@@ -244,20 +195,17 @@ _RESEND_TIMEOUT = 2.0
 
 
 def _await_breakpoints(dirs):
-    pydb = _global_debugger()
-    received = getattr(pydb, "api_received_breakpoints", None)  # debugpy's pydevd only
-    if not received:
-        # No breakpoint set anywhere: the proxy has nothing to resend.
+    if not _breakpoint_files():
+        # No breakpoint set anywhere (or, with pydevd-pycharm, no table of
+        # them to look at): the proxy has nothing to resend.
         return
     import time
 
     prefixes = tuple(d.rstrip("/") + "/" for d in dirs)
     deadline = time.monotonic() + _RESEND_TIMEOUT
     while time.monotonic() < deadline:
-        try:
-            if any(str(key[0]).startswith(prefixes) for key in list(received)):
-                return
-        except Exception:
+        files = _breakpoint_files()
+        if files is None or any(f.startswith(prefixes) for f in files):
             return
         time.sleep(0.01)
     _say(

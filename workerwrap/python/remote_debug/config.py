@@ -19,8 +19,6 @@ def _pycharm():
     return isinstance(_BAKED, dict) and _BAKED.get("ide") == "pycharm"
 
 
-
-
 def _parse_ids(name, text):
     text = text.strip()
     if text in ("", "all", "*"):

@@ -6,11 +6,7 @@ import sys
 
 from .state import _describe, _say
 from .config import _disabled_by_env, _load_config, _may_select, _pycharm
-from .pydevd_compat import (
-    _QuietPydevd,
-    _describe_environment_only_when_logged,
-    _skip_network_start_sleep,
-)
+from .pydevd_compat import _load_debugger, _QuietPydevd, _UnsupportedDebugger
 
 
 class _ImportEffects(object):
@@ -106,23 +102,7 @@ def _import_debugger():
     if _preload_redo is not None:
         redo, _preload_redo = _preload_redo, None
         redo()
-    if _pycharm():
-        import pydevd_pycharm
-        import pydevd  # pydevd-pycharm's, which _trust_code_paths patches
-
-        _skip_network_start_sleep()
-        return pydevd_pycharm
-    import debugpy
-
-    # debugpy.connect imports debugpy.server lazily, and that import is what
-    # puts debugpy's vendored pydevd on sys.path.
-    from debugpy import server as _server  # noqa: F401
-    import debugpy.server.api
-    import pydevd  # noqa: F401
-
-    _describe_environment_only_when_logged()
-    _skip_network_start_sleep()
-    return debugpy
+    return _load_debugger(_pycharm())
 
 
 def _preload_debugger():
@@ -166,7 +146,8 @@ def _preload_debugger():
         quiet.restore()
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        _say("could not load the debugger in the daemon (%s); each worker that attaches loads it" % (_describe(exc),))
+        if not isinstance(exc, _UnsupportedDebugger):  # each worker that attaches says it
+            _say("could not load the debugger in the daemon (%s); each worker that attaches loads it" % (_describe(exc),))
         loaded = False
     finally:
         if set_env:

@@ -2,7 +2,15 @@
 is silent for the lease."""
 
 from .state import _describe, _say, _st
-from .pydevd_compat import _global_debugger, _hide_from_pydevd, _let_go, _stop_tracing_here
+from .pydevd_compat import (
+    _around_stops,
+    _global_debugger,
+    _hide_from_pydevd,
+    _let_go,
+    _reader_socket,
+    _stop_tracing_here,
+    _swap_reader_socket,
+)
 
 
 #
@@ -140,24 +148,13 @@ def _hold_stops_on_lease(cfg):
         import time
 
         pydb = _global_debugger()
-        reader = getattr(pydb, "reader", None)
-        sock = getattr(reader, "sock", None)
-        if sock is None:
-            raise ValueError("pydevd's reader has no socket")
+        sock = _reader_socket(pydb)
         lease = _Lease(seconds)
-        orig = pydb.do_wait_suspend
 
-        # pydevd's tracers (settrace, Cython, sys.monitoring; debugpy's and
-        # pydevd-pycharm's) call do_wait_suspend as an attribute of the
-        # PyDB: an instance attribute takes effect.
-        def do_wait_suspend(*args, **kwargs):
-            lease.enter()
-            try:
-                return orig(*args, **kwargs)
-            finally:
-                lease.leave()
-                if lease.lapsed:
-                    _stop_tracing_here()
+        def left():
+            lease.leave()
+            if lease.lapsed:
+                _stop_tracing_here()
 
         def expire():
             _lease_lapsed(pydb, sock, seconds)
@@ -165,8 +162,8 @@ def _hold_stops_on_lease(cfg):
         guard = threading.Thread(target=lease.run, args=(expire, time.sleep), name="sparkdap-lease")
         guard.daemon = True
         _hide_from_pydevd(guard)
-        pydb.do_wait_suspend = do_wait_suspend
-        reader.sock = _HeardSocket(sock, lease)
+        _around_stops(pydb, before=lease.enter, after=left)
+        _swap_reader_socket(pydb, _HeardSocket(sock, lease))
         guard.start()
         return lease
     except Exception as exc:

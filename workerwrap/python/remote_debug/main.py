@@ -4,7 +4,7 @@ import sys
 
 from .debugger import _preload_debugger
 from .hooks import _install
-from .probe import _PROBE_FLAG, _probe
+from .probe import _probe, _PROBE_FLAG
 
 
 def _main(argv):

@@ -5,7 +5,16 @@ import os
 import sys
 
 from .state import _describe, _say
-from .pydevd_compat import _flush_before_stops, _global_debugger, _output_redirects
+from .pydevd_compat import (
+    _around_stops,
+    _global_debugger,
+    _hide_from_pydevd,
+    _output_redirects,
+    _output_sink_gone,
+    _queue_output,
+    _take_output_redirects,
+    _writer_backlog,
+)
 
 
 #
@@ -91,13 +100,7 @@ class _OutputBatcher(object):
         if thread:
             self._thread = threading.Thread(target=self._run, name="sparkdap-output")
             self._thread.daemon = True
-            try:
-                # Hidden from the IDE's thread list and never traced.
-                from _pydevd_bundle.pydevd_daemon_thread import mark_as_pydevd_daemon_thread
-
-                mark_as_pydevd_daemon_thread(self._thread)
-            except Exception:
-                pass
+            _hide_from_pydevd(self._thread)  # from the IDE's thread list, and never traced
             self._thread.start()
 
     def write(self, ctx, s):
@@ -154,12 +157,8 @@ class _OutputBatcher(object):
             self._wake.notify()
 
     def _backed_up(self):
-        writer = getattr(self._pydb, "writer", None)
-        q = getattr(writer, "_cmd_queue", None)
-        try:
-            return q is not None and q.qsize() > self.queued
-        except Exception:
-            return False
+        backlog = _writer_backlog(self._pydb)
+        return backlog is not None and backlog > self.queued
 
     def _send(self, force):
         """Queues what is held on pydevd's writer. Returns False when it
@@ -175,13 +174,12 @@ class _OutputBatcher(object):
                     segments.append([self._dropped_ctx, [note]])
                     self._dropped = 0
             pydb = self._pydb
-            writer = getattr(pydb, "writer", None)
-            if not segments or writer is None or getattr(pydb, "pydb_disposed", False):
+            if not segments or _output_sink_gone(pydb):
                 return True  # pydevd itself drops output once disconnected
             for ctx, parts in segments:
                 for text in _split_output("".join(parts), self.event):
                     try:
-                        writer.add_command(pydb.cmd_factory.make_io_message(text, ctx))
+                        _queue_output(pydb, text, ctx)
                         self.events += 1
                     except Exception:
                         pass
@@ -298,19 +296,14 @@ def _batch_output(pydb=None):
 
             return on_write
 
-        for ctx, std, redirector, target in redirects:
-            target._on_write = hook(ctx)
-            target.flush = batcher.request_flush
-            buf = getattr(target, "buffer", None)
-            if buf is not None:
-                buf._on_write = target._on_write
-                buf.flush = batcher.request_flush
-            orig = redirector._redirect_to[0]
+        for ctx, std, redirector, orig in _take_output_redirects(redirects, hook, batcher.request_flush):
             if getattr(sys, std) is redirector and orig is not None:
                 stream = _tee_stream(orig, batcher, ctx)
                 batcher.streams.append(stream)
                 setattr(sys, std, stream)
-        _flush_before_stops(pydb, batcher)
+        # pydevd queues the stopped event as the thread stops: the output
+        # before it goes first.
+        _around_stops(pydb, before=batcher.flush)
         _output = (os.getpid(), batcher)
         return batcher
     except Exception as exc:

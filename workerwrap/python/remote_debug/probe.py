@@ -3,7 +3,7 @@
 import os
 import sys
 
-from .hello import _HelloClosed, _NoHelloReply, _ProxyUnproven, _hello_accepted, _hello_exchange
+from .hello import _hello_accepted, _hello_exchange, _HelloClosed, _NoHelloReply, _ProxyUnproven
 
 
 _PROBE_FLAG = "--sparkdap-probe"

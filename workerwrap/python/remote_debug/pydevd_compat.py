@@ -1,10 +1,108 @@
-"""The pydevd and debugpy internals the wrapper patches or reads."""
+"""Every use the wrapper makes of pydevd's and debugpy's private internals:
+the patches and the fields it reads, here and nowhere else.
+
+They were written for, and are tested with, the debugger versions in
+_WRITTEN_FOR: the pins of requirements-*.txt (tests/test_compat.py keeps
+the two in step, so a new pin comes with a look at this module). The two
+guarantees that keep a debugger from holding a task forever rest on these
+internals: the connect guard (_ConnectGuard: PyDB.ready_to_run, the frames
+of the connecting thread) and the lease on stops (_around_stops and
+_reader_socket: PyDB.do_wait_suspend, the reader's socket, _let_go). On a
+version it was not written for, neither can be trusted, so the worker runs
+undebugged and says so in one line (_load_debugger raises
+_UnsupportedDebugger); SPARKDAP_UNTESTED_DEBUGGER=1 on the executors tries
+that version anyway. Each patch also checks what it touches, and when
+that is not there:
+
+- connect guard: falls back to the global debugger; past the handshake
+  timeout the worker tears pydevd down and runs undebugged;
+- lease (_around_stops, _reader_socket): no lease, one line; the worker
+  debugs as without one;
+- _skip_network_start_sleep, _describe_environment_only_when_logged,
+  _set_nodelay: skipped (a worker attaches a little slower);
+- _trust_code_paths: skipped (breakpoints in closures pickled from the
+  driver do not bind);
+- _quiet_missing_file_warnings, _QuietPydevd: skipped (pydevd's warnings
+  and tracebacks reach the executor log);
+- output batching (_take_output_redirects, _writer_backlog, _queue_output):
+  not installed, one line; pydevd sends one output event per write;
+- _hide_from_pydevd: the thread is marked by the attributes pydevd reads;
+- _stop_at_frame (--wait), _send_task_event, _received_breakpoints,
+  _enable_tracing, _teardown, _let_go: no-ops that never raise.
+"""
 
 import os
 import sys
 
-from .state import _st
+from .state import _say, _st
 from .config import _pycharm
+
+# The debugger versions this module was written for: requirements-test.txt
+# and requirements-spark*.txt pin them.
+_WRITTEN_FOR = {
+    "debugpy": ("1.8.22",),
+    "pydevd-pycharm": ("263.7307.50",),
+}
+
+_UNTESTED_ENV = "SPARKDAP_UNTESTED_DEBUGGER"
+_untested_said = []  # the untested version this process already named
+
+
+class _UnsupportedDebugger(Exception):
+    """The debugger is a version this module was not written for."""
+
+
+def _version_problem(name, version):
+    """None if this module was written for version of name, else why not,
+    in words for the one line a worker writes."""
+    known = _WRITTEN_FOR[name]
+    if version in known:
+        return None
+    return "%s %s is not a version sparkdap's wrapper was written for (%s)" % (
+        name,
+        version,
+        ", ".join(known),
+    )
+
+
+def _check_version(name, version):
+    """Raises _UnsupportedDebugger for a version this module was not
+    written for, unless SPARKDAP_UNTESTED_DEBUGGER=1 asks to try it; then
+    says so, once per process."""
+    problem = _version_problem(name, version)
+    if problem is None:
+        return
+    if os.environ.get(_UNTESTED_ENV, "").strip().lower() not in ("1", "true", "yes", "on"):
+        raise _UnsupportedDebugger("%s; %s=1 tries it anyway" % (problem, _UNTESTED_ENV))
+    if problem not in _untested_said:
+        _untested_said.append(problem)
+        _say("%s; trying it (%s=1)" % (problem, _UNTESTED_ENV))
+
+
+def _load_debugger(pycharm):
+    """Imports the debugger (pydevd-pycharm, or debugpy with its vendored
+    pydevd), checks its version and makes the patches that take effect at
+    import. Returns the module whose settrace/connect attaches; raises
+    _UnsupportedDebugger, or whatever the import raises."""
+    if pycharm:
+        import pydevd_pycharm
+        import pydevd  # pydevd-pycharm's, which _trust_code_paths patches
+
+        _check_version("pydevd-pycharm", str(getattr(pydevd_pycharm, "__version__", "unknown")))
+        _skip_network_start_sleep()
+        return pydevd_pycharm
+    import debugpy
+
+    # debugpy.connect imports debugpy.server lazily, and that import is what
+    # puts debugpy's vendored pydevd on sys.path.
+    from debugpy import server as _server  # noqa: F401
+    import debugpy.server.api
+    import pydevd  # noqa: F401
+
+    _check_version("debugpy", str(getattr(debugpy, "__version__", "unknown")))
+    _describe_environment_only_when_logged()
+    _skip_network_start_sleep()
+    return debugpy
 
 
 def _global_debugger():
@@ -359,13 +457,200 @@ def _output_redirects():
     return found
 
 
-def _flush_before_stops(pydb, batcher):
-    # pydevd queues the stopped event in do_wait_suspend; the tracer calls it
-    # as an attribute of the PyDB, so an instance attribute takes effect.
+def _pydevd_connect_env(connect_timeout):
+    """debugpy's pydevd reads both when it connects. PYDEVD_CONNECT_TIMEOUT
+    is parsed with int(): round up so that a sub-second timeout does not
+    become 0."""
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    os.environ["PYDEVD_CONNECT_TIMEOUT"] = str(max(1, int(-(-connect_timeout // 1))))
+
+
+class _ConnectGuard(object):
+    """The way out of a connect that never ends. debugpy.connect() returns
+    only once the proxy sent configurationDone (PyDB.wait_for_ready_to_run
+    spins on ready_to_run), and pydevd_pycharm.settrace() only once the
+    proxy relayed PyCharm's CMD_RUN (it spins on py_db.ready_to_run);
+    neither ever does if the proxy closes the connection before (wrong
+    token, session refused) or stays silent. Setting that flag is the only
+    way out short of killing the task.
+
+    run() is the guard thread's loop, for `seconds` at most; the connecting
+    thread (ident `connecting`) sets done once its call returned. outcome
+    is then empty, or holds "closed" or "timeout"; only the guard writes
+    it, and the connecting thread reads it after done."""
+
+    def __init__(self, connecting, pycharm, seconds):
+        import threading
+
+        self._connecting = connecting
+        self._pycharm = pycharm
+        self._seconds = seconds
+        self.done = threading.Event()
+        self.outcome = []
+
+    def _pydb(self):
+        # The PyDB that debugpy.connect() spins on. Not the global debugger:
+        # pydevd unregisters that when the proxy closes the connection, and
+        # the spinning thread would then wait on an object nobody can reach.
+        frame = sys._current_frames().get(self._connecting)
+        while frame is not None:
+            if frame.f_code.co_name == "wait_for_ready_to_run":
+                return frame.f_locals.get("self")
+            if (
+                self._pycharm
+                and frame.f_code.co_name == "_locked_settrace"
+                and frame.f_locals.get("py_db") is not None
+            ):
+                # pydevd-pycharm spins on py_db.ready_to_run inline.
+                return frame.f_locals.get("py_db")
+            frame = frame.f_back
+        return _global_debugger()
+
+    def run(self):
+        import time
+
+        deadline = time.monotonic() + self._seconds
+        while not self.done.wait(0.05):
+            pydb = self._pydb()
+            if not self.outcome:
+                if pydb is not None and getattr(pydb, "pydb_disposed", False):
+                    self.outcome.append("closed")
+                elif time.monotonic() >= deadline:
+                    self.outcome.append("timeout")
+            if self.outcome and pydb is not None:
+                pydb.ready_to_run = True
+
+
+def _enable_tracing(on):
+    """Turns pydevd's tracing of this process on or off; whether it did."""
+    pydb = _global_debugger()
+    if pydb is None:
+        return False
+    try:
+        if on:
+            pydb.enable_tracing()
+        else:
+            pydb.disable_tracing()
+        return True
+    except Exception:
+        return False
+
+
+def _send_custom_event(body):
+    """Sends the proxy sparkdap's task event, body as JSON. Never raises."""
+    try:
+        if _pycharm():
+            # pydevd's line protocol has no custom events: a command id of
+            # sparkdap's own (pycharm.CmdSparkdapTask) that the proxy consumes.
+            import json
+
+            from _pydevd_bundle.pydevd_comm import NetCommand
+
+            _global_debugger().writer.add_command(NetCommand(7901, 0, json.dumps(body)))
+        else:
+            import pydevd
+
+            pydevd.send_json_message({"type": "event", "event": "sparkdapTask", "body": body})
+    except Exception:
+        pass
+
+
+def _breakpoint_files():
+    """The files of the breakpoints the IDE set, as pydevd received them:
+    a list, or None where pydevd keeps no such table (pydevd-pycharm) or
+    it cannot be read."""
+    received = getattr(_global_debugger(), "api_received_breakpoints", None)  # debugpy's pydevd
+    if received is None:
+        return None
+    try:
+        return [str(key[0]) for key in list(received)]
+    except Exception:
+        return None
+
+
+def _around_stops(pydb, before=None, after=None):
+    """Calls before() each time a thread stops, and after() once it runs
+    again. pydevd queues the stopped event in do_wait_suspend, and its
+    tracers (settrace, Cython, sys.monitoring; debugpy's and
+    pydevd-pycharm's) call it as an attribute of the PyDB: an instance
+    attribute takes effect. Raises AttributeError where there is none."""
     orig = pydb.do_wait_suspend
 
     def do_wait_suspend(*args, **kwargs):
-        batcher.flush()
-        return orig(*args, **kwargs)
+        if before is not None:
+            before()
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            if after is not None:
+                after()
 
     pydb.do_wait_suspend = do_wait_suspend
+
+
+def _reader_socket(pydb):
+    """The socket pydevd's reader thread reads the proxy's messages from;
+    only that thread reads it. Raises ValueError where there is none."""
+    sock = getattr(getattr(pydb, "reader", None), "sock", None)
+    if sock is None:
+        raise ValueError("pydevd's reader has no socket")
+    return sock
+
+
+def _swap_reader_socket(pydb, sock):
+    """Makes pydevd's reader read from sock (a wrapper of its socket)."""
+    pydb.reader.sock = sock
+
+
+def _writer_backlog(pydb):
+    """How many commands wait in pydevd's writer queue; None if unknown."""
+    q = getattr(getattr(pydb, "writer", None), "_cmd_queue", None)
+    try:
+        return None if q is None else q.qsize()
+    except Exception:
+        return None
+
+
+def _output_sink_gone(pydb):
+    """Whether pydevd no longer takes output: no writer, or disposed."""
+    return getattr(pydb, "writer", None) is None or getattr(pydb, "pydb_disposed", False)
+
+
+def _queue_output(pydb, text, ctx):
+    """Queues one output event (ctx 1 stdout, 2 stderr) on pydevd's writer."""
+    pydb.writer.add_command(pydb.cmd_factory.make_io_message(text, ctx))
+
+
+def _take_output_redirects(redirects, on_write, request_flush):
+    """Points pydevd's redirections (_output_redirects) at the batcher:
+    their on_write hook (RedirectToPyDBIoMessages._on_write) becomes
+    on_write(ctx), their flush request_flush. Returns (ctx, name,
+    IORedirector, original stream) for each."""
+    taken = []
+    for ctx, std, redirector, target in redirects:
+        target._on_write = on_write(ctx)
+        target.flush = request_flush
+        buf = getattr(target, "buffer", None)
+        if buf is not None:
+            buf._on_write = target._on_write
+            buf.flush = request_flush
+        taken.append((ctx, std, redirector, redirector._redirect_to[0]))
+    return taken
+
+
+def _stop_at_frame(frame):
+    """What debugpy.breakpoint() does, but stopping in the user's frame:
+    pydevd steps over until the next line event of stop_at_frame, which is
+    the first line of the user's function."""
+    import pydevd
+
+    kwargs = {}
+    if not _pycharm():
+        kwargs["notify_stdin"] = False  # debugpy's pydevd only
+    pydevd.settrace(
+        suspend=True,
+        trace_only_current_thread=True,
+        patch_multiprocessing=False,
+        stop_at_frame=frame,
+        **kwargs,
+    )

@@ -231,7 +231,6 @@ def _task_body(cfg, task):
     return body
 
 
-
 _library_prefixes = None
 _user_file_cache = {}
 

@@ -3,8 +3,7 @@
 import sys
 
 from .state import _st
-from .config import _pycharm
-from .pydevd_compat import _debugger_alive
+from .pydevd_compat import _debugger_alive, _stop_at_frame
 from .task import _is_user_file
 
 
@@ -17,21 +16,7 @@ def _wait_profile(frame, event, arg):
         # settrace() without a live debugger would start a new connection.
         return
     try:
-        import pydevd
-
-        # What debugpy.breakpoint() does, but stopping in the user's frame:
-        # pydevd steps over until the next line event of stop_at_frame, which
-        # is the first line of the user's function.
-        kwargs = {}
-        if not _pycharm():
-            kwargs["notify_stdin"] = False  # debugpy's pydevd only
-        pydevd.settrace(
-            suspend=True,
-            trace_only_current_thread=True,
-            patch_multiprocessing=False,
-            stop_at_frame=frame,
-            **kwargs
-        )
+        _stop_at_frame(frame)
     except Exception:
         pass
 

@@ -6,6 +6,7 @@ stay importable as `remote_debug.<module>` (test_layout, test_compat)."""
 import importlib.util
 import os
 import sys
+import types
 
 import pytest
 
@@ -44,3 +45,28 @@ def baked(rd, monkeypatch):
         if var.startswith("SPARKDAP_"):
             monkeypatch.delenv(var)
     return settings
+
+
+@pytest.fixture
+def fake_debugpy(monkeypatch):
+    """A debugpy (and pydevd) of another version in sys.modules; .connects
+    counts its connect calls."""
+    debugpy = types.ModuleType("debugpy")
+    debugpy.__version__ = "9.9.9"
+    debugpy.connects = []
+    debugpy.configure = lambda **kw: None
+    debugpy.connect = lambda *a, **kw: debugpy.connects.append(a)
+    server = types.ModuleType("debugpy.server")
+    api = types.ModuleType("debugpy.server.api")
+    server.api = api
+    debugpy.server = server
+    for name, mod in (
+        ("debugpy", debugpy),
+        ("debugpy.server", server),
+        ("debugpy.server.api", api),
+        ("debugpy.common", None),
+        ("pydevd", types.ModuleType("pydevd")),
+    ):
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.delenv("SPARKDAP_UNTESTED_DEBUGGER", raising=False)
+    return debugpy
