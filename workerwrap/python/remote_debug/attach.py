@@ -1,7 +1,6 @@
 """Attaching a selected task's worker to the proxy: hello, debugger, handshake,
 each bounded in time and failing open."""
 
-
 from .state import _describe, _say, _st, _unavailable
 from .config import _pycharm
 from .pydevd_compat import (
@@ -39,7 +38,8 @@ def _connect(cfg, task):
         refused = _hello(cfg, task)
     except _ProxyUnproven:
         return _unavailable(
-            "%s did not prove it knows the access token (another program on that port, or another token?)" % (where,)
+            "%s did not prove it knows the access token (another program on that port, or another "
+            "token?)" % (where,)
         )
     except _NoHelloReply:
         return _unavailable(
@@ -48,7 +48,9 @@ def _connect(cfg, task):
         )
     except Exception as exc:
         if isinstance(exc, TimeoutError) or "timed out" in str(exc):
-            return _unavailable("%s unreachable: no connection within %gs" % (where, connect_timeout))
+            return _unavailable(
+                "%s unreachable: no connection within %gs" % (where, connect_timeout)
+            )
         return _unavailable("%s unreachable: %s" % (where, _describe(exc)))
     if refused is not None:
         return _unavailable("%s refused this worker: %s" % (where, refused))
@@ -73,7 +75,10 @@ def _connect(cfg, task):
     except BaseException as exc:
         quiet.restore()
         if pycharm:
-            return _unavailable("cannot import pydevd_pycharm (pip install pydevd-pycharm~=<your PyCharm build>): %s" % (_describe(exc),))
+            return _unavailable(
+                "cannot import pydevd_pycharm (pip install pydevd-pycharm~=<your PyCharm build>): "
+                "%s" % (_describe(exc),)
+            )
         return _unavailable("cannot import debugpy: %s" % (_describe(exc),))
 
     import threading
@@ -88,7 +93,9 @@ def _connect(cfg, task):
             if pycharm:
                 # Named with the hello's nonce: the proxy finds it in pydevd's
                 # thread list and so ties this connection to the hello.
-                guard = threading.Thread(target=bound.run, name="sparkdap-connect-guard " + st.hello_nonce)
+                guard = threading.Thread(
+                    target=bound.run, name="sparkdap-connect-guard " + st.hello_nonce
+                )
                 guard.daemon = True
                 guard.start()
                 try:

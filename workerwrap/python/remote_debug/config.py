@@ -69,7 +69,9 @@ def _parse_lease(name, text):
     if value == 0:
         return 0.0
     if not (_MIN_LEASE <= value <= _MAX_LEASE):
-        raise ValueError("%s must be 0 (no lease) or between %g and %g seconds" % (name, _MIN_LEASE, _MAX_LEASE))
+        raise ValueError(
+            "%s must be 0 (no lease) or between %g and %g seconds" % (name, _MIN_LEASE, _MAX_LEASE)
+        )
     return value
 
 

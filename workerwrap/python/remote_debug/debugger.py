@@ -9,7 +9,7 @@ from .config import _disabled_by_env, _load_config, _may_select, _pycharm
 from .pydevd_compat import _load_debugger, _QuietPydevd, _UnsupportedDebugger
 
 
-class _ImportEffects(object):
+class _ImportEffects:
     """What importing the debugger changes in the process besides
     sys.modules, as measured with debugpy 1.8 and pydevd-pycharm 263:
     pydevd makes breakpoint() its own (sys.breakpointhook), adds execfile
@@ -147,7 +147,10 @@ def _preload_debugger():
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         if not isinstance(exc, _UnsupportedDebugger):  # each worker that attaches says it
-            _say("could not load the debugger in the daemon (%s); each worker that attaches loads it" % (_describe(exc),))
+            _say(
+                "could not load the debugger in the daemon (%s); each worker that attaches loads it"
+                % (_describe(exc),)
+            )
         loaded = False
     finally:
         if set_env:
@@ -158,7 +161,10 @@ def _preload_debugger():
             if loaded:
                 _preload_redo = redo
         except Exception as exc:
-            _say("could not undo what loading the debugger changed in the daemon (%s)" % (_describe(exc),))
+            _say(
+                "could not undo what loading the debugger changed in the daemon (%s)"
+                % (_describe(exc),)
+            )
     if loaded:
         _freeze_for_fork()
     return loaded
@@ -184,4 +190,7 @@ def _freeze_for_fork():
         gc.collect()
         freeze()
     except Exception as exc:
-        _say("could not freeze the daemon's objects before fork (%s); workers run as they would, a little slower" % (_describe(exc),))
+        _say(
+            "could not freeze the daemon's objects before fork (%s); workers run as they would, a "
+            "little slower" % (_describe(exc),)
+        )

@@ -64,8 +64,8 @@ def _hello_exchange(sock, token, body, timeout):
             mark = data.find(_HELLO)
             end = data.find(b"\n", mark) if mark >= 0 else -1
             if end >= 0:
-                buf[0] = data[end + 1:]
-                return data[mark + len(_HELLO):end].decode("utf-8", "replace")
+                buf[0] = data[end + 1 :]
+                return data[mark + len(_HELLO) : end].decode("utf-8", "replace")
             left = deadline - time.monotonic()
             if left <= 0 or len(data) > 65536:
                 raise _NoHelloReply()

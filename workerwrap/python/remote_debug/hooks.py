@@ -61,7 +61,10 @@ def _task_code_read(command):
         try:
             _record_code(command)
         except Exception as exc:
-            _say("cannot read the paths of the task's code (%s); breakpoints bind only in files present here" % (_describe(exc),))
+            _say(
+                "cannot read the paths of the task's code (%s); breakpoints bind only in files "
+                "present here" % (_describe(exc),)
+            )
     if st.pending is not None:
         cfg, task = st.pending
         st.pending = None
@@ -81,7 +84,10 @@ def _wrap_reader(module, name):
             try:
                 _absolute_sys_path()
             except Exception as exc:
-                _say("cannot make sys.path absolute (%s); breakpoints in --py-files archives may not bind" % (_describe(exc),))
+                _say(
+                    "cannot make sys.path absolute (%s); breakpoints in --py-files archives may "
+                    "not bind" % (_describe(exc),)
+                )
         if st.read_depth == 0 and not st.disabled:
             try:
                 _task_started()
@@ -95,7 +101,11 @@ def _wrap_reader(module, name):
             st.read_depth -= 1
         # read_command unpickles one command; read_udfs and read_udtf call
         # it. A read that unpickled nothing we saw attaches at its end.
-        if (st.pending is not None or st.selected) and not st.disabled and (name == "read_command" or st.read_depth == 0):
+        if (
+            (st.pending is not None or st.selected)
+            and not st.disabled
+            and (name == "read_command" or st.read_depth == 0)
+        ):
             try:
                 _task_code_read(result if name == "read_command" else None)
             except Exception as exc:

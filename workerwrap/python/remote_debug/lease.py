@@ -31,7 +31,7 @@ from .pydevd_compat import (
 # The worker then runs on undebugged and never connects again.
 
 
-class _Lease(object):
+class _Lease:
     """A worker's lease on its stops, apart from pydevd and from real time
     so that it can be tested with a fake clock.
 
@@ -117,7 +117,7 @@ class _Lease(object):
                 return
 
 
-class _HeardSocket(object):
+class _HeardSocket:
     """pydevd's reader's socket, telling the lease of each read that
     brought bytes. Only the reader thread reads it; the writer has the
     socket itself."""
@@ -167,7 +167,10 @@ def _hold_stops_on_lease(cfg):
         guard.start()
         return lease
     except Exception as exc:
-        _say("no lease on stops (%s): a stopped task waits for the proxy as long as it is away" % (_describe(exc),))
+        _say(
+            "no lease on stops (%s): a stopped task waits for the proxy as long as it is away"
+            % (_describe(exc),)
+        )
         return None
 
 

@@ -53,7 +53,7 @@ def _split_output(text, most):
     return pieces
 
 
-class _OutputBatcher(object):
+class _OutputBatcher:
     """Collects a worker's stdout/stderr writes and hands them to pydevd's
     writer as one output event per run of one stream (at most `event`
     characters each): every `interval` seconds, as soon as `batch`
@@ -76,7 +76,16 @@ class _OutputBatcher(object):
     is called under it only. A write from inside pydevd's calls (pydevd
     logging to stderr) takes only _lock, so it cannot deadlock."""
 
-    def __init__(self, pydb, interval=_OUTPUT_INTERVAL, batch=_OUTPUT_BATCH, cap=_OUTPUT_CAP, queued=_OUTPUT_QUEUED, event=_OUTPUT_EVENT, thread=True):
+    def __init__(
+        self,
+        pydb,
+        interval=_OUTPUT_INTERVAL,
+        batch=_OUTPUT_BATCH,
+        cap=_OUTPUT_CAP,
+        queued=_OUTPUT_QUEUED,
+        event=_OUTPUT_EVENT,
+        thread=True,
+    ):
         import threading
 
         self._pydb = pydb
@@ -170,7 +179,10 @@ class _OutputBatcher(object):
                 segments, self._segments, self._held = self._segments, [], 0
                 self._flush_soon = False
                 if self._dropped:
-                    note = "[sparkdap: %d bytes of output dropped: the debugger connection could not keep up]\n" % (self._dropped,)
+                    note = (
+                        "[sparkdap: %d bytes of output dropped: the debugger connection could not "
+                        "keep up]\n" % (self._dropped,)
+                    )
                     segments.append([self._dropped_ctx, [note]])
                     self._dropped = 0
             pydb = self._pydb
@@ -280,7 +292,12 @@ def _batch_output(pydb=None):
     (the benchmark's baseline). Never raises."""
     global _output
     try:
-        if os.environ.get("SPARKDAP_OUTPUT_BATCHING", "").strip().lower() in ("0", "false", "no", "off"):
+        if os.environ.get("SPARKDAP_OUTPUT_BATCHING", "").strip().lower() in (
+            "0",
+            "false",
+            "no",
+            "off",
+        ):
             return None
         if _output is not None and _output[0] == os.getpid():
             return _output[1]
@@ -296,7 +313,9 @@ def _batch_output(pydb=None):
 
             return on_write
 
-        for ctx, std, redirector, orig in _take_output_redirects(redirects, hook, batcher.request_flush):
+        for ctx, std, redirector, orig in _take_output_redirects(
+            redirects, hook, batcher.request_flush
+        ):
             if getattr(sys, std) is redirector and orig is not None:
                 stream = _tee_stream(orig, batcher, ctx)
                 batcher.streams.append(stream)
@@ -307,7 +326,10 @@ def _batch_output(pydb=None):
         _output = (os.getpid(), batcher)
         return batcher
     except Exception as exc:
-        _say("output batching unavailable, output goes to the debugger unbatched: %s" % (_describe(exc),))
+        _say(
+            "output batching unavailable, output goes to the debugger unbatched: %s"
+            % (_describe(exc),)
+        )
         return None
 
 

@@ -39,10 +39,16 @@ def _probe(host, port, stdin, out):
     try:
         reply, pydevd_token = _hello_exchange(sock, token, body, _PROBE_TIMEOUT)
     except _ProxyUnproven:
-        say("UNPROVEN whatever listens on %s:%d did not prove it knows the token: not sparkdap serve, or another token" % (host, port))
+        say(
+            "UNPROVEN whatever listens on %s:%d did not prove it knows the token: not sparkdap "
+            "serve, or another token" % (host, port)
+        )
         return 3
     except _NoHelloReply:
-        say("NOHELLO proxy accepted the connection but did not answer the hello within %gs" % (_PROBE_TIMEOUT,))
+        say(
+            "NOHELLO proxy accepted the connection but did not answer the hello within %gs"
+            % (_PROBE_TIMEOUT,)
+        )
         return 3
     except _HelloClosed as exc:
         say(

@@ -119,7 +119,7 @@ def _global_debugger():
         return None
 
 
-class _QuietPydevd(object):
+class _QuietPydevd:
     """Routes pydevd's always-on error log away from stderr while connecting:
     a refused connection would otherwise print a traceback per worker, and
     the contract is one line."""
@@ -174,7 +174,9 @@ def _trust_code_paths():
                 return True
             try:
                 name = str(filename)
-                return os.path.normpath(name) in _st().code_files or (prefix is not None and name.startswith(prefix))
+                return os.path.normpath(name) in _st().code_files or (
+                    prefix is not None and name.startswith(prefix)
+                )
             except Exception:
                 return False
 
@@ -186,10 +188,12 @@ def _trust_code_paths():
 
 # What pydevd-pycharm writes to the worker's stderr (the job's output) for
 # a breakpoint in a file this executor does not have.
-_MISSING_FILE_WARNING = "pydev debugger: warning: trying to add breakpoint to file that does not exist"
+_MISSING_FILE_WARNING = (
+    "pydev debugger: warning: trying to add breakpoint to file that does not exist"
+)
 
 
-class _StderrWithoutMissingFileWarnings(object):
+class _StderrWithoutMissingFileWarnings:
     """sys.stderr as pydevd's command processor sees it: the same stream,
     minus its warnings about breakpoints in files that do not exist."""
 
@@ -202,7 +206,7 @@ class _StderrWithoutMissingFileWarnings(object):
         return getattr(sys.stderr, name)
 
 
-class _SysWithoutMissingFileWarnings(object):
+class _SysWithoutMissingFileWarnings:
     """The sys module, for one module of pydevd: everything is the real
     sys's, except that stderr drops the missing-file warnings."""
 
@@ -238,7 +242,7 @@ def _quiet_missing_file_warnings():
         pass
 
 
-class _TimeWithoutStartSleep(object):
+class _TimeWithoutStartSleep:
     """pydevd's `time` while one thread runs PyDB.initialize_network: the
     same module, except that this thread's sleep(0.1) returns at once."""
 
@@ -272,7 +276,12 @@ def _skip_network_start_sleep():
     if orig is None or getattr(orig, "_sparkdap", False):
         return
     code = getattr(orig, "__code__", None)
-    if code is None or 0.1 not in code.co_consts or "sleep" not in code.co_names or "time" not in code.co_names:
+    if (
+        code is None
+        or 0.1 not in code.co_consts
+        or "sleep" not in code.co_names
+        or "time" not in code.co_names
+    ):
         return
 
     def initialize_network(self, *args, **kwargs):
@@ -465,7 +474,7 @@ def _pydevd_connect_env(connect_timeout):
     os.environ["PYDEVD_CONNECT_TIMEOUT"] = str(max(1, int(-(-connect_timeout // 1))))
 
 
-class _ConnectGuard(object):
+class _ConnectGuard:
     """The way out of a connect that never ends. debugpy.connect() returns
     only once the proxy sent configurationDone (PyDB.wait_for_ready_to_run
     spins on ready_to_run), and pydevd_pycharm.settrace() only once the

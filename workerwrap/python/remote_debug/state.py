@@ -4,7 +4,7 @@ import os
 import sys
 
 
-class _State(object):
+class _State:
     """Per worker process state. A worker is always forked from the daemon
     parent, never from another worker, so state keyed by pid is fresh in each
     worker even though the parent's copy is inherited."""

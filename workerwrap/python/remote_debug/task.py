@@ -156,7 +156,9 @@ def _record_code(command):
             not isinstance(filename, str)
             or not os.path.isabs(filename)
             or not _is_user_file(filename)
-            or any(ext in filename for ext in (".zip/", ".egg/", ".whl/"))  # sys.path names archives
+            or any(
+                ext in filename for ext in (".zip/", ".egg/", ".whl/")
+            )  # sys.path names archives
         ):
             continue
         filename = os.path.normpath(filename)
@@ -172,7 +174,9 @@ def _record_code(command):
             known = set(roots["sysPath"]) | {roots["cwd"], roots.get("sparkFiles")}
         if directory not in known:
             st.task_dirs.append(directory)
-    st.code_dirs = (st.task_dirs + [d for d in st.code_dirs if d not in st.task_dirs])[:_MAX_CODE_DIRS]
+    st.code_dirs = (st.task_dirs + [d for d in st.code_dirs if d not in st.task_dirs])[
+        :_MAX_CODE_DIRS
+    ]
 
 
 def _read_archive_sources():
@@ -197,7 +201,7 @@ def _read_archive_sources():
                 import zipfile
 
                 with zipfile.ZipFile(filename[: i + len(ext) - 1]) as archive:
-                    text = archive.read(filename[i + len(ext):]).decode("utf-8", "replace")
+                    text = archive.read(filename[i + len(ext) :]).decode("utf-8", "replace")
             except Exception:
                 return lines
             lines = text.splitlines(True)

@@ -8,7 +8,9 @@ import os
 import shutil
 import tempfile
 
-PACKAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "remote_debug")
+PACKAGE_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "remote_debug"
+)
 
 
 def modules():

@@ -60,8 +60,10 @@ def test_other_version_tried_when_asked(rd, fake_debugpy, monkeypatch, capsys):
     assert rd._load_debugger(False) is fake_debugpy
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1, err
-    assert err[0].endswith("debugpy 9.9.9 is not a version sparkdap's wrapper was written for (%s); "
-                           "trying it (SPARKDAP_UNTESTED_DEBUGGER=1)" % ", ".join(rd._WRITTEN_FOR["debugpy"]))
+    assert err[0].endswith(
+        "debugpy 9.9.9 is not a version sparkdap's wrapper was written for (%s); "
+        "trying it (SPARKDAP_UNTESTED_DEBUGGER=1)" % ", ".join(rd._WRITTEN_FOR["debugpy"])
+    )
 
 
 def test_pycharm_version_is_checked(rd, monkeypatch):

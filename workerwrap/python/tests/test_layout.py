@@ -73,7 +73,11 @@ def test_rebound_globals_stay_in_their_module():
     for mod, tree in trees.items():
         for imp in _relative_imports(tree):
             for alias in imp.names:
-                assert alias.name not in rebound, "%s imports %s, which %s rebinds" % (mod, alias.name, rebound[alias.name])
+                assert alias.name not in rebound, "%s imports %s, which %s rebinds" % (
+                    mod,
+                    alias.name,
+                    rebound[alias.name],
+                )
 
 
 @pytest.mark.parametrize("name", flat.modules())
