@@ -57,7 +57,7 @@ def _connect(cfg, task):
 
     # With PyCharm, the proxy answered the hello, so it is listening:
     # pydevd-pycharm's own connect (10 s timeout) and handshake are bounded by
-    # the watchdog below.
+    # the connect guard below (_ConnectGuard).
     if not pycharm:
         _pydevd_connect_env(connect_timeout)
 
