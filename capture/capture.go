@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/admission"
+	pysrc "github.com/sparkdap/sparkdap/capture/python"
 	"github.com/sparkdap/sparkdap/internal/safefile"
-	pysrc "github.com/sparkdap/sparkdap/workerwrap/python"
 )
 
 // Format names the capture file's layout (sparkdap_replay.py checks it).

@@ -1,7 +1,7 @@
 // Package capture takes a stopped executor call (the user function of a
 // frame and the arguments it holds) to a file for `sparkdap replay`.
 // It is the part both front ends share: the Python
-// expressions that load workerwrap/python/sparkdap_capture.py into the
+// expressions that load capture/python/sparkdap_capture.py into the
 // worker and fetch its answer in chunks, the size checks, the split of
 // the executor's bytes into data (tagged JSON) and code (a pickle), and
 // the capture file. Each front end supplies an Evaluator: "evaluate this

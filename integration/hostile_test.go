@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	sdworker "github.com/sparkdap/sparkdap/admission"
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 )
 
@@ -138,7 +138,7 @@ func TestHostileClusterAgainstServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	reply, derived, err := sdworker.Introduce(conn, p.Token, sdworker.TaskInfo{PID: 4003, Host: evil, ExecutorID: evil, Label: evil})
+	reply, derived, err := admission.Introduce(conn, p.Token, admission.TaskInfo{PID: 4003, Host: evil, ExecutorID: evil, Label: evil})
 	conn.Close()
 	if err != nil || reply != "OK" {
 		t.Fatalf("hello: %q, %v", reply, err)
@@ -224,15 +224,15 @@ func forgedHello(addr string) (string, error) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, sdworker.HelloPrefix+"HELLO "+strings.Repeat("cd", 16)+"\n"); err != nil {
+	if _, err := io.WriteString(c, admission.HelloPrefix+"HELLO "+strings.Repeat("cd", 16)+"\n"); err != nil {
 		return "", err
 	}
 	br := bufio.NewReader(c)
 	next := func() (string, error) {
 		for range 100 {
 			line, err := br.ReadString('\n')
-			if i := strings.Index(line, sdworker.HelloPrefix); i >= 0 {
-				return strings.TrimSpace(line[i+len(sdworker.HelloPrefix):]), nil
+			if i := strings.Index(line, admission.HelloPrefix); i >= 0 {
+				return strings.TrimSpace(line[i+len(admission.HelloPrefix):]), nil
 			}
 			if err != nil {
 				return "", err
@@ -244,7 +244,7 @@ func forgedHello(addr string) (string, error) {
 		return line, err
 	}
 	desc := fmt.Sprintf(`{"proof":%q,"pid":7,"host":"flood"}`, strings.Repeat("0", 64))
-	if _, err := io.WriteString(c, sdworker.HelloPrefix+desc+"\n"); err != nil {
+	if _, err := io.WriteString(c, admission.HelloPrefix+desc+"\n"); err != nil {
 		return "", err
 	}
 	return next()

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	sdworker "github.com/sparkdap/sparkdap/admission"
+	"github.com/sparkdap/sparkdap/admission"
 
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/internal/testenv"
@@ -246,7 +246,7 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	// PyCharm cannot mark a frame as a library frame: the wrapper's and
 	// PySpark daemon's frames under every stop are not sent at all.
 	for _, f := range th.Frames {
-		if sdworker.IsPlumbingFile(f.File) {
+		if admission.IsPlumbingFile(f.File) {
 			t.Errorf("PyCharm was shown a frame of %s (%s line %d) under the stop", f.File, f.Name, f.Line)
 		}
 	}

@@ -52,11 +52,19 @@
 // prove less: the renewal travels on pydevd's own connection, so it proves
 // exactly the path the IDE's commands take.
 //
-// The module is a plain Python file, python/remote_debug.py, with unit tests
-// of its own (python/tests, pytest) and a ruff configuration. Render writes a
-// short settings header (template/header.py.tmpl: the _BAKED dict and the
-// documentation of the variables) followed by that file unchanged, so the
-// output is still one self-contained file; the PyCharm flavour is a runtime
+// The module's source is a Python package, python/remote_debug, split by
+// role (settings, hello, attach, lease, output batching, hooks, ...) with
+// every use of pydevd's and debugpy's private internals in one module,
+// pydevd_compat, which knows the debugger versions it was written for and
+// leaves a worker undebugged on any other. The package has unit tests of its
+// own (python/tests, pytest), linted by the repository's ruff.toml. Spark
+// imports the daemon module before --py-files reach sys.path, so executors
+// must get one file: Render writes a short settings header
+// (template/header.py.tmpl: the _BAKED dict and the documentation of the
+// variables) followed by the package's modules concatenated without their
+// relative imports (module.go; the package's __init__.py states the rules
+// that keep the one file equivalent, and a test checks them). The output is
+// one self-contained file, as before; the PyCharm flavour is a runtime
 // check of the baked "ide" setting. The Go and Python parsers of the same
 // settings are tested against one table, testdata/settings_cases.json.
 package workerwrap

@@ -16,13 +16,6 @@ import (
 	"github.com/sparkdap/sparkdap/internal/safefile"
 )
 
-// moduleSource is the worker module, a plain Python file so that it can be
-// tested and linted on its own. Every generated file is a settings header
-// (template/header.py.tmpl) followed by it, byte for byte.
-//
-//go:embed python/remote_debug.py
-var moduleSource []byte
-
 //go:embed template/header.py.tmpl
 var headerSource string
 
@@ -82,7 +75,7 @@ func Render(w io.Writer, o Options) error {
 // ProbeArgs are the arguments that make a Python interpreter run `sparkdap
 // doctor`'s test worker: the worker module's own hello client, then
 // debugpy.connect to host:port, reading the token from its stdin's first
-// line (see _probe in python/remote_debug.py). The module travels on the
+// line (see _probe in python/remote_debug/probe.py). The module travels on the
 // command line, so that the probe needs nothing installed where it runs.
 func ProbeArgs(host, port string) []string {
 	return []string{"-c", string(moduleSource), "--sparkdap-probe", host, port}

@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	pysrc "github.com/sparkdap/sparkdap/workerwrap/python"
+	pysrc "github.com/sparkdap/sparkdap/capture/python"
 )
 
 func init() {

@@ -22,13 +22,13 @@ import (
 // (testdata/printer.py) through pydevd's redirection, the proxy and a
 // merged-mode IDE, three ways in the same run: no debugger at all, pydevd's
 // output as shipped (one event per write), and with the worker wrapper's
-// output batching (workerwrap/python/remote_debug.py, _batch_output).
+// output batching (workerwrap/python/remote_debug/output.py, _batch_output).
 
 // OutputConfig sizes the real-debugpy output benchmark.
 type OutputConfig struct {
 	Python     string
 	Testdata   string
-	WrapperDir string // workerwrap/python, where remote_debug.py is
+	WrapperDir string // workerwrap/python, where the remote_debug package is
 	Workers    []int  // worker processes per run
 	Lines      int    // print() lines per worker per run
 	Rounds     int

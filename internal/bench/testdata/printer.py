@@ -7,7 +7,7 @@ MODE unbatched: debugpy.connect to the proxy (the attach asks for
                 redirectOutput), pydevd's output as shipped: one output event
                 per write (what a worker got before the wrapper batched).
 MODE batched:   as unbatched, plus the worker wrapper's output batching
-                (workerwrap/python/remote_debug.py, _batch_output), as a
+                (workerwrap/python/remote_debug/output.py, _batch_output), as a
                 worker under `sparkdap submit` gets it.
 
 Prints READY (on the process's real stdout, which the benchmark reads), waits
@@ -29,12 +29,13 @@ def main():
         host, port = addr.rsplit(":", 1)
         os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
         debugpy.connect((host, int(port)), access_token=os.environ.get("SPARKDAP_TOKEN"))
+        # The wrapper's package (workerwrap/python/remote_debug).
         sys.path.insert(0, os.environ["SPARKDAP_WRAPPER_DIR"])
-        import remote_debug
+        from remote_debug import output, pydevd_compat
 
-        remote_debug._set_nodelay()
+        pydevd_compat._set_nodelay()
         if mode == "batched":
-            if remote_debug._batch_output() is None:
+            if output._batch_output() is None:
                 raise SystemExit("output batching did not install")
     real.write("READY\n")
     real.flush()
@@ -46,7 +47,7 @@ def main():
         print(head + pad[: 79 - len(head)])  # 80 bytes with the newline
     print("END w%s" % wid)
     if mode == "batched":
-        remote_debug._flush_output()  # the wrapper does this at task end
+        output._flush_output()  # the wrapper does this at task end
     end = os.times()
     real.write("CPU %.3f\n" % (end.user - start.user + end.system - start.system))
     real.flush()

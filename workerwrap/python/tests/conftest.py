@@ -1,15 +1,26 @@
-"""Imports the repository's remote_debug.py as a plain module (no settings
-header: tests bake their own settings with the `baked` fixture)."""
+"""The worker wrapper as executors import it: the remote_debug package
+built into one file (flat.py), with no settings header (tests bake their
+own settings with the `baked` fixture). The package's modules themselves
+stay importable as `remote_debug.<module>` (test_layout, test_compat)."""
 
+import importlib.util
 import os
 import sys
+import types
 
 import pytest
 
 MODULE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, MODULE_DIR)
 
-import remote_debug  # noqa: E402
+import flat  # noqa: E402
+from wrapper_settings import default_settings  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location(
+    "remote_debug_flat", os.path.join(flat.directory(), "remote_debug.py")
+)
+remote_debug = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(remote_debug)
 
 
 @pytest.fixture
@@ -24,27 +35,6 @@ def rd():
     remote_debug._library_prefixes = None
 
 
-def default_settings(**over):
-    """The settings the header of a default `sparkdap wrap` bakes, with
-    `over` changed."""
-    settings = {
-        "ide": "dap",
-        "proxy": "127.0.0.1:5678",
-        "token_env": "SPARKDAP_TOKEN",
-        "token": None,
-        "partitions": None,
-        "stages": None,
-        "sample_rate": 1.0,
-        "connect_timeout": 3.0,
-        "handshake_timeout": 10.0,
-        "wait": False,
-        "post_mortem": False,
-        "lease": 60.0,
-    }
-    settings.update(over)
-    return settings
-
-
 @pytest.fixture
 def baked(rd, monkeypatch):
     """Bakes settings as the header of a default `sparkdap wrap` would;
@@ -55,3 +45,28 @@ def baked(rd, monkeypatch):
         if var.startswith("SPARKDAP_"):
             monkeypatch.delenv(var)
     return settings
+
+
+@pytest.fixture
+def fake_debugpy(monkeypatch):
+    """A debugpy (and pydevd) of another version in sys.modules; .connects
+    counts its connect calls."""
+    debugpy = types.ModuleType("debugpy")
+    debugpy.__version__ = "9.9.9"
+    debugpy.connects = []
+    debugpy.configure = lambda **kw: None
+    debugpy.connect = lambda *a, **kw: debugpy.connects.append(a)
+    server = types.ModuleType("debugpy.server")
+    api = types.ModuleType("debugpy.server.api")
+    server.api = api
+    debugpy.server = server
+    for name, mod in (
+        ("debugpy", debugpy),
+        ("debugpy.server", server),
+        ("debugpy.server.api", api),
+        ("debugpy.common", None),
+        ("pydevd", types.ModuleType("pydevd")),
+    ):
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.delenv("SPARKDAP_UNTESTED_DEBUGGER", raising=False)
+    return debugpy

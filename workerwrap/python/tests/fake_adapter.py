@@ -35,7 +35,16 @@ def _handshake(conn):
     for command, args in (
         ("pydevdAuthorize", {"debugServerAccessToken": None}),
         ("pydevdSystemInfo", None),
-        ("initialize", {"clientID": "test", "adapterID": "debugpy", "pathFormat": "path", "linesStartAt1": True, "columnsStartAt1": True}),
+        (
+            "initialize",
+            {
+                "clientID": "test",
+                "adapterID": "debugpy",
+                "pathFormat": "path",
+                "linesStartAt1": True,
+                "columnsStartAt1": True,
+            },
+        ),
         ("attach", {"justMyCode": True, "redirectOutput": True}),
         ("configurationDone", None),
     ):
@@ -54,7 +63,7 @@ def _handshake(conn):
         pass
 
 
-class FakeAdapter(object):
+class FakeAdapter:
     """Listens on 127.0.0.1; each connection gets the handshake on a thread."""
 
     def __init__(self):

@@ -4,10 +4,11 @@ with a fake clock: no test here waits on real time."""
 import socket
 import threading
 
+import flat
 import pytest
 
 
-class FakeClock(object):
+class FakeClock:
     def __init__(self):
         self.now = 1000.0
 
@@ -143,7 +144,7 @@ def test_heard_socket_counts_reads_with_bytes(rd):
         b.close()
 
 
-class FakeInfo(object):
+class FakeInfo:
     def __init__(self, state):
         self.pydev_state = state
         self.pydev_step_cmd = 108
@@ -151,7 +152,7 @@ class FakeInfo(object):
         self.pydev_step_stop = object()
 
 
-class FakePyDB(object):
+class FakePyDB:
     def __init__(self):
         self.breakpoints = {"f.py": {12: object()}}
         self.file_to_id_to_line_breakpoint = {"f.py": {1: object()}}
@@ -187,8 +188,13 @@ def test_lapse_lets_the_worker_go(rd, capsys):
         del stopped.additional_info
         a.close()
         b.close()
-    for table in (pydb.breakpoints, pydb.file_to_id_to_line_breakpoint, pydb.api_received_breakpoints,
-                  pydb.break_on_caught_exceptions, pydb.break_on_uncaught_exceptions):
+    for table in (
+        pydb.breakpoints,
+        pydb.file_to_id_to_line_breakpoint,
+        pydb.api_received_breakpoints,
+        pydb.break_on_caught_exceptions,
+        pydb.break_on_uncaught_exceptions,
+    ):
         assert table == {}
     assert pydb.changed == [True]
     assert pydb.disposed == [False]
@@ -215,7 +221,15 @@ def test_lapse_resumes_stopped_threads(rd):
 
 @pytest.mark.parametrize(
     "text,want",
-    [("60", 60.0), ("60s", 60.0), ("1.5m", 90.0), ("1h", 3600.0), ("0", 0.0), (" 10 ", 10.0), ("86400", 86400.0)],
+    [
+        ("60", 60.0),
+        ("60s", 60.0),
+        ("1.5m", 90.0),
+        ("1h", 3600.0),
+        ("0", 0.0),
+        (" 10 ", 10.0),
+        ("86400", 86400.0),
+    ],
 )
 def test_parse_lease(rd, text, want):
     assert rd._parse_lease("SPARKDAP_LEASE", text) == want
@@ -314,7 +328,6 @@ def _pycharm_stand_in(conn, stopped):
 
 @pytest.mark.parametrize("mode", ["dap", "pycharm"])
 def test_real_debugger_let_go_when_the_proxy_falls_silent(mode, tmp_path):
-    import os
     import subprocess
     import sys
 
@@ -328,10 +341,14 @@ def test_real_debugger_let_go_when_the_proxy_falls_silent(mode, tmp_path):
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     listener.settimeout(60)
-    module_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    module_dir = flat.directory()
     script = tmp_path / "child.py"
-    script.write_text(child % {"module_dir": module_dir, "port": listener.getsockname()[1], "lease": 1.0})
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    script.write_text(
+        child % {"module_dir": module_dir, "port": listener.getsockname()[1], "lease": 1.0}
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     conns = []
     try:
         conn, _ = listener.accept()

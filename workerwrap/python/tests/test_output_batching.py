@@ -10,15 +10,16 @@ import sys
 import textwrap
 import time
 
+import flat
 import pytest
 
 
-class FakeFactory(object):
+class FakeFactory:
     def make_io_message(self, text, ctx):
         return ("output", "stdout" if ctx == 1 else "stderr", text)
 
 
-class FakeWriter(object):
+class FakeWriter:
     """pydevd's WriterThread as the batcher sees it: add_command and the
     queue whose length says whether the connection keeps up."""
 
@@ -37,7 +38,7 @@ class FakeWriter(object):
                 return self.sent
 
 
-class FakePyDB(object):
+class FakePyDB:
     def __init__(self):
         self.writer = FakeWriter()
         self.cmd_factory = FakeFactory()
@@ -98,7 +99,8 @@ def test_backed_up_connection_holds_then_drops_and_says_so(rd):
     dropped = len("lost 1 %s\n" % ("l" * 20)) + len("x\n")
     assert out == (
         "kept %s\n" % ("k" * 80)
-        + "[sparkdap: %d bytes of output dropped: the debugger connection could not keep up]\n" % dropped
+        + "[sparkdap: %d bytes of output dropped: the debugger connection could not keep up]\n"
+        % dropped
         + "after\n"
     )
 
@@ -192,7 +194,8 @@ _SCRIPT = textwrap.dedent(
     events = []
     while not pydb.writer._cmd_queue.empty():
         events.append(pydb.writer._cmd_queue.get())
-    real_stdout.write("RESULT " + json.dumps({"batched": batcher is not None, "stops": pydb.stops, "events": events}) + "\\n")
+    result = {"batched": batcher is not None, "stops": pydb.stops, "events": events}
+    real_stdout.write("RESULT " + json.dumps(result) + "\\n")
     real_stdout.flush()
     """
 )
@@ -201,7 +204,7 @@ _SCRIPT = textwrap.dedent(
 def _run_redirected(rd, n, env_extra):
     env = dict(os.environ, **env_extra)
     proc = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, os.path.dirname(os.path.abspath(rd.__file__)), str(n)],
+        [sys.executable, "-c", _SCRIPT, flat.directory(), str(n)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -245,7 +248,9 @@ def test_tee_stream_passes_everything_on_in_order(rd, tmp_path):
     with open(tmp_path / "log", "w", encoding="utf-8") as log:
         out = rd._tee_stream(log, b, 1)
         b.streams.append(out)
-        lines = ["zeile %d: \u00e4\u00f6\u00fc \u2603 %s\n" % (i, "y" * (i % 50)) for i in range(5000)]
+        lines = [
+            "zeile %d: \u00e4\u00f6\u00fc \u2603 %s\n" % (i, "y" * (i % 50)) for i in range(5000)
+        ]
         for line in lines:
             out.write(line)
         b.flush()  # what a stop or the task's end does

@@ -10,10 +10,10 @@ import os
 import subprocess
 import sys
 
+import flat
 import pytest
-from conftest import default_settings as settings
+from wrapper_settings import default_settings as settings
 
-MODULE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 DEBUGGER_MODULES = ("debugpy", "debugpy.server.api", "pydevd", "_pydevd_bundle.pydevd_comm")
@@ -21,7 +21,8 @@ PYCHARM_MODULES = ("pydevd_pycharm", "pydevd", "_pydevd_bundle.pydevd_comm")
 
 _DAEMON = r"""
 import gc, json, os, sys, threading
-module_dir, out, settings, port = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+module_dir, out = sys.argv[1], sys.argv[2]
+settings, port = json.loads(sys.argv[3]), int(sys.argv[4])
 sys.path.insert(0, module_dir)
 import remote_debug
 from pyspark import daemon
@@ -63,7 +64,11 @@ def manager():
         "filters": [repr(f) for f in warnings.filters if f not in filters_before],
         "gc_frozen": gc.get_freeze_count(),
         "gc_tracked": len(gc.get_objects()),
-        "start_sleep_skipped": getattr(getattr(getattr(sys.modules.get("pydevd"), "PyDB", None), "initialize_network", None), "_sparkdap", False),
+        "start_sleep_skipped": getattr(
+            getattr(getattr(sys.modules.get("pydevd"), "PyDB", None), "initialize_network", None),
+            "_sparkdap",
+            False,
+        ),
     }
     if port:
         r, w = os.pipe()
@@ -76,7 +81,10 @@ def manager():
             with remote_debug._QuietPydevd():
                 debugger = remote_debug._import_debugger()
             hook = getattr(sys.breakpointhook, "__name__", "")
-            redone = {"execfile": hasattr(builtins, "execfile"), "frame_eval": os.environ.get("PYDEVD_USE_FRAME_EVAL")}
+            redone = {
+                "execfile": hasattr(builtins, "execfile"),
+                "frame_eval": os.environ.get("PYDEVD_USE_FRAME_EVAL"),
+            }
             debugger.configure(subProcess=False)
             import time
 
@@ -90,7 +98,13 @@ def manager():
             time.sleep = sleep
             debugger.connect(("127.0.0.1", port))
             time.sleep = real_sleep
-            child = {"new_modules": sorted(set(sys.modules) - mods), "connected": debugger.is_client_connected(), "sleeps": sleeps, "breakpointhook": hook, "redone": redone}
+            child = {
+                "new_modules": sorted(set(sys.modules) - mods),
+                "connected": debugger.is_client_connected(),
+                "sleeps": sleeps,
+                "breakpointhook": hook,
+                "redone": redone,
+            }
             os.write(w, json.dumps(child).encode())
             os._exit(0)
         os.close(w)
@@ -115,7 +129,11 @@ remote_debug._main(["remote_debug.py"])
 def adapter():
     """The stand-in for the proxy, in its own process: the daemon must not
     have threads of the test's."""
-    proc = subprocess.Popen([sys.executable, os.path.join(TESTS_DIR, "fake_adapter.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(TESTS_DIR, "fake_adapter.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     try:
         yield int(proc.stdout.readline())
     finally:
@@ -125,11 +143,15 @@ def adapter():
 
 def run_daemon(tmp_path, cfg, port=0, env=None, watch=DEBUGGER_MODULES, setup=""):
     out = tmp_path / "state.json"
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARKDAP_", "PYDEVD_", "DEBUGPY_"))}
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SPARKDAP_", "PYDEVD_", "DEBUGPY_"))
+    }
     full_env.update(env or {})
     code = setup + _DAEMON % {"watch": watch}
     proc = subprocess.run(
-        [sys.executable, "-c", code, MODULE_DIR, str(out), json.dumps(cfg), str(port)],
+        [sys.executable, "-c", code, flat.directory(), str(out), json.dumps(cfg), str(port)],
         capture_output=True,
         text=True,
         env=full_env,
@@ -160,7 +182,12 @@ def test_daemon_loads_debugpy_before_it_forks(tmp_path, adapter):
     # The forked worker attaches without importing any of the debugger.
     child = state["child"]
     assert child.get("connected"), child
-    loaded = [m for m in child["new_modules"] if m.split(".")[0] in ("debugpy", "pydevd", "_pydevd_bundle", "_pydev_bundle", "pydevd_file_utils")]
+    loaded = [
+        m
+        for m in child["new_modules"]
+        if m.split(".")[0]
+        in ("debugpy", "pydevd", "_pydevd_bundle", "_pydev_bundle", "pydevd_file_utils")
+    ]
     assert loaded == []
     # Its breakpoint() is the debugger's, as when it imported debugpy itself.
     assert child["breakpointhook"] == "debugpy_breakpointhook"
@@ -211,7 +238,9 @@ def test_daemon_leaves_the_debugger_alone(tmp_path, cfg, env):
 @pytest.mark.slow
 def test_daemon_fails_open_when_the_debugger_does_not_load(tmp_path):
     # debugpy that cannot be imported: one line, and the daemon runs on.
-    state, stderr = run_daemon(tmp_path, settings(), setup="import sys\nsys.modules['debugpy'] = None\n")
+    state, stderr = run_daemon(
+        tmp_path, settings(), setup="import sys\nsys.modules['debugpy'] = None\n"
+    )
     assert state["loaded"] == []
     lines = stderr.splitlines()
     assert len(lines) == 1, stderr

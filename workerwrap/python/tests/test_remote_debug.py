@@ -18,6 +18,7 @@ import types
 import zipfile
 import zlib
 
+import flat
 import pytest
 
 # --- settings -----------------------------------------------------------------
@@ -39,7 +40,9 @@ def test_parse_seconds(rd):
     assert rd._parse_seconds("X", "250ms") == pytest.approx(0.25)
     assert rd._parse_seconds("X", "600") == 600.0
     for bad in ("0", "600.5", "-1", "0ms"):
-        with pytest.raises(ValueError, match="SPARKDAP_CONNECT_TIMEOUT must be between 0 and 600 seconds"):
+        with pytest.raises(
+            ValueError, match="SPARKDAP_CONNECT_TIMEOUT must be between 0 and 600 seconds"
+        ):
             rd._parse_seconds("SPARKDAP_CONNECT_TIMEOUT", bad)
     with pytest.raises(ValueError):
         rd._parse_seconds("X", "2 min")
@@ -90,7 +93,12 @@ def test_pycharm_is_read_from_the_settings(rd, baked):
 
 
 def task(stage, partition, attempt=0):
-    return {"stageId": stage, "partitionId": partition, "attemptNumber": attempt, "taskAttemptId": 100 + partition}
+    return {
+        "stageId": stage,
+        "partitionId": partition,
+        "attemptNumber": attempt,
+        "taskAttemptId": 100 + partition,
+    }
 
 
 def cfg(partitions=None, stages=None, rate=1.0):
@@ -159,7 +167,7 @@ TOKEN = "tok-\u00fc-s3cret"
 
 
 def mac(token, label, wn, pn):
-    """The proofs as worker/challenge.go defines them, computed here on
+    """The proofs as admission/challenge.go defines them, computed here on
     their own so that the test does not check the module with itself."""
     msg = ("%s\n%s\n%s" % (label, wn, pn)).encode("utf-8")
     return hmac.new(token.encode("utf-8"), msg, hashlib.sha256).hexdigest()
@@ -199,14 +207,20 @@ class Proxy:
                 return
             wn = first[len(b"SPARKDAP/2 HELLO ") :].strip().decode("ascii")
             self.pn = pn = "%032x" % random.getrandbits(128)
-            proof = mac(self.token, "sparkdap/2 proxy", wn, pn) if self.token is not None else "ab" * 32
-            self.sock.sendall(self.prelude + b"SPARKDAP/2 CHALLENGE %s %s\n" % (pn.encode(), proof.encode()))
+            proof = (
+                mac(self.token, "sparkdap/2 proxy", wn, pn) if self.token is not None else "ab" * 32
+            )
+            self.sock.sendall(
+                self.prelude + b"SPARKDAP/2 CHALLENGE %s %s\n" % (pn.encode(), proof.encode())
+            )
             body = readline(self.sock)
             self.heard += body
             if not body:
                 return
             self.hello = json.loads(body[len(b"SPARKDAP/2 ") :].decode("utf-8"))
-            self.proof_ok = self.token is not None and self.hello.get("proof") == mac(self.token, "sparkdap/2 worker", wn, pn)
+            self.proof_ok = self.token is not None and self.hello.get("proof") == mac(
+                self.token, "sparkdap/2 worker", wn, pn
+            )
             self.pydevd_token = mac(self.token or "", "sparkdap/2 pydevd", wn, pn)
             self.sock.sendall(self.reply)
             self.heard += self.sock.recv(65536)  # nothing more, until the worker closes
@@ -349,7 +363,10 @@ def test_hello_exchange_closed_without_reply(rd):
         with pytest.raises(ConnectionResetError) as info:
             rd._hello_exchange(peer.ours, TOKEN, BODY, 30)
         assert info.value.received == b"HTTP/1.1 400 Bad Request\r\n"
-        assert rd._describe(info.value) == "_HelloClosed: proxy closed the connection without a hello reply"
+        assert (
+            rd._describe(info.value)
+            == "_HelloClosed: proxy closed the connection without a hello reply"
+        )
     finally:
         peer.done()
 
@@ -361,7 +378,9 @@ def proxy():
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
-    state = types.SimpleNamespace(reply=b"SPARKDAP/2 OK\n", token=TOKEN, got=None, port=server.getsockname()[1])
+    state = types.SimpleNamespace(
+        reply=b"SPARKDAP/2 OK\n", token=TOKEN, got=None, port=server.getsockname()[1]
+    )
     accepted = threading.Event()
 
     def serve():
@@ -422,9 +441,29 @@ def test_connect_to_a_squatter_fails_open(rd, baked, proxy, capsys):
     got = proxy.done()
     assert rd._st().debugger == "failed"
     assert got.hello is None and TOKEN.encode("utf-8") not in got.heard
-    assert not any(m == "debugpy" or m.startswith(("debugpy.", "pydevd")) for m in set(sys.modules) - before)
+    assert not any(
+        m == "debugpy" or m.startswith(("debugpy.", "pydevd")) for m in set(sys.modules) - before
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "did not prove it knows the access token" in err[0], err
+
+
+def test_connect_with_another_debugpy_fails_open(rd, baked, proxy, fake_debugpy, capsys):
+    """A debugpy the wrapper's pydevd patches were not written for: the
+    worker does not connect it and says one line."""
+    baked.update(proxy="127.0.0.1:%d" % proxy.port, token=TOKEN)
+    rd._connect(rd._load_config(), task(0, 0))
+    proxy.done()
+    assert rd._st().debugger == "failed"
+    assert fake_debugpy.connects == []
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0] == (
+        "sparkdap: [pid %d] debugger unavailable (debugpy 9.9.9 is not a version sparkdap's "
+        "wrapper "
+        "was written for (1.8.22); SPARKDAP_UNTESTED_DEBUGGER=1 tries it anyway); task runs "
+        "undebugged" % os.getpid()
+    )
 
 
 # --- sparkdap doctor's probe ----------------------------------------------------
@@ -476,7 +515,11 @@ def test_probe_no_hello(rd):
     finally:
         thread.join(30)
         peer_server.close()
-    assert out.getvalue() == "NOHELLO proxy closed the connection without answering the hello (it sent 4 bytes: b'junk')\n"
+    assert (
+        out.getvalue()
+        == "NOHELLO proxy closed the connection without answering the hello (it sent 4 bytes: "
+        "b'junk')\n"
+    )
 
 
 def test_probe_unreachable(rd):
@@ -551,11 +594,14 @@ def test_zip_on_relative_sys_path_binds(tmp_path, wrap):
     work.mkdir()
     with zipfile.ZipFile(work / "lib.zip", "w") as z:
         z.writestr("zmod.py", "def payment(x):\n    return x * 2\n")
-    module_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    module_dir = flat.directory()
     env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
     proc = subprocess.run(
         [sys.executable, "-c", _ZIP_PROBE, str(work), module_dir, "1" if wrap else "0"],
-        capture_output=True, text=True, timeout=60, env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     co_filename, frame, bp, entries = eval(proc.stdout.strip().splitlines()[-1])
@@ -583,7 +629,8 @@ def test_missing_file_warnings_are_dropped(rd, monkeypatch, capsys):
     def set_break(path):
         if not os.path.exists(path):
             mod.sys.stderr.write(
-                "pydev debugger: warning: trying to add breakpoint to file that does not exist: %s (will have no effect)\n" % path
+                "pydev debugger: warning: trying to add breakpoint to file that does not exist: "
+                "%s (will have no effect)\n" % path
             )
             mod.sys.stderr.flush()
         mod.sys.stderr.write("pydev debugger: something else\n")
@@ -626,14 +673,17 @@ def test_debugpy_environment_described_only_when_logged(tmp_path, log_dir):
     # description of every installed distribution (it is thrown away); with
     # DEBUGPY_LOG_DIR it is still written to the log, as debugpy does.
     pytest.importorskip("debugpy")
-    module_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    module_dir = flat.directory()
     env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
     env.pop("DEBUGPY_LOG_DIR", None)
     if log_dir:
         env["DEBUGPY_LOG_DIR"] = str(tmp_path)
     proc = subprocess.run(
         [sys.executable, "-c", _DESCRIBE_PROBE, module_dir],
-        capture_output=True, text=True, timeout=60, env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[-1] == ("1" if log_dir else "0"), proc.stdout + proc.stderr

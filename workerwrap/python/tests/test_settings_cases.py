@@ -7,7 +7,9 @@ import os
 
 import pytest
 
-TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testdata", "settings_cases.json")
+TABLE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "testdata", "settings_cases.json"
+)
 
 with open(TABLE, encoding="utf-8") as f:
     CASES = json.load(f)["cases"]
@@ -34,7 +36,11 @@ def same(got, want):
     if isinstance(want, float) and not isinstance(got, bool):
         return isinstance(got, (int, float)) and math.isclose(got, want, rel_tol=1e-9)
     if isinstance(want, list):
-        return isinstance(got, list) and len(got) == len(want) and all(same(g, w) for g, w in zip(got, want))
+        return (
+            isinstance(got, list)
+            and len(got) == len(want)
+            and all(same(g, w) for g, w in zip(got, want))
+        )
     return type(got) is type(want) and got == want
 
 

@@ -1,7 +1,8 @@
-// Package python holds the Python files sparkdap runs outside the worker
-// wrapper (issue 17's capture and replay), embedded so that the proxy and
-// the CLI carry them. They are plain modules beside remote_debug.py so that
-// pytest (tests/) and ruff check them the same way.
+// Package python holds the Python sides of a capture, embedded so that the
+// proxy and the CLI carry them: sparkdap_capture.py runs in the stopped
+// executor, sparkdap_replay.py in the developer's Python. They are plain
+// modules with their own pytest tests (tests/), linted by the repository's
+// ruff.toml; nothing here depends on the worker wrapper.
 package python
 
 import _ "embed"

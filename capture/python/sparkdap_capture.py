@@ -74,7 +74,9 @@ def _cloudpickle():
 
         return cloudpickle, "cloudpickle"
     except ImportError:
-        raise CaptureError("neither pyspark.cloudpickle nor cloudpickle can be imported on the executor") from None
+        raise CaptureError(
+            "neither pyspark.cloudpickle nor cloudpickle can be imported on the executor"
+        ) from None
 
 
 def _qualified(t):
@@ -122,7 +124,10 @@ class _Encoder:
 
     def _enc(self, v, where, depth):
         if depth > MAX_DEPTH:
-            raise CaptureError("%s nests containers deeper than %d (or holds itself): the capture cannot carry it" % (where, MAX_DEPTH))
+            raise CaptureError(
+                "%s nests containers deeper than %d (or holds itself): the capture cannot carry it"
+                % (where, MAX_DEPTH)
+            )
         t = type(v)
         if v is None or t in (bool, int, str):
             return v
@@ -133,16 +138,34 @@ class _Encoder:
             return [self._enc(x, "%s[%d]" % (where, i), d) for i, x in enumerate(v)]
         if t in (tuple, set, frozenset):
             items = v if t is tuple else sorted(v, key=repr)
-            return {"$t": t.__name__, "v": [self._enc(x, "%s[%d]" % (where, i), d) for i, x in enumerate(items)]}
+            return {
+                "$t": t.__name__,
+                "v": [self._enc(x, "%s[%d]" % (where, i), d) for i, x in enumerate(items)],
+            }
         if t is dict:
-            return {"$t": "dict", "v": [[self._enc(k, "%s key %r" % (where, k), d), self._enc(x, "%s[%r]" % (where, k), d)] for k, x in v.items()]}
+            return {
+                "$t": "dict",
+                "v": [
+                    [
+                        self._enc(k, "%s key %r" % (where, k), d),
+                        self._enc(x, "%s[%r]" % (where, k), d),
+                    ]
+                    for k, x in v.items()
+                ],
+            }
         if t in (bytes, bytearray):
             return {"$t": t.__name__, "v": base64.b64encode(bytes(v)).decode("ascii")}
-        if t in (datetime.datetime, datetime.time) and v.tzinfo is not None and not isinstance(v.tzinfo, datetime.timezone):
+        if (
+            t in (datetime.datetime, datetime.time)
+            and v.tzinfo is not None
+            and not isinstance(v.tzinfo, datetime.timezone)
+        ):
             off = v.utcoffset()
             if off is None:
                 return self._pickled(v, where, "its time zone %r has no fixed offset" % (v.tzinfo,))
-            self.notes.append("%s: its time zone %s was captured as the fixed offset %s" % (where, v.tzinfo, off))
+            self.notes.append(
+                "%s: its time zone %s was captured as the fixed offset %s" % (where, v.tzinfo, off)
+            )
             v = v.replace(tzinfo=datetime.timezone(off))
         if t in (datetime.datetime, datetime.date, datetime.time):
             return {"$t": t.__name__, "v": v.isoformat()}
@@ -165,9 +188,19 @@ class _Encoder:
 
                 if t is np.ndarray and v.dtype.kind == "O":
                     # Each element on its own, as JSON: .npy would pickle them.
-                    return {"$t": "ndarray-object", "shape": list(v.shape), "v": [self._enc(x, "%s.flat[%d]" % (where, i), d) for i, x in enumerate(v.flat)]}
+                    return {
+                        "$t": "ndarray-object",
+                        "shape": list(v.shape),
+                        "v": [
+                            self._enc(x, "%s.flat[%d]" % (where, i), d)
+                            for i, x in enumerate(v.flat)
+                        ],
+                    }
                 if (t is np.ndarray or isinstance(v, np.generic)) and not v.dtype.hasobject:
-                    return {"$t": "ndarray" if t is np.ndarray else "numpy-scalar", "npy": _npy(np.asarray(v))}
+                    return {
+                        "$t": "ndarray" if t is np.ndarray else "numpy-scalar",
+                        "npy": _npy(np.asarray(v)),
+                    }
             if _is(v, "pandas", "DataFrame"):
                 import pyarrow as pa
 
@@ -178,7 +211,9 @@ class _Encoder:
                 return {
                     "$t": "series",
                     "name": self._enc(v.name, "%s.name" % where, d),
-                    "arrow": _arrow_ipc(pa.Table.from_pandas(v.to_frame(name="__sparkdap_series__"))),
+                    "arrow": _arrow_ipc(
+                        pa.Table.from_pandas(v.to_frame(name="__sparkdap_series__"))
+                    ),
                 }
             if _is(v, "pyarrow", "Table", "RecordBatch"):
                 return {"$t": "arrow-" + t.__name__.lower(), "arrow": _arrow_ipc(v)}
@@ -194,16 +229,18 @@ class _Encoder:
             raw = self.cp.dumps(v)
         except Exception as exc:
             raise CaptureError(
-                "%s is a %s, which a capture carries only pickled, and it cannot be pickled: %s: %s" % (where, tname, type(exc).__name__, exc)
+                "%s is a %s, which a capture carries only pickled, and it cannot be pickled: %s: %s"
+                % (where, tname, type(exc).__name__, exc)
             ) from None
         key = "p%d" % len(self.pickled)
         self.pickled[key] = raw
         self.notes.append(
-            "%s is a %s%s: the capture carries it only pickled, and replay unpickles nothing from the cluster unless you pass %s "
-            "(only for a capture from a cluster you trust)" % (where, tname, " (%s)" % why if why else "", TRUST_FLAG)
+            "%s is a %s%s: the capture carries it only pickled, and replay unpickles nothing from "
+            "the cluster unless you pass %s "
+            "(only for a capture from a cluster you trust)"
+            % (where, tname, " (%s)" % why if why else "", TRUST_FLAG)
         )
         return {"$t": "pickled", "key": key, "where": where, "type": tname}
-
 
 
 def _function_of(frame):
@@ -213,10 +250,15 @@ def _function_of(frame):
     taken; their code is the same and the one whose closure matches the
     frame's free variables is preferred."""
     code = frame.f_code
-    found = [o for o in gc.get_referrers(code) if isinstance(o, types.FunctionType) and o.__code__ is code]
+    found = [
+        o
+        for o in gc.get_referrers(code)
+        if isinstance(o, types.FunctionType) and o.__code__ is code
+    ]
     if not found:
         raise CaptureError(
-            "no function object runs %s (%s line %d): the frame is module or class body code, not a function" % (code.co_name, code.co_filename, frame.f_lineno)
+            "no function object runs %s (%s line %d): the frame is module or class body code, not "
+            "a function" % (code.co_name, code.co_filename, frame.f_lineno)
         )
     if len(found) > 1 and code.co_freevars:
         for f in found:
@@ -246,14 +288,19 @@ def _arguments(frame):
         varkw = code.co_varnames[i]
     for n in names + kwonly + [v for v in (varargs, varkw) if v]:
         if n not in loc:
-            raise CaptureError("argument %r of %s has no value in the frame (deleted before the stop)" % (n, code.co_name))
+            raise CaptureError(
+                "argument %r of %s has no value in the frame (deleted before the stop)"
+                % (n, code.co_name)
+            )
     args = [loc[n] for n in names]
     if varargs:
         args.extend(loc[varargs])
     kwargs = dict((n, loc[n]) for n in kwonly)
     if varkw:
         kwargs.update(loc[varkw])
-    shown = names + (["*" + varargs] if varargs else []) + kwonly + (["**" + varkw] if varkw else [])
+    shown = (
+        names + (["*" + varargs] if varargs else []) + kwonly + (["**" + varkw] if varkw else [])
+    )
     return args, kwargs, shown
 
 
@@ -271,7 +318,12 @@ def _current_batches(frame, params):
         if name in params:
             continue
         mod = type(v).__module__ or ""
-        if mod.split(".")[0] in ("pandas", "pyarrow") and type(v).__name__ in ("DataFrame", "Series", "RecordBatch", "Table"):
+        if mod.split(".")[0] in ("pandas", "pyarrow") and type(v).__name__ in (
+            "DataFrame",
+            "Series",
+            "RecordBatch",
+            "Table",
+        ):
             out.append((name, v))
     return out
 
@@ -312,7 +364,10 @@ def _reference(v):
         # A function, a builtin, a numpy ufunc, a UDF wrapper, a partial.
         f = getattr(v, "func", v) if isinstance(v, functools.partial) else v
         mod = getattr(f, "__module__", None) or type(f).__module__
-        return "function %s.%s" % (mod, getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__name__)
+        return "function %s.%s" % (
+            mod,
+            getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__name__,
+        )
     return None
 
 
@@ -369,7 +424,10 @@ def _argument_names(code, args, shown):
     """How the notes name args[i]: its parameter, or *name[j]."""
     n = code.co_argcount
     star = next((p[1:] for p in shown if p.startswith("*") and not p.startswith("**")), "args")
-    return ["argument %r" % shown[i] if i < n else "argument '*%s'[%d]" % (star, i - n) for i in range(len(args))]
+    return [
+        "argument %r" % shown[i] if i < n else "argument '*%s'[%d]" % (star, i - n)
+        for i in range(len(args))
+    ]
 
 
 def capture_frame(frame, max_bytes):
@@ -393,12 +451,21 @@ def capture_frame(frame, max_bytes):
                 batches = _current_batches(frame, shown)
                 if len(batches) != 1:
                     raise CaptureError(
-                        "%s takes an iterator (argument %r): the capture needs the one batch it holds now, and found %d batch locals (%s)"
-                        % (code.co_name, shown[i], len(batches), ", ".join(n for n, _ in batches) or "none")
+                        "%s takes an iterator (argument %r): the capture needs the one batch it "
+                        "holds now, and found %d batch locals (%s)"
+                        % (
+                            code.co_name,
+                            shown[i],
+                            len(batches),
+                            ", ".join(n for n, _ in batches) or "none",
+                        )
                     )
                 args[i] = [batches[0][1]]
                 iterator_arg = i
-                notes.append("argument %r was an iterator; captured as an iterator over the batch the function held (local %r)" % (shown[i], batches[0][0]))
+                notes.append(
+                    "argument %r was an iterator; captured as an iterator over the batch the "
+                    "function held (local %r)" % (shown[i], batches[0][0])
+                )
                 break
     enc = _Encoder(cp)
     names = _argument_names(code, args, shown)
@@ -412,17 +479,23 @@ def capture_frame(frame, max_bytes):
     try:
         data = json.dumps(doc, allow_nan=False, separators=(",", ":")).encode("utf-8")
     except (TypeError, ValueError) as exc:  # a bug in the encoder
-        raise CaptureError("the arguments of %s cannot be encoded: %s" % (code.co_name, exc)) from None
+        raise CaptureError(
+            "the arguments of %s cannot be encoded: %s" % (code.co_name, exc)
+        ) from None
     try:
         fbytes = cp.dumps(fn)
     except Exception as exc:
         # Replay from local source does not need it.
         fbytes = None
-        notes.append("the function itself cannot be pickled (%s: %s): replay needs your local source" % (type(exc).__name__, exc))
+        notes.append(
+            "the function itself cannot be pickled (%s: %s): replay needs your local source"
+            % (type(exc).__name__, exc)
+        )
     fcode = cp.dumps({"function": fbytes, "values": enc.pickled})
     if max_bytes and len(data) + len(fcode) > max_bytes:
         raise CaptureError(
-            "the capture is %d bytes, over the cap of %d bytes: nothing was sent (raise the cap with sparkdapCapture's maxBytes or serve --capture-max-bytes)"
+            "the capture is %d bytes, over the cap of %d bytes: nothing was sent (raise the cap "
+            "with sparkdapCapture's maxBytes or serve --capture-max-bytes)"
             % (len(data) + len(fcode), max_bytes)
         )
     header = {
@@ -441,7 +514,8 @@ def capture_frame(frame, max_bytes):
             "importable": _importable(fn),
         },
         "parameters": shown,
-        "argumentTypes": [_qualified(type(a)) for a in args] + ["%s=%s" % (k, _qualified(type(v))) for k, v in kwargs.items()],
+        "argumentTypes": [_qualified(type(a)) for a in args]
+        + ["%s=%s" % (k, _qualified(type(v))) for k, v in kwargs.items()],
         "closureNames": sorted(closure),
         "globalNames": sorted(glob),
         "references": refs,
@@ -473,7 +547,9 @@ def _find_frame(frame_id):
         while f is not None and id(f) != frame_id:
             f = f.f_back
         if f is None:
-            raise CaptureError("frame %d is not a frame of this stopped thread (the thread resumed?)" % frame_id)
+            raise CaptureError(
+                "frame %d is not a frame of this stopped thread (the thread resumed?)" % frame_id
+            )
         return f
     schema = sys.modules.get("_pydevd_bundle._debug_adapter.pydevd_base_schema")
     obj_id = frame_id
@@ -485,7 +561,9 @@ def _find_frame(frame_id):
     thread_id = mgr.get_thread_id_for_variable_reference(obj_id)
     frame = py_db.find_frame(thread_id, obj_id) if thread_id is not None else None
     if frame is None:
-        raise CaptureError("frame %d is not a frame of a stopped thread (the thread resumed?)" % frame_id)
+        raise CaptureError(
+            "frame %d is not a frame of a stopped thread (the thread resumed?)" % frame_id
+        )
     return frame
 
 
@@ -501,7 +579,9 @@ def start(frame_id, max_bytes, chunk_bytes):
     _next_id[0] += 1
     cid = _next_id[0]
     _held[cid] = (payload, chunk_bytes)
-    return _encode({"id": cid, "chunks": (len(payload) + chunk_bytes - 1) // chunk_bytes, "header": header})
+    return _encode(
+        {"id": cid, "chunks": (len(payload) + chunk_bytes - 1) // chunk_bytes, "header": header}
+    )
 
 
 def chunk(cid, i):

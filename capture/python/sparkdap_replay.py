@@ -136,11 +136,17 @@ def _pyarrow():
     try:
         import pyarrow as pa
     except ImportError:
-        raise ReplayError("the capture holds Arrow data (a pandas or pyarrow value): replay needs pyarrow here (pip install pyarrow)") from None
+        raise ReplayError(
+            "the capture holds Arrow data (a pandas or pyarrow value): replay needs pyarrow here "
+            "(pip install pyarrow)"
+        ) from None
     v = tuple(int(p) if p.isdigit() else 0 for p in pa.__version__.split(".")[:3])
     if v < (14, 0, 1):
         # Before 14.0.1 its IPC reader unpickles arrow.py_extension_type.
-        raise ReplayError("the capture holds Arrow data, and pyarrow %s here would unpickle parts of it: replay needs pyarrow 14.0.1 or later" % pa.__version__)
+        raise ReplayError(
+            "the capture holds Arrow data, and pyarrow %s here would unpickle parts of it: replay "
+            "needs pyarrow 14.0.1 or later" % pa.__version__
+        )
     return pa
 
 
@@ -156,14 +162,18 @@ def _arrow(s):
             batches.append(b)
         return reader.schema, batches
     except Exception as exc:  # whatever the reader raises on bad bytes
-        raise _Malformed("an Arrow stream that does not read: %s: %s" % (type(exc).__name__, exc)) from None
+        raise _Malformed(
+            "an Arrow stream that does not read: %s: %s" % (type(exc).__name__, exc)
+        ) from None
 
 
 def _numpy():
     try:
         import numpy as np
     except ImportError:
-        raise ReplayError("the capture holds numpy data: replay needs numpy here (pip install numpy)") from None
+        raise ReplayError(
+            "the capture holds numpy data: replay needs numpy here (pip install numpy)"
+        ) from None
     return np
 
 
@@ -172,7 +182,9 @@ def _npy(s):
     try:
         arr = np.load(io.BytesIO(_b64(s)), allow_pickle=False)
     except Exception as exc:  # whatever the reader raises on bad bytes
-        raise _Malformed("a .npy array that does not read: %s: %s" % (type(exc).__name__, exc)) from None
+        raise _Malformed(
+            "a .npy array that does not read: %s: %s" % (type(exc).__name__, exc)
+        ) from None
     if type(arr) is not np.ndarray or arr.dtype.hasobject:
         raise _Malformed("a .npy value that is no plain array")
     return arr
@@ -191,15 +203,24 @@ class Decoder:
         """The call's arguments, closure values and data globals from
         DATA's bytes."""
         try:
-            doc = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
+            doc = json.loads(
+                raw.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_unique_keys
+            )
         except (UnicodeDecodeError, ValueError) as exc:
-            raise ReplayError("the capture's data is not the JSON this replay reads (%s): a capture made by another sparkdap, or not by sparkdap" % (exc,)) from None
+            raise ReplayError(
+                "the capture's data is not the JSON this replay reads (%s): a capture made by "
+                "another sparkdap, or not by sparkdap" % (exc,)
+            ) from None
         except RecursionError:
             raise ReplayError("the capture's data nests too deep") from None
         except _Malformed as exc:
             raise ReplayError("the capture's data is malformed: %s" % exc) from None
         try:
-            if not isinstance(doc, dict) or set(doc) - set(_DOC_KEYS) or not isinstance(doc.get("args"), list):
+            if (
+                not isinstance(doc, dict)
+                or set(doc) - set(_DOC_KEYS)
+                or not isinstance(doc.get("args"), list)
+            ):
                 raise _Malformed("no call's arguments")
             out = {"args": [self.value(v, 0) for v in doc["args"]]}
             out["left_out"] = []
@@ -216,7 +237,9 @@ class Decoder:
                             raise
                         # The local file may define it; the call may not
                         # need it.
-                        out["left_out"].append("%s; it was left out: the call fails if it needs it" % exc)
+                        out["left_out"].append(
+                            "%s; it was left out: the call fails if it needs it" % exc
+                        )
             it = doc.get("iterator_arg")
             if it is not None and (type(it) is not int or not 0 <= it < len(out["args"])):
                 raise _Malformed("iterator_arg %r" % (it,))
@@ -244,7 +267,9 @@ class Decoder:
         except (ReplayError, RecursionError):
             raise
         except Exception as exc:  # a constructor refusing its parts
-            raise _Malformed("a %s that does not decode: %s: %s" % (tag, type(exc).__name__, exc)) from None
+            raise _Malformed(
+                "a %s that does not decode: %s: %s" % (tag, type(exc).__name__, exc)
+            ) from None
 
     def _items(self, j, depth):
         if type(j["v"]) is not list:
@@ -312,12 +337,18 @@ class Decoder:
         try:
             from pyspark.sql.types import Row
         except ImportError:
-            raise ReplayError("the capture holds a pyspark Row: replay needs pyspark here (pip install pyspark)") from None
+            raise ReplayError(
+                "the capture holds a pyspark Row: replay needs pyspark here (pip install pyspark)"
+            ) from None
         values = self._items(j, depth)
         fields = j["fields"]
         if fields is None:
             return Row(*values)
-        if type(fields) is not list or len(fields) != len(values) or any(type(f) is not str for f in fields):
+        if (
+            type(fields) is not list
+            or len(fields) != len(values)
+            or any(type(f) is not str for f in fields)
+        ):
             raise _Malformed("a Row whose fields are no names of its values")
         row = Row(*values)
         row.__fields__ = list(fields)  # as pyspark's own _create_row
@@ -335,7 +366,11 @@ class Decoder:
     def _ndarray_object(self, j, depth):
         np = _numpy()
         shape = j["shape"]
-        if type(shape) is not list or any(type(n) is not int or n < 0 for n in shape) or len(shape) > 32:
+        if (
+            type(shape) is not list
+            or any(type(n) is not int or n < 0 for n in shape)
+            or len(shape) > 32
+        ):
             raise _Malformed("an array shape %r" % (shape,))
         items = self._items(j, depth)
         size = 1
@@ -379,7 +414,8 @@ class Decoder:
         where, tname = str(j["where"]), str(j["type"])
         if self.values is None:
             raise _NeedsTrust(
-                "%s is a %s, which the capture carries only pickled, and replay unpickles nothing from the cluster unless you pass %s "
+                "%s is a %s, which the capture carries only pickled, and replay unpickles nothing "
+                "from the cluster unless you pass %s "
                 "(only for a capture from a cluster you trust)" % (where, tname, TRUST_FLAG)
             )
         raw = self.values.get(j["key"]) if isinstance(j["key"], str) else None
@@ -390,22 +426,48 @@ class Decoder:
 
 
 def load(path):
-    with open(path, "r", encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f:
         cap = json.load(f)
     if not isinstance(cap, dict) or cap.get("format") != FORMAT:
         have = cap.get("format") if isinstance(cap, dict) else None
         why = ""
         if have in ("sparkdap-capture/1", "sparkdap-capture/2"):
-            why = ": its data is a pickle, which replay no longer reads from a cluster; capture the call again"
-        raise ReplayError("%s is not a sparkdap capture this replay reads (format %r, want %r)%s" % (path, have, FORMAT, why))
+            why = (
+                ": its data is a pickle, which replay no longer reads from a cluster; "
+                "capture the call again"
+            )
+        raise ReplayError(
+            "%s is not a sparkdap capture this replay reads (format %r, want %r)%s"
+            % (path, have, FORMAT, why)
+        )
     # The executor wrote most of it: check the shapes replay relies on.
     info = cap.get("function")
-    ok = isinstance(info, dict) and isinstance(info.get("firstLine", 0), int) and isinstance(info.get("qualname", ""), str)
+    ok = (
+        isinstance(info, dict)
+        and isinstance(info.get("firstLine", 0), int)
+        and isinstance(info.get("qualname", ""), str)
+    )
     ok = ok and all(isinstance(v, str) for v in info.get("freeVars") or [])
-    ok = ok and isinstance(cap.get("references", {}), dict) and all(isinstance(p, str) for p in cap.get("parameters") or [])
-    ok = ok and isinstance(cap.get("data", ""), str) and isinstance(cap.get("code", ""), str) and isinstance(cap.get("localFile", ""), str)
+    ok = (
+        ok
+        and isinstance(cap.get("references", {}), dict)
+        and all(isinstance(p, str) for p in cap.get("parameters") or [])
+    )
+    ok = (
+        ok
+        and isinstance(cap.get("data", ""), str)
+        and isinstance(cap.get("code", ""), str)
+        and isinstance(cap.get("localFile", ""), str)
+    )
     imp = info.get("importable") if isinstance(info, dict) else None
-    ok = ok and (imp is None or (isinstance(imp, dict) and isinstance(imp.get("module"), str) and isinstance(imp.get("qualname"), str)))
+    ok = ok and (
+        imp is None
+        or (
+            isinstance(imp, dict)
+            and isinstance(imp.get("module"), str)
+            and isinstance(imp.get("qualname"), str)
+        )
+    )
     if not ok:
         raise ReplayError("%s is not a well-formed sparkdap capture" % path)
     return cap
@@ -424,7 +486,9 @@ def check_python(cap, force, trust):
         return "warning: %s: your function may behave differently here" % msg
     msg += ": the capture's pickles need the same major.minor"
     if not force:
-        raise ReplayError(msg + " (run replay with that Python, --python, or --force to try anyway)")
+        raise ReplayError(
+            msg + " (run replay with that Python, --python, or --force to try anyway)"
+        )
     return "warning: " + msg
 
 
@@ -434,9 +498,14 @@ def _unpickle(raw):
     try:
         return pickle.loads(raw)
     except ModuleNotFoundError as exc:
-        raise ReplayError("unpickling the capture needs module %r here (pip install it, or put your code on PYTHONPATH)" % exc.name) from None
+        raise ReplayError(
+            "unpickling the capture needs module %r here (pip install it, or put your code on "
+            "PYTHONPATH)" % exc.name
+        ) from None
     except Exception as exc:
-        raise ReplayError("the capture's pickle cannot be unpickled: %s: %s" % (type(exc).__name__, exc)) from None
+        raise ReplayError(
+            "the capture's pickle cannot be unpickled: %s: %s" % (type(exc).__name__, exc)
+        ) from None
 
 
 def load_code(cap):
@@ -486,7 +555,9 @@ def _import_local(imp):
     (None, why)."""
     mod_name, qual = imp.get("module") or "", imp.get("qualname") or ""
     parts = mod_name.split(".")
-    if not all(p.isidentifier() for p in parts) or not all(q.isidentifier() for q in qual.split(".")):
+    if not all(p.isidentifier() for p in parts) or not all(
+        q.isidentifier() for q in qual.split(".")
+    ):
         return None, "%r / %r is not a module and function name" % (mod_name, qual)
     try:
         spec = importlib.util.find_spec(parts[0])  # a top-level name: imports nothing
@@ -496,10 +567,17 @@ def _import_local(imp):
     if spec is None or not origin:
         return None, "module %s is not importable here" % mod_name
     if origin in ("built-in", "frozen") or _under(origin, _system_dirs()):
-        return None, "module %s here is %s, in the standard library or site-packages, not your source" % (mod_name, origin)
+        return (
+            None,
+            "module %s here is %s, in the standard library or site-packages, not your source"
+            % (mod_name, origin),
+        )
     if _under(origin, {os.path.dirname(os.path.realpath(__file__))}):
         # sparkdap's own Python (this file's main would replay any file).
-        return None, "module %s here is %s, sparkdap's own code, not your source" % (mod_name, origin)
+        return None, "module %s here is %s, sparkdap's own code, not your source" % (
+            mod_name,
+            origin,
+        )
     try:
         mod = importlib.import_module(mod_name)
     except Exception as exc:
@@ -543,7 +621,12 @@ def _functions(tree):
             for stmt in node.body:
                 visit(stmt, prefix + node.name + ".")
             return
-        comp = {ast.ListComp: "<listcomp>", ast.SetComp: "<setcomp>", ast.DictComp: "<dictcomp>", ast.GeneratorExp: "<genexpr>"}.get(type(node))
+        comp = {
+            ast.ListComp: "<listcomp>",
+            ast.SetComp: "<setcomp>",
+            ast.DictComp: "<dictcomp>",
+            ast.GeneratorExp: "<genexpr>",
+        }.get(type(node))
         if comp and not (inlined and comp != "<genexpr>"):
             for child in ast.iter_child_nodes(node):
                 visit(child, prefix + comp + ".")
@@ -580,9 +663,16 @@ def find_local(tree, info, params):
     tied = [n for n in cands if abs(_first_line(n) - want) == best]
     if len(tied) > 1:
         raise ReplayError(
-            "%d functions in your local file match %s (parameters %s) equally near the captured line %d (lines %s): "
+            "%d functions in your local file match %s (parameters %s) equally near the captured "
+            "line %d (lines %s): "
             "replay cannot tell which one ran; give one of them a name of its own (a def)"
-            % (len(tied), qual, ", ".join(params) or "none", want, ", ".join(str(_first_line(n)) for n in tied))
+            % (
+                len(tied),
+                qual,
+                ", ".join(params) or "none",
+                want,
+                ", ".join(str(_first_line(n)) for n in tied),
+            )
         )
     return cands[0], None
 
@@ -600,7 +690,9 @@ def _compile_functions_as(mod, path, depth):
     def's) would first stop there, in <module>, before the call."""
 
     def refile(code, level):
-        consts = tuple(refile(c, level + 1) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+        consts = tuple(
+            refile(c, level + 1) if isinstance(c, types.CodeType) else c for c in code.co_consts
+        )
         return code.replace(co_filename=path if level >= depth else _GENERATED, co_consts=consts)
 
     return refile(compile(mod, path, "exec"), 0)
@@ -618,12 +710,19 @@ def _local_namespace(path, tree, target):
         if node is target:
             continue
         # A try whose body only imports is an import with a fallback.
-        guarded = isinstance(node, ast.Try) and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in node.body)
-        if guarded or isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        guarded = isinstance(node, ast.Try) and all(
+            isinstance(n, (ast.Import, ast.ImportFrom)) for n in node.body
+        )
+        if guarded or isinstance(
+            node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        ):
             try:
                 exec(_compile_functions_as(ast.Module(body=[node], type_ignores=[]), path, 1), ns)
             except Exception as exc:  # one the replayed call may not need
-                notes.append("%s line %d failed here (%s: %s); the call fails if it needs it" % (os.path.basename(path), node.lineno, type(exc).__name__, exc))
+                notes.append(
+                    "%s line %d failed here (%s: %s); the call fails if it needs it"
+                    % (os.path.basename(path), node.lineno, type(exc).__name__, exc)
+                )
     return ns, notes
 
 
@@ -638,18 +737,26 @@ def compile_local(path, node, tree, info, data, refs):
     own = getattr(node, "name", None)  # a nested def that calls itself
     for v in free:
         if not isinstance(v, str) or not v.isidentifier() or keyword.iskeyword(v):
-            raise ReplayError("the capture names a free variable %r, which is no Python name" % (v,))
+            raise ReplayError(
+                "the capture names a free variable %r, which is no Python name" % (v,)
+            )
         if v == own and v not in closure:
             closure[v] = None  # the def below binds it, in the outer function
         if v not in closure:
             what = refs.get(v, "not captured")
-            raise NoLocalSource("its closure variable %r is %s, and replay rebuilds a closure from captured data only" % (v, what))
+            raise NoLocalSource(
+                "its closure variable %r is %s, and replay rebuilds a closure from captured data "
+                "only" % (v, what)
+            )
     ns, notes = _local_namespace(path, tree, node)
     for name, value in (data.get("globals") or {}).items():
         ns.setdefault(name, value)
     for name, ref in sorted(refs.items()):
         if name not in ns and name not in free and name not in vars(builtins):
-            notes.append("global %r (%s on the executor) is not defined by %s's top-level imports and defs: the call fails if it uses it" % (name, ref, os.path.basename(path)))
+            notes.append(
+                "global %r (%s on the executor) is not defined by %s's top-level imports and "
+                "defs: the call fails if it uses it" % (name, ref, os.path.basename(path))
+            )
     if isinstance(node, ast.Lambda):
         stmt = ast.Assign(targets=[ast.Name(id="__sparkdap_fn__", ctx=ast.Store())], value=node)
         ast.copy_location(stmt, node)
@@ -695,18 +802,29 @@ def local_function(cap, data):
         fn, where = _import_local(imp)
         if fn is not None:
             if info.get("freeVars"):
-                raise ReplayError("%s.%s is importable but the capture says it has a closure" % (imp.get("module"), imp.get("qualname")))
-            return fn, "using %s from %s (imported from your local module %s)" % (imp.get("qualname"), where, imp.get("module")), []
+                raise ReplayError(
+                    "%s.%s is importable but the capture says it has a closure"
+                    % (imp.get("module"), imp.get("qualname"))
+                )
+            return (
+                fn,
+                "using %s from %s (imported from your local module %s)"
+                % (imp.get("qualname"), where, imp.get("module")),
+                [],
+            )
         whys.append(where)
     local = cap.get("localFile") or ""
     if not local:
-        whys.append("its file %s is not mapped to a local file (serve --root, --map)" % info.get("file", "?"))
+        whys.append(
+            "its file %s is not mapped to a local file (serve --root, --map)"
+            % info.get("file", "?")
+        )
         raise NoLocalSource("; ".join(whys))
     bad = _regular_py(local)
     if bad:
         whys.append(bad)
         raise NoLocalSource("; ".join(whys))
-    with open(local, "r", encoding="utf-8") as f:
+    with open(local, encoding="utf-8") as f:
         src = f.read()
     try:
         tree = ast.parse(src, filename=local)
@@ -718,7 +836,12 @@ def local_function(cap, data):
         raise NoLocalSource("; ".join(whys))
     fn, notes = compile_local(local, node, tree, info, data, refs)
     kind = "lambda" if isinstance(node, ast.Lambda) else "def"
-    return fn, "using %s (a %s) from %s:%d (your local source)" % (info.get("qualname"), kind, local, node.lineno), notes
+    return (
+        fn,
+        "using %s (a %s) from %s:%d (your local source)"
+        % (info.get("qualname"), kind, local, node.lineno),
+        notes,
+    )
 
 
 def run(cap, force=False, trust=False, out=None):
@@ -736,20 +859,31 @@ def run(cap, force=False, trust=False, out=None):
         except NoLocalSource as exc:
             if not trust:
                 raise ReplayError(
-                    "no local source for %s (%s): running it would take its code from the capture, that is from the cluster; "
-                    "map its file to your copy (serve --root / --map), or if you trust the cluster that made the capture, pass %s"
+                    "no local source for %s (%s): running it would take its code from the "
+                    "capture, that is from the cluster; "
+                    "map its file to your copy (serve --root / --map), or if you trust the "
+                    "cluster that made the capture, pass %s"
                     % (cap.get("function", {}).get("qualname"), exc, TRUST_FLAG)
                 ) from None
             if code.get("function") is None:
-                raise ReplayError("no local source for %s (%s), and the capture holds no pickled function" % (cap.get("function", {}).get("qualname"), exc)) from None
-            out.write("warning: %s: running the captured function, code from the cluster (%s)\n" % (TRUST_FLAG, exc))
+                raise ReplayError(
+                    "no local source for %s (%s), and the capture holds no pickled function"
+                    % (cap.get("function", {}).get("qualname"), exc)
+                ) from None
+            out.write(
+                "warning: %s: running the captured function, code from the cluster (%s)\n"
+                % (TRUST_FLAG, exc)
+            )
             fn = _unpickle(code["function"])
             which = "using the captured %s" % cap.get("function", {}).get("qualname")
     except ReplayError as exc:
         out.write("sparkdap replay: %s\n" % exc)
         return 2
     if unpickled:
-        out.write("warning: %s: unpickled %d value(s) of the capture's data, code from the cluster\n" % (TRUST_FLAG, unpickled))
+        out.write(
+            "warning: %s: unpickled %d value(s) of the capture's data, code from the cluster\n"
+            % (TRUST_FLAG, unpickled)
+        )
     args = list(data["args"])
     it = data.get("iterator_arg")
     if it is not None:
@@ -795,10 +929,16 @@ def main(argv):
         try:
             import debugpy
         except ImportError:
-            sys.stdout.write("sparkdap replay: --debug needs debugpy in this Python (%s): pip install debugpy\n" % sys.executable)
+            sys.stdout.write(
+                "sparkdap replay: --debug needs debugpy in this Python (%s): pip install debugpy\n"
+                % sys.executable
+            )
             return 2
         debugpy.listen((host or "127.0.0.1", int(port)))
-        sys.stdout.write("sparkdap replay: waiting for a debugger to attach to %s:%s\n" % (host or "127.0.0.1", port))
+        sys.stdout.write(
+            "sparkdap replay: waiting for a debugger to attach to %s:%s\n"
+            % (host or "127.0.0.1", port)
+        )
         sys.stdout.flush()
         debugpy.wait_for_client()
     return run(cap, a.force, a.trust)

@@ -123,7 +123,11 @@ def test_without_local_source_replay_refuses_unless_trusted(tmp_path):
     cap = as_file(header, payload, "")
     rc, out = replay(cap)
     assert rc == 2, out
-    assert "no local source for parse" in out and "from the cluster" in out and "--trust-captured-code" in out, out
+    assert (
+        "no local source for parse" in out
+        and "from the cluster" in out
+        and "--trust-captured-code" in out
+    ), out
     assert "returned" not in out
     rc, out = replay(cap, trust=True)
     assert rc == 0 and "returned 10" in out and "using the captured parse" in out, out
@@ -137,10 +141,14 @@ def test_lambda_replays_from_the_local_source(tmp_path):
     assert header["function"]["isLambda"]
     assert header["globalNames"] == ["OFFSET"]
     rc, out = replay(as_file(header, payload, path))
-    assert rc == 0 and "returned 141" in out and "a lambda" in out and "your local source" in out, out
+    assert rc == 0 and "returned 141" in out and "a lambda" in out and "your local source" in out, (
+        out
+    )
     # A local fix takes effect; OFFSET keeps the captured value (the
     # assignment is a statement replay does not run).
-    (tmp_path / "job.py").write_text(src.replace("x + OFFSET", "x - OFFSET").replace("= 100", "= 7"))
+    (tmp_path / "job.py").write_text(
+        src.replace("x + OFFSET", "x - OFFSET").replace("= 100", "= 7")
+    )
     rc, out = replay(as_file(header, payload, path))
     assert rc == 0 and "returned -59" in out, out
 
@@ -169,7 +177,9 @@ raise SystemExit("running the driver script would start the Spark job")
 
 def test_closure_lambda_binds_the_captured_closure_values(tmp_path):
     ns = {"__name__": "__main__"}
-    src = RDD_JOB.replace('raise SystemExit("running the driver script would start the Spark job")', "")
+    src = RDD_JOB.replace(
+        'raise SystemExit("running the driver script would start the Spark job")', ""
+    )
     path = tmp_path / "job.py"
     path.write_text(src)
     exec(compile(src, str(path), "exec"), ns)
@@ -186,7 +196,11 @@ def test_closure_lambda_binds_the_captured_closure_values(tmp_path):
     assert rc == 0 and "returned 17" in out, out
     assert "build.<locals>.<lambda> (a lambda) from %s:14" % path in out, out
     # The local fix to the lambda and to the helper it calls takes effect.
-    path.write_text(RDD_JOB.replace("helper(row * scale) + bump", "helper(row * scale) - bump").replace("math.floor(", "math.ceil("))
+    path.write_text(
+        RDD_JOB.replace("helper(row * scale) + bump", "helper(row * scale) - bump").replace(
+            "math.floor(", "math.ceil("
+        )
+    )
     rc, out = replay(cap)
     assert rc == 0 and "returned -2" in out, out
 
@@ -207,7 +221,9 @@ def test_nested_def_found_by_qualname_and_nearest_line(tmp_path):
     header, payload = stop_in(ns["fs"][3], (2,), line_offset=1)
     assert header["closureNames"] == ["k"]
     rc, out = replay(as_file(header, payload, path))
-    assert rc == 0 and "returned 6" in out and "make.<locals>.f (a def) from %s:2" % path in out, out
+    assert rc == 0 and "returned 6" in out and "make.<locals>.f (a def) from %s:2" % path in out, (
+        out
+    )
     # Lines move with an edit above it: the qualified name still finds it.
     (tmp_path / "job.py").write_text("import os\n\n\n" + src.replace("x * k", "x * k + 1"))
     rc, out = replay(as_file(header, payload, path))
@@ -219,16 +235,27 @@ def test_ambiguous_lambdas_are_refused(tmp_path):
     ns, path = load_script(tmp_path, src)
     header, payload = stop_in(ns["fs"][1], (1,), line_offset=0)
     rc, out = replay(as_file(header, payload, path))
-    assert rc == 2 and "2 functions in your local file match <lambda>" in out and "cannot tell which one ran" in out, out
+    assert (
+        rc == 2
+        and "2 functions in your local file match <lambda>" in out
+        and "cannot tell which one ran" in out
+    ), out
 
 
 def test_a_function_in_the_closure_is_refused(tmp_path):
-    src = "def make():\n    def g(v):\n        return v\n    def f(x):\n        return g(x)\n    return f\nf = make()\n"
+    src = (
+        "def make():\n    def g(v):\n        return v\n"
+        "    def f(x):\n        return g(x)\n    return f\nf = make()\n"
+    )
     ns, path = load_script(tmp_path, src)
     header, payload = stop_in(ns["f"], (1,))
     assert header["references"]["g"] == "function __main__.make.<locals>.g"
     rc, out = replay(as_file(header, payload, path))
-    assert rc == 2 and "closure variable 'g' is function __main__.make.<locals>.g" in out and "--trust-captured-code" in out, out
+    assert (
+        rc == 2
+        and "closure variable 'g' is function __main__.make.<locals>.g" in out
+        and "--trust-captured-code" in out
+    ), out
     rc, out = replay(as_file(header, payload, path), trust=True)
     assert rc == 0 and "returned 1" in out, out
 
@@ -253,7 +280,9 @@ def test_importable_function_comes_from_the_local_module(tmp_path, monkeypatch):
     (tmp_path / "loanlib17.py").write_text("def risk(x):\n    return x * 3\n")
     monkeypatch.delitem(sys.modules, "loanlib17")
     rc, out = replay(as_file(header, payload, ""))
-    assert rc == 0 and "returned 12" in out and "imported from your local module loanlib17" in out, out
+    assert (
+        rc == 0 and "returned 12" in out and "imported from your local module loanlib17" in out
+    ), out
 
 
 def test_a_library_module_is_not_imported_for_the_cluster(tmp_path):
@@ -288,7 +317,10 @@ def test_unpicklable_argument_is_named(tmp_path):
     ns, _ = load_script(tmp_path, "def g(a, lock):\n    return a\n")
     err = stop_in(ns["g"], (1, threading.Lock()))
     assert isinstance(err, sc.CaptureError)
-    assert "argument 'lock' is a _thread.lock, which a capture carries only pickled, and it cannot be pickled" in str(err)
+    assert (
+        "argument 'lock' is a _thread.lock, which a capture carries only pickled, and it cannot "
+        "be pickled" in str(err)
+    )
 
 
 def test_other_python_warns_and_refuses_pickles_unless_forced(tmp_path):
@@ -300,7 +332,11 @@ def test_other_python_warns_and_refuses_pickles_unless_forced(tmp_path):
     header["versions"]["python"] = "3.%d.0" % (sys.version_info[1] + 1)
     cap = as_file(header, payload, path)
     rc, out = replay(cap)
-    assert rc == 0 and "warning: the capture was made by Python 3.%d.0" % (sys.version_info[1] + 1) in out and "returned 2" in out, out
+    assert (
+        rc == 0
+        and "warning: the capture was made by Python 3.%d.0" % (sys.version_info[1] + 1) in out
+        and "returned 2" in out
+    ), out
     rc, out = replay(cap, trust=True)
     assert rc == 2 and "pickles need the same major.minor" in out and "--force" in out, out
     rc, out = replay(cap, trust=True, force=True)
@@ -319,7 +355,9 @@ def test_map_in_pandas_captures_the_current_batch(tmp_path):
     assert "captured as an iterator over the batch" in header["notes"][0]
     rc, out = replay(as_file(header, payload, path))
     assert rc == 0, out
-    assert "x  y" in out and "1  2" in out and "2  4" in out and "7" not in out.split("returned", 1)[1]
+    assert (
+        "x  y" in out and "1  2" in out and "2  4" in out and "7" not in out.split("returned", 1)[1]
+    )
 
 
 def test_start_chunks_and_drop(monkeypatch, tmp_path):
@@ -341,7 +379,11 @@ def test_start_chunks_and_drop(monkeypatch, tmp_path):
     first = json.loads(base64.b64decode(sc.start(7, 0, 64)))
     assert first["chunks"] >= 2
     data = b"".join(base64.b64decode(sc.chunk(first["id"], i)) for i in range(first["chunks"]))
-    assert len(data) == first["header"]["payloadBytes"] == first["header"]["dataBytes"] + first["header"]["codeBytes"]
+    assert (
+        len(data)
+        == first["header"]["payloadBytes"]
+        == first["header"]["dataBytes"] + first["header"]["codeBytes"]
+    )
     sc.drop(first["id"])
     assert first["id"] not in sc._held
     bad = json.loads(base64.b64decode(sc.start(8, 0, 64)))
@@ -402,7 +444,14 @@ def _supported_values():
         import pandas as pd
 
         out += [
-            pd.DataFrame({"x": [1, 2], "s": ["a", None], "f": [1.5, None], "t": pd.to_datetime(["2020-01-01", None])}),
+            pd.DataFrame(
+                {
+                    "x": [1, 2],
+                    "s": ["a", None],
+                    "f": [1.5, None],
+                    "t": pd.to_datetime(["2020-01-01", None]),
+                }
+            ),
             pd.DataFrame({"x": [1, 2]}, index=pd.Index(["a", "b"], name="k")),
             pd.DataFrame({"x": [1, 2]}, index=pd.RangeIndex(5, 9, 2)),
             pd.DataFrame({"x": [1, 2]}, index=pd.MultiIndex.from_tuples([(1, "a"), (2, "b")])),
@@ -418,7 +467,14 @@ def _supported_values():
 
         out += [
             pa.record_batch({"x": [1, 2], "s": ["a", "b"]}),
-            pa.table({"x": [1], "l": [[1, 2]], "st": [{"a": 1}], "d": pa.array(["a"]).dictionary_encode()}),
+            pa.table(
+                {
+                    "x": [1],
+                    "l": [[1, 2]],
+                    "st": [{"a": 1}],
+                    "d": pa.array(["a"]).dictionary_encode(),
+                }
+            ),
         ]
     except ImportError:
         pass
@@ -432,7 +488,11 @@ def _same(a, b):
     if mod == "pandas":
         import pandas as pd
 
-        check = pd.testing.assert_frame_equal if isinstance(a, pd.DataFrame) else pd.testing.assert_series_equal
+        check = (
+            pd.testing.assert_frame_equal
+            if isinstance(a, pd.DataFrame)
+            else pd.testing.assert_series_equal
+        )
         try:
             check(a, b, check_exact=True)
         except AssertionError:
@@ -447,7 +507,11 @@ def _same(a, b):
     if isinstance(a, float) and a != a:
         return b != b
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b)) and getattr(a, "__fields__", None) == getattr(b, "__fields__", None)
+        return (
+            len(a) == len(b)
+            and all(_same(x, y) for x, y in zip(a, b))
+            and getattr(a, "__fields__", None) == getattr(b, "__fields__", None)
+        )
     return a == b
 
 
@@ -471,7 +535,10 @@ def test_map_in_pandas_batch_replays_equal_without_trust(tmp_path):
     pd = pytest.importorskip("pandas")
     src = "def keep(batches):\n    for pdf in batches:\n        yield pdf\n"
     ns, path = load_script(tmp_path, src)
-    batch = pd.DataFrame({"s": ["2", "x"], "n": pd.Series([1, None], dtype="Int64")}, index=pd.Index([10, 11], name="id"))
+    batch = pd.DataFrame(
+        {"s": ["2", "x"], "n": pd.Series([1, None], dtype="Int64")},
+        index=pd.Index([10, 11], name="id"),
+    )
     header, payload = stop_in(ns["keep"], (iter([batch]),), line_offset=2)
     assert header["pickledValues"] == 0
     cap = as_file(header, payload, path)
@@ -493,17 +560,28 @@ def test_unsupported_type_is_named_at_capture_and_needs_trust(tmp_path):
     src = "def apply(x, cfg, extra=None):\n    return x * cfg.rate\n"
     ns, path = load_script(tmp_path, src)
     header, payload = stop_in(ns["apply"], (2, Config(5)), line_offset=1)
-    note = "argument 'cfg' is a test_capture.Config: the capture carries it only pickled, and replay unpickles nothing from the cluster unless you pass --trust-captured-code"
+    note = (
+        "argument 'cfg' is a test_capture.Config: the capture carries it only pickled, "
+        "and replay unpickles nothing from the cluster unless you pass --trust-captured-code"
+    )
     assert any(note in n for n in header["notes"]), header["notes"]
     assert header["pickledValues"] == 1
     cap = as_file(header, payload, path)
     rc, out = replay(cap)
-    assert rc == 2 and "argument 'cfg' is a test_capture.Config, which the capture carries only pickled" in out and "--trust-captured-code" in out, out
+    assert (
+        rc == 2
+        and "argument 'cfg' is a test_capture.Config, which the capture carries only pickled" in out
+        and "--trust-captured-code" in out
+    ), out
     rc, out = replay(cap, trust=True)
     assert rc == 0 and "returned 10" in out and "unpickled 1 value(s)" in out, out
     # Nested, and a dict subclass: named by where it is.
-    header, _ = stop_in(ns["apply"], ([1, {"k": collections.OrderedDict(a=1)}], Config(1)), line_offset=1)
-    assert any(n.startswith("argument 'x'[1]['k'] is a collections.OrderedDict:") for n in header["notes"]), header["notes"]
+    header, _ = stop_in(
+        ns["apply"], ([1, {"k": collections.OrderedDict(a=1)}], Config(1)), line_offset=1
+    )
+    assert any(
+        n.startswith("argument 'x'[1]['k'] is a collections.OrderedDict:") for n in header["notes"]
+    ), header["notes"]
 
 
 def _dtype_scalar_pickle(address):
@@ -513,7 +591,11 @@ def _dtype_scalar_pickle(address):
     import struct
 
     np = pytest.importorskip("numpy")
-    mod = "numpy._core.multiarray" if int(np.__version__.split(".")[0]) >= 2 else "numpy.core.multiarray"
+    mod = (
+        "numpy._core.multiarray"
+        if int(np.__version__.split(".")[0]) >= 2
+        else "numpy.core.multiarray"
+    )
 
     def s(x):
         b = x.encode()
@@ -550,7 +632,13 @@ def test_hostile_pickles_from_the_cluster_are_never_unpickled(tmp_path):
     marker = tmp_path / "pwned"
     system = pickle.dumps(_Reduce(os.system, "touch %s" % marker))
     for name, field, raw, rc_want, want in (
-        ("dtype/scalar DATA", "data", _dtype_scalar_pickle(0x4141414141410000), 2, "is not the JSON this replay reads"),
+        (
+            "dtype/scalar DATA",
+            "data",
+            _dtype_scalar_pickle(0x4141414141410000),
+            2,
+            "is not the JSON this replay reads",
+        ),
         ("os.system DATA", "data", system, 2, "is not the JSON this replay reads"),
         ("os.system CODE", "code", system, 0, "returned 10"),
     ):
@@ -558,8 +646,15 @@ def test_hostile_pickles_from_the_cluster_are_never_unpickled(tmp_path):
         cap[field] = base64.b64encode(raw).decode()
         f = tmp_path / "hostile.json"
         f.write_text(json.dumps(cap))
-        p = subprocess.run([sys.executable, sr.__file__, str(f)], capture_output=True, text=True, timeout=120)
-        assert p.returncode == rc_want and want in p.stdout, (name, p.returncode, p.stdout, p.stderr)
+        p = subprocess.run(
+            [sys.executable, sr.__file__, str(f)], capture_output=True, text=True, timeout=120
+        )
+        assert p.returncode == rc_want and want in p.stdout, (
+            name,
+            p.returncode,
+            p.stdout,
+            p.stderr,
+        )
         assert not marker.exists(), name
 
 
@@ -580,11 +675,23 @@ def test_malformed_data_is_refused(tmp_path):
         ("extra key", '{"args": [{"$t": "bytes", "v": "", "w": 1}]}', "a bytes with keys"),
         ("duplicate key", '{"args": [], "args": [1]}', "twice in one object"),
         ("top-level key", '{"args": [], "reduce": 1}', "no call's arguments"),
-        ("npy with a pickle", json.dumps({"args": [{"$t": "ndarray", "npy": npy_with_pickle()}]}), "a .npy array that does not read"),
-        ("arrow garbage", '{"args": [{"$t": "dataframe", "arrow": "AAAA"}]}', "an Arrow stream that does not read"),
+        (
+            "npy with a pickle",
+            json.dumps({"args": [{"$t": "ndarray", "npy": npy_with_pickle()}]}),
+            "a .npy array that does not read",
+        ),
+        (
+            "arrow garbage",
+            '{"args": [{"$t": "dataframe", "arrow": "AAAA"}]}',
+            "an Arrow stream that does not read",
+        ),
         ("deep", '{"args": ' + "[" * 150 + "]" * 150 + "}", "deeper than"),
         ("iterator_arg", '{"args": [], "iterator_arg": 3}', "iterator_arg 3"),
-        ("bad shape", '{"args": [{"$t": "ndarray-object", "shape": [3], "v": [1]}]}', "with 1 items"),
+        (
+            "bad shape",
+            '{"args": [{"$t": "ndarray-object", "shape": [3], "v": [1]}]}',
+            "with 1 items",
+        ),
     ):
         cap = as_file(header, payload, path)
         cap["data"] = base64.b64encode(doc.encode()).decode()
@@ -654,7 +761,10 @@ def test_malformed_capture_is_refused(tmp_path, capsys):
         out = capsys.readouterr().out
         assert "sparkdap replay: " in out, name
         if name == "format":
-            assert "its data is a pickle, which replay no longer reads from a cluster; capture the call again" in out, out
+            assert (
+                "its data is a pickle, which replay no longer reads from a cluster; capture the "
+                "call again" in out
+            ), out
     f = tmp_path / "good.json"
     f.write_text(json.dumps(good))
     assert sr.main([str(f)]) == 0
@@ -676,7 +786,9 @@ def test_recursive_functions_find_themselves(tmp_path):
     rc, out = replay(as_file(header, payload, path))
     assert rc == 0 and "returned 24" in out, out
     header, payload = stop_in(ns["r"], (3,))
-    assert header["closureNames"] == ["k"] and header["references"] == {"rec": "function __main__.make.<locals>.rec"}
+    assert header["closureNames"] == ["k"] and header["references"] == {
+        "rec": "function __main__.make.<locals>.rec"
+    }
     rc, out = replay(as_file(header, payload, path))
     assert rc == 0 and "returned 13" in out, out
 
@@ -706,14 +818,21 @@ def test_pycharm_frame_found_by_id_on_the_stopped_stack(monkeypatch):
 
 
 def test_a_global_of_an_unsupported_type_is_left_out_without_trust(tmp_path):
-    src = "class Config:\n    rate = 3\n\nCFG = Config()\n\ndef apply(x):\n    return x\n\ndef use(x):\n    return x * CFG.rate\n"
+    src = (
+        "class Config:\n    rate = 3\n\nCFG = Config()\n\n"
+        "def apply(x):\n    return x\n\ndef use(x):\n    return x * CFG.rate\n"
+    )
     ns, path = load_script(tmp_path, src)
     for fn, want_rc, want in ((ns["apply"], 0, "returned 2"), (ns["use"], 1, "raised NameError")):
         header, payload = stop_in(fn, (2,))
         rc, out = replay(as_file(header, payload, path))
         assert rc == want_rc and want in out, out
         if fn is ns["use"]:
-            assert "note: global 'CFG' is a __main__.Config, which the capture carries only pickled" in out and "it was left out" in out, out
+            assert (
+                "note: global 'CFG' is a __main__.Config, which the capture carries only pickled"
+                in out
+                and "it was left out" in out
+            ), out
             rc, out = replay(as_file(header, payload, path), trust=True)
             assert rc == 0 and "returned 6" in out, out
 
@@ -726,7 +845,9 @@ def test_decoder_fails_only_with_replay_errors_on_mutated_data():
 
     cp, _ = sc._cloudpickle()
     enc = sc._Encoder(cp)
-    raw = json.dumps({"args": [enc.encode(v, "a") for v in _supported_values() + [Config(1)]]}, allow_nan=False).encode()
+    raw = json.dumps(
+        {"args": [enc.encode(v, "a") for v in _supported_values() + [Config(1)]]}, allow_nan=False
+    ).encode()
     rnd = random.Random(17)
     for _ in range(400):
         b = bytearray(raw)
@@ -738,7 +859,9 @@ def test_decoder_fails_only_with_replay_errors_on_mutated_data():
             elif op == 1:
                 del b[i : i + rnd.randint(1, 20)]
             else:
-                b[i:i] = rnd.choice([b"[", b"]", b"{", b'"$t"', b"null", b"-1", b'"pickled"', b"1e400", b'"AAAA"'])
+                b[i:i] = rnd.choice(
+                    [b"[", b"]", b"{", b'"$t"', b"null", b"-1", b'"pickled"', b"1e400", b'"AAAA"']
+                )
         try:
             sr.Decoder().document(bytes(b))
         except sr.ReplayError:

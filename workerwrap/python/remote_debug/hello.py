@@ -1,0 +1,137 @@
+"""The hello: before any debugger is loaded, the worker and the proxy prove to
+each other that they know the token (admission/challenge.go is the other side)."""
+
+import os
+
+from .state import _st
+from .task import _task_body
+
+
+class _NoHelloReply(Exception):
+    """The proxy accepted the connection but did not answer in time."""
+
+
+_HELLO = b"SPARKDAP/2 "
+
+
+class _HelloClosed(ConnectionResetError):
+    """The proxy closed the connection before it answered the hello."""
+
+    def __init__(self, received):
+        ConnectionResetError.__init__(self, "proxy closed the connection without a hello reply")
+        self.received = received  # what it sent instead, for diagnostics
+
+
+class _ProxyUnproven(Exception):
+    """Whatever answered on the executor port did not prove it knows the
+    token: not the proxy (another program bound the port first), or a proxy
+    with another token. The worker says nothing more and loads no debugger."""
+
+
+def _mac(token, label, wn, pn):
+    """HMAC-SHA256(token, label, wn, pn), hex: the hello's proofs and its
+    one-time pydevd token (admission/challenge.go computes the same)."""
+    import hashlib
+    import hmac
+
+    msg = "%s\n%s\n%s" % (label, wn, pn)
+    return hmac.new(token.encode("utf-8"), msg.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _hello_exchange(sock, token, body, timeout):
+    """The worker's side of the hello (see admission/challenge.go): sends a
+    fresh nonce, checks the proxy's proof of the token, and only then sends
+    body with the worker's own proof. The token itself never crosses the
+    wire. Returns (reply, pydevd_token): the proxy's last line less its
+    "SPARKDAP/2 " prefix, and the one-time token the debugger presents
+    instead of the real one. The whole exchange is bounded by timeout
+    seconds: raises _NoHelloReply past it, _HelloClosed if the proxy closes
+    the connection first, _ProxyUnproven if its proof does not hold."""
+    import binascii
+    import hmac
+    import json
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    buf = [b""]
+
+    def reply_line():
+        # The proxy may have sent pydevd's first request before it saw the
+        # hello: skip to the next hello line.
+        while True:
+            data = buf[0]
+            mark = data.find(_HELLO)
+            end = data.find(b"\n", mark) if mark >= 0 else -1
+            if end >= 0:
+                buf[0] = data[end + 1 :]
+                return data[mark + len(_HELLO) : end].decode("utf-8", "replace")
+            left = deadline - time.monotonic()
+            if left <= 0 or len(data) > 65536:
+                raise _NoHelloReply()
+            sock.settimeout(left)
+            try:
+                chunk = sock.recv(4096)
+            except socket.timeout:
+                raise _NoHelloReply() from None
+            if not chunk:
+                raise _HelloClosed(data)
+            buf[0] = data + chunk
+
+    token = token or ""
+    wn = binascii.hexlify(os.urandom(16)).decode("ascii")
+    sock.settimeout(timeout)
+    sock.sendall(_HELLO + b"HELLO " + wn.encode("ascii") + b"\n")
+    challenge = reply_line()
+    if challenge.startswith("REFUSED "):
+        return challenge, None
+    parts = challenge.split(" ")
+    if (
+        len(parts) != 3
+        or parts[0] != "CHALLENGE"
+        or not hmac.compare_digest(
+            parts[2].encode("utf-8"), _mac(token, "sparkdap/2 proxy", wn, parts[1]).encode("ascii")
+        )
+    ):
+        raise _ProxyUnproven()
+    pn = parts[1]
+    body = dict(body, proof=_mac(token, "sparkdap/2 worker", wn, pn))
+    sock.sendall(_HELLO + json.dumps(body).encode("utf-8") + b"\n")
+    return reply_line(), _mac(token, "sparkdap/2 pydevd", wn, pn)
+
+
+def _hello_accepted(reply):
+    """Reads a hello reply: (True, nonce) if the proxy admitted the worker,
+    with the nonce PyCharm mode sends ("" from a DAP proxy), else (False,
+    the reason it gave)."""
+    if reply == "OK" or reply.startswith("OK "):
+        return True, reply[3:]
+    return False, reply.replace("REFUSED ", "", 1)
+
+
+def _hello(cfg, task):
+    """Introduces this worker to the proxy before any debugger is loaded:
+    each side proves it knows the token, then the proxy checks its session
+    limit and learns the task label and where this worker loads code from
+    (see admission/hello.go). Returns None if accepted, else the reason.
+    Raises OSError if unreachable, _ProxyUnproven if the peer is no proxy
+    of this token."""
+    import socket
+
+    host, port = cfg["proxy"]
+    body = _task_body(cfg, task)
+    sock = socket.create_connection((host, port), timeout=cfg["connect_timeout"])
+    try:
+        reply, pydevd_token = _hello_exchange(sock, cfg["token"], body, cfg["handshake_timeout"])
+    finally:
+        sock.close()
+    accepted, detail = _hello_accepted(reply)
+    if not accepted:
+        return detail
+    st = _st()
+    # PyCharm mode: a one-time nonce that names the guard thread.
+    st.hello_nonce = detail
+    # What debugpy.connect presents as its access token: pydevd hands that
+    # to whoever asks, so it is good for this hello only.
+    st.pydevd_token = pydevd_token
+    return None
