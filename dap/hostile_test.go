@@ -413,6 +413,7 @@ func (f *failingListener) Accept() (net.Conn, error) {
 // accepts for a while; the proxy keeps its sessions and serves again after.
 func TestServeSurvivesAcceptErrors(t *testing.T) {
 	hub := NewHub(Config{Token: testToken, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	defer hub.Close()
 	srv, err := Listen(hub, "127.0.0.1:0", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -476,6 +477,7 @@ func TestHandshakeLimits(t *testing.T) {
 // must not run under the Hub lock the edit holds.
 func TestBreakpointEditWhileExecutorLeaves(t *testing.T) {
 	h := NewHub(Config{Token: testToken, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	defer h.Close()
 	exConn, exPeer := net.Pipe()
 	defer exPeer.Close()
 	es := newExecutorSession(h, h.nextID.Add(1), exConn)

@@ -49,6 +49,9 @@ func startProxy(t *testing.T, mod func(*Config)) *testProxy {
 		if err := <-done; err != nil && err != context.DeadlineExceeded {
 			t.Errorf("Serve: %v", err)
 		}
+		// Its refusal logs' timers would otherwise log through t after
+		// the test.
+		hub.Close()
 	})
 	return &testProxy{t: t, hub: hub, srv: srv, ctx: ctx}
 }

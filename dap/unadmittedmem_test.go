@@ -73,6 +73,7 @@ func startMeasuredProxy(t *testing.T) (*testProxy, *allocLog) {
 		if err := <-done; err != nil && err != context.DeadlineExceeded {
 			t.Errorf("Serve: %v", err)
 		}
+		hub.Close()
 	})
 	return &testProxy{t: t, hub: hub, srv: srv, ctx: ctx}, log
 }
