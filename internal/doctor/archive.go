@@ -93,6 +93,7 @@ func (d *doctor) checkArchivePython(ctx context.Context, py, why, archive, insid
 			fix: fmt.Sprintf("list it (tar tzf %s) and set %s to ./ALIAS/ and the interpreter's path inside it", shellquote.Quote(local), ConfPySparkPython)})
 		return py, false
 	}
+	d.pyPacked = true
 	return d.checkPythonAt(ctx, name+", unpacked here to check", unpacked, unpacked)
 }
 
