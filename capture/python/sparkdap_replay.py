@@ -26,6 +26,12 @@
 #   - with no local source it refuses, and the captured CODE (the pickled
 #     function) is unpickled only with --trust-captured-code.
 #
+# The job's imports resolve as on the executor: sys.path starts with the
+# local file's directory and the proxy's local roots (import_roots), not
+# with the temporary directory this file runs from. Under --debug pydevd
+# is told not to trace this file (hide_from_debugger): the developer's
+# debugger shows and steps only their code.
+#
 # Exit status: 0 the call returned, 1 it raised, 2 the capture cannot be
 # replayed (the reason is printed).
 
