@@ -70,6 +70,10 @@ type Request struct {
 	// executor's path as such: a hostile executor would pick which file on
 	// this machine replay runs.
 	LocalFile func(remote string) string
+	// LocalRoots are the local directories the proxy maps executor code
+	// to (serve's --root): replay imports the job's other modules (its
+	// --py-files) from there, as the executor did from its copies.
+	LocalRoots []string
 }
 
 // Result is a written capture.
@@ -258,12 +262,19 @@ func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 		"and the plain-data globals it reads (data: tagged JSON, base64; your data, as the executor had it); the names of the modules, "+
 		"functions and classes it refers to (references); and, pickled (code: %v pickle, base64), the function itself and any value "+
 		"the data could not hold (notes name them): sparkdap replay unpickles code only with --trust-captured-code and otherwise "+
-		"takes the function from your local source (localFile, importable)",
+		"takes the function from your local source (localFile, importable), importing what it imports from localFile's directory and localRoots",
 		name, req.Executor, doc["pickler"])
 	doc["task"] = req.Label
 	doc["executor"] = req.Executor
 	doc["capturedAt"] = time.Now().UTC().Format(time.RFC3339)
 	doc["localFile"] = local
+	roots := []string{}
+	for _, r := range req.LocalRoots {
+		if r != "" && filepath.IsAbs(r) {
+			roots = append(roots, r)
+		}
+	}
+	doc["localRoots"] = roots
 	doc["data"] = base64.StdEncoding.EncodeToString(data)
 	doc["code"] = base64.StdEncoding.EncodeToString(code)
 	out, err := json.MarshalIndent(doc, "", " ")

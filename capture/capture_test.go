@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,7 +99,7 @@ func TestRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			req := Request{Frame: 12, MaxBytes: tc.maxBytes, Dir: dir, Executor: 3, Label: "stage 1",
-				LocalFile: func(remote string) string { return "/local/job.py" }}
+				LocalFile: func(remote string) string { return "/local/job.py" }, LocalRoots: []string{"/local", "relative", ""}}
 			if tc.noDir {
 				req.Dir = ""
 			}
@@ -135,7 +136,7 @@ func TestRun(t *testing.T) {
 			}
 			if doc["data"] != base64.StdEncoding.EncodeToString([]byte("{}")) || doc["code"] != base64.StdEncoding.EncodeToString([]byte("code")) ||
 				doc["localFile"] != "/local/job.py" || doc["format"] != Format || doc["task"] != "stage 1" || res.Bytes != 6 ||
-				!strings.HasPrefix(filepath.Base(res.Path), "lambda-e3-") {
+				!strings.HasPrefix(filepath.Base(res.Path), "lambda-e3-") || fmt.Sprint(doc["localRoots"]) != "[/local]" {
 				t.Errorf("capture %s: %s", res.Path, b)
 			}
 			// The executor's notes, cleaned of control characters; a note

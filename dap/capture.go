@@ -119,7 +119,8 @@ func (e evaluator) Eval(ctx context.Context, expr string) (string, error) {
 // capture directory. Runs on no lock.
 func (h *Hub) runCapture(es *ExecutorSession, frame int64, maxBytes int, label string) (string, map[string]any, error) {
 	res, err := capture.Run(context.Background(), evaluator{h, es, frame}, capture.Request{Frame: frame, MaxBytes: maxBytes,
-		Dir: h.cfg.CaptureDir, Executor: es.id, Label: label, LocalFile: func(remote string) string { return h.captureLocalFile(es, remote) }})
+		Dir: h.cfg.CaptureDir, Executor: es.id, Label: label, LocalFile: func(remote string) string { return h.captureLocalFile(es, remote) },
+		LocalRoots: h.captureLocalRoots()})
 	if err != nil {
 		return "", nil, err
 	}
@@ -141,6 +142,15 @@ func (h *Hub) captureLocalFile(es *ExecutorSession, remote string) string {
 		return r.Mapping.Local
 	}
 	return ""
+}
+
+// captureLocalRoots is the capture's localRoots: the local project root
+// path mapping maps executor code to. cfg is not written after start.
+func (h *Hub) captureLocalRoots() []string {
+	if h.cfg.Paths == nil {
+		return nil
+	}
+	return []string{h.cfg.Paths.Root()}
 }
 
 // splitCapture is capture.Split.

@@ -65,3 +65,28 @@ func TestDoctorThroughRealTunnel(t *testing.T) {
 		t.Errorf("wrong token: exit %d, want a failed gateway test connection saying so", code)
 	}
 }
+
+// TestDoctorVenvPackArchive runs `sparkdap doctor --archives` on an
+// environment packed by venv-pack, as the YARN recipe packs it (venv-pack
+// 0.2.0 writes pyvenv.cfg twice, as YARN's tar unpacks it: the later one
+// wins): doctor must unpack it, find the interpreter the job's
+// spark.pyspark.python names inside it, and pass.
+func TestDoctorVenvPackArchive(t *testing.T) {
+	testenv.SkipIfShort(t, "builds a packed environment")
+	ctx := testContext(t, 12*time.Minute)
+	py := python(t)
+	archive := packedEnv(t, py)
+	p := startProxy(t, ctx)
+	cmd := exec.CommandContext(ctx, sparkdapBinary(t), "doctor", "--ide", p.IDE, "--executors", p.Executors,
+		"--token", p.Token, "--timeout", "60s",
+		"--archives", archive+"#pyenv", "--conf", "spark.pyspark.python=./pyenv/bin/python")
+	out, err := cmd.CombinedOutput()
+	t.Logf("doctor:\n%s", out)
+	if err != nil {
+		t.Errorf("doctor --archives on a venv-pack archive failed: %v", err)
+	}
+	want := "OK    executors' Python ./pyenv/bin/python (spark.pyspark.python, inside --archives " + archive + ")"
+	if !strings.Contains(string(out), want) {
+		t.Errorf("doctor output lacks %q", want)
+	}
+}

@@ -311,7 +311,9 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	if doc.Format != "sparkdap-capture/3" || doc.LocalFile != localMath || doc.Data == "" || doc.Code == "" {
 		t.Errorf("capture file: %+v", doc)
 	}
-	if rc, o := replay(t, ctx, capPath); rc != 0 || !strings.Contains(o, "returned 40") || !strings.Contains(o, "your local source") {
+	// pcmath is a module the job imports: replay imports it from the
+	// local file's directory, as the job did from its copy.
+	if rc, o := replay(t, ctx, capPath); rc != 0 || !strings.Contains(o, "returned 40") || !strings.Contains(o, "from your local module pcmath") {
 		t.Errorf("replay of scale(20): status %d, output:\n%s", rc, o)
 	}
 	// `sparkdap capture` against the PyCharm-mode proxy: it lists the

@@ -188,6 +188,9 @@ func New(root string, rules []Rule) (*Mapper, error) {
 	return pm, nil
 }
 
+// Root is the local project root (serve's --root), absolute.
+func (pm *Mapper) Root() string { return pm.root }
+
 // NewForFiles maps against a fixed list of local files, in the given style
 // (windows: case-insensitive, backslashes), instead of walking root; for
 // tests, including other platforms' paths.

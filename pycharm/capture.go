@@ -160,7 +160,8 @@ func (p *Proxy) Capture(ctx context.Context, thread, frame string, maxBytes int6
 		return CaptureResult{}, fmt.Errorf("%w: worker pid %d: %w", capture.ErrCapture, pid, ErrWorkerGone)
 	}
 	res, err := capture.Run(ctx, frameEvaluator{p, pid, thread, frame}, capture.Request{Frame: fid, MaxBytes: limit,
-		Dir: p.cfg.CaptureDir, Executor: pid, Label: label, LocalFile: func(remote string) string { return p.localFile(e, remote) }})
+		Dir: p.cfg.CaptureDir, Executor: pid, Label: label, LocalFile: func(remote string) string { return p.localFile(e, remote) },
+		LocalRoots: p.localRoots()})
 	if err != nil {
 		p.log.Info().Err(err).Int64("pid", pid).Msg("capture failed")
 		return CaptureResult{}, err
@@ -178,6 +179,15 @@ func (p *Proxy) localFile(e *executor, remote string) string {
 		return ""
 	}
 	return e.paths.mappedLocal(remote) // the Cache's own leaf lock
+}
+
+// localRoots is a capture's localRoots: the local project root path
+// mapping maps executor code to. Takes no lock (cfg is fixed at start).
+func (p *Proxy) localRoots() []string {
+	if p.cfg.Paths == nil {
+		return nil
+	}
+	return []string{p.cfg.Paths.Root()}
 }
 
 // consoleCommand serves a Debug Console line starting with

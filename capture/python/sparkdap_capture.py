@@ -250,15 +250,30 @@ def _function_of(frame):
     taken; their code is the same and the one whose closure matches the
     frame's free variables is preferred."""
     code = frame.f_code
-    found = [
-        o
-        for o in gc.get_referrers(code)
-        if isinstance(o, types.FunctionType) and o.__code__ is code
-    ]
+    if _is_pyspark_file(code.co_filename):
+        # Its function, if any, is no code of the developer's: replay
+        # would find no local source for it.
+        raise CaptureError(
+            "%s (%s line %d) is PySpark's own code, not your function: select the frame of "
+            "your function (the UDF, lambda or function your job gave Spark) in the call "
+            "stack, and !capture there" % (code.co_name, code.co_filename, frame.f_lineno)
+        )
+    # A module body is no function, though Python 3.11+ runs it as one
+    # (exec makes a function object of the module's code).
+    found = (
+        [
+            o
+            for o in gc.get_referrers(code)
+            if isinstance(o, types.FunctionType) and o.__code__ is code
+        ]
+        if code.co_name != "<module>"
+        else []
+    )
     if not found:
         raise CaptureError(
             "no function object runs %s (%s line %d): the frame is module or class body code, not "
-            "a function" % (code.co_name, code.co_filename, frame.f_lineno)
+            "a function; select the frame of the function you want in the call stack, and "
+            "!capture there" % (code.co_name, code.co_filename, frame.f_lineno)
         )
     if len(found) > 1 and code.co_freevars:
         for f in found:
@@ -269,6 +284,13 @@ def _function_of(frame):
             if all(frame.f_locals.get(k, cells.get(k)) is cells.get(k) for k in cells):
                 return f
     return found[0]
+
+
+def _is_pyspark_file(path):
+    """Whether path is a file of PySpark itself (pyspark/daemon.py,
+    pyspark/worker.py, in a pyspark.zip or an installed pyspark)."""
+    parts = path.replace("\\", "/").split("/")
+    return "pyspark" in parts[:-1] or any(p.startswith("pyspark.zip") for p in parts)
 
 
 def _arguments(frame):

@@ -26,6 +26,12 @@
 #   - with no local source it refuses, and the captured CODE (the pickled
 #     function) is unpickled only with --trust-captured-code.
 #
+# The job's imports resolve as on the executor: sys.path starts with the
+# local file's directory and the proxy's local roots (import_roots), not
+# with the temporary directory this file runs from. Under --debug pydevd
+# is told not to trace this file (hide_from_debugger): the developer's
+# debugger shows and steps only their code.
+#
 # Exit status: 0 the call returned, 1 it raised, 2 the capture cannot be
 # replayed (the reason is printed).
 
@@ -458,6 +464,8 @@ def load(path):
         and isinstance(cap.get("data", ""), str)
         and isinstance(cap.get("code", ""), str)
         and isinstance(cap.get("localFile", ""), str)
+        and isinstance(cap.get("localRoots", []), list)
+        and all(isinstance(r, str) for r in cap.get("localRoots") or [])
     )
     imp = info.get("importable") if isinstance(info, dict) else None
     ok = ok and (
@@ -844,6 +852,57 @@ def local_function(cap, data):
     )
 
 
+def _package_root(local, module):
+    """The directory a module whose local file is local is imported from:
+    the file's own directory, or for pkg.sub.mod (pkg/sub/mod.py, or
+    pkg/sub/mod/__init__.py) the directory above pkg."""
+    d = os.path.dirname(os.path.abspath(local))
+    parts = (module or "").split(".")
+    if len(parts) < 2 or not all(p.isidentifier() for p in parts):
+        return d
+    if os.path.basename(local) == "__init__.py":
+        d = os.path.dirname(d)
+    for pkg in reversed(parts[:-1]):
+        if os.path.basename(d) != pkg:
+            return os.path.dirname(os.path.abspath(local))
+        d = os.path.dirname(d)
+    return d
+
+
+def import_roots(cap):
+    """Where the job's own imports are found here: the directory of the
+    captured function's local file (as `python script.py` puts the script's
+    directory first; for a module of a package, the directory above the
+    package), then the local roots the proxy maps the executor's code to
+    (serve --root: the local counterparts of the job's --py-files). Both
+    are the proxy's mapping, never a path the executor named."""
+    out = []
+    local = cap.get("localFile") or ""
+    if local and os.path.isfile(local):
+        imp = cap.get("function", {}).get("importable") or {}
+        out.append(_package_root(local, imp.get("module") or ""))
+    for r in cap.get("localRoots") or []:
+        if isinstance(r, str) and os.path.isabs(r) and os.path.isdir(r):
+            out.append(r)
+    seen, uniq = set(), []
+    for d in out:
+        d = os.path.normpath(d)
+        if d not in seen:
+            seen.add(d)
+            uniq.append(d)
+    return uniq
+
+
+def set_import_path(cap):
+    """sys.path as the job had it: import_roots first, in place of this
+    script's own (temporary) directory."""
+    own = os.path.dirname(os.path.realpath(__file__))
+    rest = [p for p in sys.path if not (p and os.path.realpath(p) == own)]
+    roots = import_roots(cap)
+    sys.path[:] = roots + [p for p in rest if p not in roots]
+    importlib.invalidate_caches()
+
+
 def run(cap, force=False, trust=False, out=None):
     """Replays the call; returns the exit status."""
     out = out or sys.stdout
@@ -924,6 +983,7 @@ def main(argv):
     except (OSError, ValueError, ReplayError) as exc:
         sys.stdout.write("sparkdap replay: %s\n" % exc)
         return 2
+    set_import_path(cap)
     if a.debug:
         host, _, port = a.debug.rpartition(":")
         try:
@@ -940,8 +1000,28 @@ def main(argv):
             % (host or "127.0.0.1", port)
         )
         sys.stdout.flush()
+        hide_from_debugger()
         debugpy.wait_for_client()
     return run(cap, a.force, a.trust)
+
+
+def hide_from_debugger():
+    """Tells pydevd never to trace this file, so that the developer's
+    debugger shows and steps only their function: no stop, step or Step
+    Out lands in replay's own frames, whatever justMyCode says. It uses
+    pydevd's API for files not to trace (the one its
+    setDebuggerProperty request sets); when that API is missing, replay's
+    frames merely show."""
+    try:
+        import pydevd
+        from _pydevd_bundle.pydevd_api import PyDevdAPI
+
+        py_db = pydevd.get_global_debugger()
+        paths = tuple(sorted({os.path.abspath(__file__), os.path.realpath(__file__)}))
+        if py_db is not None:
+            PyDevdAPI().set_dont_trace_start_end_patterns(py_db, paths, ())
+    except Exception:  # another debugpy: its frames show, nothing worse
+        pass
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ type replayOptions struct {
 func newReplayCmd(stderr io.Writer) *cmdSpec {
 	o := &replayOptions{}
 	c := &cmdSpec{fs: newFlagSet("replay", stderr)}
-	defString(c.fs, &o.python, "python", "python3", "to replay in; it needs numpy, pandas, pyarrow or pyspark when the captured values are of theirs, "+
+	defString(c.fs, &o.python, "python", "python3", "the one the call is replayed in; it needs numpy, pandas, pyarrow or pyspark when the captured values are of theirs, "+
 		"and with --trust-captured-code the capture's Python major.minor")
 	c.fs.BoolVar(&o.force, "force", false, "with --trust-captured-code, unpickle a capture made by another Python major.minor anyway")
 	c.fs.BoolVar(&o.trust, "trust-captured-code", false, "unpickle what the capture carries pickled: the function, run when there is no local source, "+

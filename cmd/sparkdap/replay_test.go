@@ -49,3 +49,12 @@ func TestReplayFlagsReachPython(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayHelpSaysWhatPythonIs: the --python line reads as a sentence.
+func TestReplayHelpSaysWhatPythonIs(t *testing.T) {
+	_, out, errOut := runCLI(t, "replay", "-h")
+	want := "the Python interpreter; the one the call is replayed in; it needs"
+	if !strings.Contains(out+errOut, want) {
+		t.Errorf("replay -h lacks %q:\n%s%s", want, out, errOut)
+	}
+}

@@ -93,6 +93,7 @@ func (d *doctor) checkArchivePython(ctx context.Context, py, why, archive, insid
 			fix: fmt.Sprintf("list it (tar tzf %s) and set %s to ./ALIAS/ and the interpreter's path inside it", shellquote.Quote(local), ConfPySparkPython)})
 		return py, false
 	}
+	d.pyPacked = true
 	return d.checkPythonAt(ctx, name+", unpacked here to check", unpacked, unpacked)
 }
 
@@ -174,7 +175,9 @@ func unpackArchive(archive, dir string) error {
 			// ever written through it (mkdir refuses to).
 			var p string
 			if p, err = u.mkdir(h.Name, false); err == nil {
-				err = os.Symlink(h.Linkname, p)
+				if err = u.replace(p, h.Name); err == nil {
+					err = os.Symlink(h.Linkname, p)
+				}
 			}
 		}
 		if err != nil {
@@ -226,9 +229,30 @@ func (u *unpacker) mkdir(name string, isDir bool) (string, error) {
 	return p, nil
 }
 
-// writeFile writes one file entry; O_EXCL refuses an existing path,
-// a symlink included, so nothing is written through one.
+// replace clears the way for an entry whose path an earlier entry took:
+// the later entry wins, as in the tar YARN's localizer runs (venv-pack
+// 0.2.0 writes pyvenv.cfg twice). An earlier file or symlink is removed
+// (a symlink itself, never what it points to); a directory is refused.
+func (u *unpacker) replace(p, name string) error {
+	fi, err := os.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return fmt.Errorf("entry %q would replace the directory an earlier entry made: refused", name)
+	}
+	return os.Remove(p)
+}
+
+// writeFile writes one file entry, in place of an earlier entry of that
+// path (replace); O_EXCL then refuses any path that exists again, a
+// symlink included, so nothing is written through one.
 func (u *unpacker) writeFile(p, name string, r io.Reader, perm os.FileMode) error {
+	if err := u.replace(p, name); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm|0o600)
 	if err != nil {
 		return err

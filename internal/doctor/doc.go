@@ -8,7 +8,10 @@
 // for the ones after them: the ports first (free, or a sparkdap already
 // serving, told apart by asking with sparkdap's own requests), the Python
 // the executors will run as Spark chooses it (inside the job's archives,
-// unpacked to a temp dir with a size cap and no entry escaping it), Spark,
+// unpacked to a temp dir with a size cap and no entry escaping it; a later
+// entry of one path replaces the earlier, as the tar YARN runs does), Spark
+// (for a packed Python without pyspark, this machine's python3's: Spark
+// ships its own pyspark to the executors),
 // Java, the SSH gateway, then a test connection along the whole path: the
 // worker wrapper's own probe says the hello, calls debugpy.connect, and the
 // proxy must list it on its IDE port. Without a running proxy the test goes

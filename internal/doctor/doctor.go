@@ -60,6 +60,7 @@ type doctor struct {
 	ideState, exeState portState
 	py                 string
 	pyOK               bool
+	pyPacked           bool        // py was unpacked from the job's --archives
 	gateway            *ssh.Client // closed by run
 	cleanup            []func()    // run by run when the checks are done (unpacked archives)
 }

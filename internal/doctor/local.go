@@ -123,7 +123,17 @@ var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)`)
 
 func (d *doctor) checkSpark(ctx context.Context, py string) {
 	name := "Spark version"
-	out, err := d.runPython(ctx, py, "import pyspark; print(pyspark.__version__)")
+	const code = "import pyspark; print(pyspark.__version__)"
+	out, err := d.runPython(ctx, py, code)
+	if err != nil && d.pyPacked {
+		// A packed environment (venv-pack, conda-pack) seldom holds
+		// pyspark: Spark puts its own on the executors' PYTHONPATH. The
+		// pyspark that counts is the one spark-submit runs here.
+		if local, lerr := d.runPython(ctx, "python3", code); lerr == nil {
+			out, err = local, nil
+			name += " (python3 here: Spark ships its pyspark to the executors, not the archive)"
+		}
+	}
 	if err != nil {
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("%s cannot import pyspark: %v", py, err),
 			fix: fmt.Sprintf("%s -m pip install pyspark (matching your cluster's Spark), or add $SPARK_HOME/python to PYTHONPATH", shellquote.Quote(py))})

@@ -85,7 +85,19 @@ func TestUnpackArchiveStaysInside(t *testing.T) {
 		}, wantErr: "goes through the symlink escape"},
 		{name: "a file over a symlink it made", entries: []archiveEntry{
 			{name: "pyvenv.cfg", link: "OUTSIDE/planted"}, {name: "pyvenv.cfg", data: "owned"},
-		}, wantErr: "exists"},
+		}, want: map[string]string{"pyvenv.cfg": "owned"}},
+		{name: "a file twice, as venv-pack writes pyvenv.cfg", entries: []archiveEntry{
+			{name: "pyvenv.cfg", data: "home = /old\n"}, {name: "bin/", dir: true}, {name: "pyvenv.cfg", data: "home = /usr/bin\n"},
+		}, want: map[string]string{"pyvenv.cfg": "home = /usr/bin\n"}},
+		{name: "a zip with a file twice", zip: true, entries: []archiveEntry{
+			{name: "pyvenv.cfg", data: "first"}, {name: "pyvenv.cfg", data: "second"},
+		}, want: map[string]string{"pyvenv.cfg": "second"}},
+		{name: "a symlink over a file, then a write through it", entries: []archiveEntry{
+			{name: "lib", data: "x"}, {name: "lib", link: "OUTSIDE"}, {name: "lib/planted", data: "owned"},
+		}, wantErr: "goes through the symlink lib"},
+		{name: "a file over a directory", entries: []archiveEntry{
+			{name: "bin/python", data: "x"}, {name: "bin", data: "owned"},
+		}, wantErr: "replace the directory"},
 		{name: "a path with ..", entries: []archiveEntry{{name: "../planted", data: "owned"}}, wantErr: "outside the archive"},
 		{name: "a zip path with ..", zip: true, entries: []archiveEntry{{name: "a/../../planted", data: "owned"}}, wantErr: "outside the archive"},
 		{name: "over the size cap", limit: 15, entries: []archiveEntry{

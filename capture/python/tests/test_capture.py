@@ -866,3 +866,111 @@ def test_decoder_fails_only_with_replay_errors_on_mutated_data():
             sr.Decoder().document(bytes(b))
         except sr.ReplayError:
             pass
+
+
+def _replay_as_cli(tmp_path, cap, cwd):
+    """Runs replay as `sparkdap replay` does: its script copied alone into
+    a directory of its own, run from cwd with no PYTHONPATH."""
+    import os
+    import shutil
+    import subprocess
+
+    own = tmp_path / "replay-tmp"
+    own.mkdir(exist_ok=True)
+    shutil.copy(sr.__file__, own / "sparkdap_replay.py")
+    f = tmp_path / "cap.json"
+    f.write_text(json.dumps(cap))
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    p = subprocess.run(
+        [sys.executable, str(own / "sparkdap_replay.py"), str(f)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(cwd),
+        env=env,
+    )
+    return p.returncode, p.stdout + p.stderr
+
+
+def test_replay_imports_what_the_job_imported(tmp_path, monkeypatch):
+    """A driver script's function that calls a module beside it (as
+    loans.py calls loanlib), a function of that module itself, one of a
+    module in a package, and one calling a module shipped from elsewhere
+    under the proxy's root (--py-files): each replays from another
+    directory with no PYTHONPATH, as the printed command runs it."""
+    proj = tmp_path / "proj"
+    (proj / "pkg18").mkdir(parents=True)
+    (proj / "libs").mkdir()
+    (proj / "helper18.py").write_text("def double(x):\n    return x * 2\n")
+    (proj / "pkg18" / "__init__.py").write_text("")
+    (proj / "pkg18" / "mod.py").write_text("def triple(x):\n    return x * 3\n")
+    (proj / "libs" / "shipped18.py").write_text("def plus1(x):\n    return x + 1\n")
+    src = (
+        "import helper18\n"
+        "import shipped18\n\n"
+        "def calls_helper(x):\n"
+        "    return helper18.double(x) + 1\n\n"
+        "def calls_shipped(x):\n"
+        "    return shipped18.plus1(x)\n"
+    )
+    ns_path = proj / "job.py"
+    for d in (proj, proj / "libs"):
+        monkeypatch.syspath_prepend(str(d))
+    ns, path = load_script(proj, src)
+    import helper18
+    import pkg18.mod
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cases = [
+        (ns["calls_helper"], 20, str(ns_path), [], "returned 41"),
+        (helper18.double, 21, str(proj / "helper18.py"), [], "returned 42"),
+        (pkg18.mod.triple, 14, str(proj / "pkg18" / "mod.py"), [], "returned 42"),
+        (ns["calls_shipped"], 41, str(ns_path), [str(proj / "libs")], "returned 42"),
+    ]
+    for fn, arg, local, roots, want in cases:
+        header, payload = stop_in(fn, (arg,))
+        cap = as_file(header, payload, local)
+        cap["localRoots"] = roots
+        rc, out = _replay_as_cli(tmp_path, cap, elsewhere)
+        assert rc == 0 and want in out, (fn.__qualname__, out)
+    # Without the root the shipped module is not found: the root is what
+    # makes it importable, not the test's own sys.path.
+    header, payload = stop_in(ns["calls_shipped"], (41,))
+    rc, out = _replay_as_cli(tmp_path, as_file(header, payload, str(ns_path)), elsewhere)
+    assert rc == 1 and "No module named 'shipped18'" in out, out
+
+
+def test_pyspark_frames_are_refused_with_what_to_select(tmp_path):
+    """!capture on PySpark's own frame (daemon.py's worker, as the IDE
+    lists it under the user's function) says to select the user's frame."""
+    src = "def worker(sock, authenticated):\n    x = sock\n    return x\n"
+    for path in (
+        "/opt/spark/python/lib/pyspark.zip/pyspark/daemon.py",
+        "/usr/lib/python3/site-packages/pyspark/daemon.py",
+    ):
+        ns = {"__name__": "pyspark.daemon"}
+        exec(compile(src, path, "exec"), ns)
+        got = stop_in(ns["worker"], (1, True))
+        assert isinstance(got, sc.CaptureError), got
+        msg = str(got)
+        assert "PySpark's own code, not your function" in msg and "select the frame" in msg, msg
+    # A module body: no function at all.
+    ns = {}
+    got = {}
+
+    def trace(frame, event, arg):
+        if frame.f_code.co_filename == "/job/main.py" and event == "line" and "e" not in got:
+            try:
+                sc.capture_frame(frame, 0)
+            except sc.CaptureError as exc:
+                got["e"] = str(exc)
+        return trace
+
+    sys.settrace(trace)
+    try:
+        exec(compile("y = 1\n", "/job/main.py", "exec"), ns)
+    finally:
+        sys.settrace(None)
+    assert "not a function; select the frame" in got["e"], got
