@@ -389,8 +389,9 @@ func newK8sRecipe(t *testing.T, ctx context.Context, c *kubetest.Cluster, py, sp
 	return r
 }
 
-// k8sNodeChecks: a pod of the Spark stand-in runs with the host's PySpark
-// and the pinned debugpy, as the recipe's image does.
+// k8sNodeChecks: a pod of the Spark stand-in runs as Spark's user with the
+// host's PySpark and the pinned debugpy, as the recipe's image does, and
+// reaches Services by their cluster DNS names and nothing beyond the node.
 func k8sNodeChecks(t *testing.T, ctx context.Context, c *kubetest.Cluster, py string) {
 	t.Helper()
 	want, err := exec.CommandContext(ctx, py, "-c", "import pyspark, debugpy; print('pyspark', pyspark.__version__, 'debugpy', debugpy.__version__)").Output()
@@ -401,8 +402,15 @@ func k8sNodeChecks(t *testing.T, ctx context.Context, c *kubetest.Cluster, py st
 	if strings.TrimSpace(string(want)) != pin {
 		t.Fatalf("the host's %s, not requirements-test.txt's %s", strings.TrimSpace(string(want)), pin)
 	}
+	// The pod also resolves the API's Service through the cluster DNS,
+	// connects to it through kube-proxy, and has no default route.
 	if _, err := c.Kubectl(ctx, "run", "versions", "--image="+kubetest.SparkImage, "--restart=Never", "--",
-		"python3", "-c", "import os, pyspark, debugpy; print('pyspark', pyspark.__version__, 'debugpy', debugpy.__version__, 'uid', os.getuid())"); err != nil {
+		"python3", "-c", `import os, pyspark, debugpy, socket
+print('pyspark', pyspark.__version__, 'debugpy', debugpy.__version__, 'uid', os.getuid())
+ip = socket.gethostbyname('kubernetes.default.svc.cluster.local')
+socket.create_connection((ip, 443), timeout=20).close()
+routes = [line.split()[1] for line in open('/proc/net/route').read().splitlines()[1:]]
+print('service', ip, 'default route', '00000000' in routes)`); err != nil {
 		t.Fatal(err)
 	}
 	if phase := podEnd(ctx, t, c, "versions", 3*time.Minute); phase != "Succeeded" {
@@ -415,8 +423,9 @@ func k8sNodeChecks(t *testing.T, ctx context.Context, c *kubetest.Cluster, py st
 	}
 	// uid 185: the user `spark` of Spark's own image, as the recipe's
 	// Dockerfile ends with USER spark.
-	if strings.TrimSpace(got) != pin+" uid 185" {
-		t.Errorf("the Spark stand-in printed %q, want %q", got, pin+" uid 185")
+	wantLog := pin + " uid 185\nservice " + c.Services.Addr().Next().String() + " default route False"
+	if strings.TrimSpace(got) != wantLog {
+		t.Errorf("the Spark stand-in's pod printed\n%s\nwant\n%s", got, wantLog)
 	}
 }
 
@@ -446,7 +455,7 @@ func (r *k8sRecipe) buildImages(t *testing.T, ctx context.Context, cache string)
 	suite := osRelease(t, "VERSION_CODENAME")
 	bases := map[string]string{
 		"spark:" + requirementPin(t, "pyspark") + "-python3": filepath.Join(cache, "images", "spark.tar"),
-		"debian:" + suite + "-slim":                           filepath.Join(cache, "images", "gateway.tar"),
+		"debian:" + suite + "-slim":                          filepath.Join(cache, "images", "gateway.tar"),
 	}
 	built := 0
 	for _, call := range strings.Split(strings.TrimSpace(string(data)), "\n") {
