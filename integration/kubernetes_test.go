@@ -254,7 +254,7 @@ func TestKubernetesRecipe(t *testing.T) {
 	k8sNodeChecks(t, ctx, c, py)
 	r.buildImages(t, ctx, cache)
 	t.Logf("images built and imported at %s", time.Since(begin).Round(time.Second))
-	r.script(t, ctx, r.home, k8sBlock(t, r.blocks, "sh", "kubectl create namespace spark"))
+	r.script(t, ctx, r.home, k8sBlock(t, r.blocks, "sh", "create deployment sparkdap-gateway"))
 	t.Logf("namespace and gateway up at %s", time.Since(begin).Round(time.Second))
 	p := r.serve(t, ctx)
 	t.Logf("serve --ssh up at %s", time.Since(begin).Round(time.Second))
