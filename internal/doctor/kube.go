@@ -58,29 +58,72 @@ func (d *doctor) checkImage(ctx context.Context) {
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	pod := "sparkdap-doctor-" + hex.EncodeToString(suffix)
-	args := []string{}
-	if k.Namespace != "" {
-		args = append(args, "--namespace", k.Namespace)
-	}
-	args = append(args, "run", pod, "--image", k.Image, "--restart=Never", "--rm", "--attach", "--quiet",
-		"--pod-running-timeout", d.f.Timeout.String(), "--command", "--", "python3", "-c", imageCheckCode)
-	ctx, cancel := context.WithTimeout(ctx, d.f.Timeout+10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, d.f.Timeout)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	f := strings.Fields(stdout.String())
+	kc := func(args ...string) (string, string, error) {
+		if k.Namespace != "" {
+			args = append([]string{"--namespace", k.Namespace}, args...)
+		}
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, path, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	// Not `run --attach`: a container that exits before kubectl attaches
+	// loses its output there. The pod runs to its end, then its log is read.
+	phase := ""
+	stdout, stderr, err := kc("run", pod, "--image", k.Image, "--restart=Never", "--labels", "app.kubernetes.io/name=sparkdap-doctor",
+		"--command", "--", "python3", "-c", imageCheckCode)
+	if err == nil {
+		defer func() {
+			// Its own bound: the checks' context may be spent.
+			dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer dcancel()
+			args := []string{"delete", "pod", pod, "--wait=false"}
+			if k.Namespace != "" {
+				args = append([]string{"--namespace", k.Namespace}, args...)
+			}
+			_ = exec.CommandContext(dctx, path, args...).Run()
+		}()
+		for phase != "Succeeded" && phase != "Failed" && ctx.Err() == nil {
+			var out string
+			out, stderr, err = kc("get", "pod", pod, "-o", "jsonpath={.status.phase}")
+			if err != nil {
+				break
+			}
+			phase = strings.TrimSpace(out)
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		if err == nil && phase != "Succeeded" && phase != "Failed" {
+			err = fmt.Errorf("the pod did not finish within %s (phase %q)", d.f.Timeout, phase)
+		}
+		if err == nil {
+			var logErr string
+			stdout, logErr, err = kc("logs", pod)
+			stderr += logErr
+		}
+	}
+	f := strings.Fields(stdout)
 	switch {
-	case err != nil && len(f) < 2:
-		detail := lastLine(stderr.String())
+	case err != nil && ctx.Err() != nil && (phase == "Pending" || phase == ""):
+		d.report(checkResult{name: name, v: vWarn, detail: fmt.Sprintf("not checked: a pod of it had not started after %s (pulling the image?)", d.f.Timeout),
+			fix: "re-run with a longer --timeout, or see 'kubectl describe pod' for why it waits"})
+	case err != nil:
+		detail := lastLine(stderr)
 		if detail == "" {
 			detail = err.Error()
 		}
 		d.report(checkResult{name: name, v: vFail, detail: "a pod of it did not run python3: " + clean(detail),
 			fix: fmt.Sprintf("check the image name and that 'kubectl run' may start pods there; the image needs python3 (Spark's -python3 images) with debugpy==%s", TestedDebugpy)})
+	case len(f) < 2 && phase == "Failed":
+		d.report(checkResult{name: name, v: vFail, detail: "python3 failed in a pod of it: " + clean(lastLine(stdout+"\n"+stderr)),
+			fix: fmt.Sprintf("the image needs python3 (Spark's -python3 images) with debugpy==%s", TestedDebugpy)})
 	case len(f) < 2:
-		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("unexpected answer %q", clean(stdout.String()))})
+		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("unexpected answer %q", clean(stdout))})
 	case f[0] == "no-debugpy":
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("its python3 (%s) cannot import debugpy", clean(f[1])),
 			fix: fmt.Sprintf("in the image's Dockerfile: RUN pip install --no-cache-dir debugpy==%s", TestedDebugpy)})

@@ -22,15 +22,22 @@ func TestTestedDebugpyIsThePin(t *testing.T) {
 }
 
 // fakeKubectl is a kubectl whose `run ... --command -- python3 ARGS` runs
-// py ARGS here (with pyArgs first), as the pod's python3 would, and which
-// records its arguments.
+// py ARGS here (with pyArgs first), as the pod's python3 would, whose pod
+// then reports Succeeded and whose logs are that output; it records every
+// argument it is given.
 func fakeKubectl(t *testing.T, py string, pyArgs ...string) (bin, argsLog string) {
 	t.Helper()
 	dir := t.TempDir()
 	argsLog = filepath.Join(dir, "args")
 	bin = filepath.Join(dir, "kubectl")
-	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" >" + shellquote.Quote(argsLog) + "\n" +
-		"while [ \"$1\" != -- ]; do shift; done\nshift 2\nexec " + shellquote.Quote(py) + " " + strings.Join(pyArgs, " ") + " \"$@\"\n"
+	out := shellquote.Quote(filepath.Join(dir, "out"))
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" >>" + shellquote.Quote(argsLog) + "\n" +
+		"for a; do case $a in run|get|logs|delete) verb=$a; break;; esac; done\n" +
+		"case $verb in\n" +
+		"run) while [ \"$1\" != -- ]; do shift; done; shift 2; " + shellquote.Quote(py) + " " + strings.Join(pyArgs, " ") + " \"$@\" >" + out + " 2>&1; exit 0;;\n" +
+		"get) echo Succeeded;;\n" +
+		"logs) cat " + out + ";;\n" +
+		"esac\n"
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +72,7 @@ func TestDoctorKubernetesImage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, w := range []string{"--namespace\nspark\n", "run\n", "--image\n" + image + "\n", "--rm\n"} {
+			for _, w := range []string{"--namespace\nspark\nrun\n", "--image\n" + image + "\n", "delete\npod\nsparkdap-doctor-"} {
 				if !strings.Contains(string(args), w) {
 					t.Errorf("kubectl ran without %q:\n%s", w, args)
 				}
