@@ -30,6 +30,9 @@
 //	                        the job's own spark-submit settings, spark-submit's
 //	                        meaning (doctor: they choose the executors' Python)
 //	--python PY             the executors' Python, overriding the job's (doctor)
+//	--image IMAGE, --namespace NS
+//	                        Kubernetes: the executors' image, checked in a pod
+//	                        of it, and the job's namespace (doctor)
 //	--driver-dir DIR        the driver script's directory (conf; submit takes it
 //	                        from the script's path)
 //	--log-level, --log-format  (serve, agent)

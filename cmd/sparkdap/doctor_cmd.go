@@ -23,6 +23,7 @@ type doctorFlags struct {
 	python, java    string
 	token, ideToken string
 	remotePython    string
+	image, ns       string
 	timeout         time.Duration
 	// The job's own spark-submit settings, for the executors' Python.
 	confs, archives stringList
@@ -42,6 +43,8 @@ func newDoctorCmd(stderr io.Writer) *cmdSpec {
 	defString(fs, &f.ideToken, "ide-token", "", "the running proxy's, if it has one")
 	bindSSHFlags(fs, &f.sshFlags, "doctor checks it", "with --ssh, the test worker on the gateway connects there")
 	fs.StringVar(&f.remotePython, "remote-python", "python3", "with --ssh: the Python with debugpy on the gateway, for the test connection through the tunnel")
+	fs.StringVar(&f.image, "image", "", "Kubernetes: the executors' container `image` (spark.kubernetes.container.image); doctor runs python3 in a pod of it for debugpy, instead of on the gateway")
+	fs.StringVar(&f.ns, "namespace", "", "Kubernetes, with --image: the `namespace` the job's pods run in (default: kubectl's current one)")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on each other check")
 	c.usage(stderr, `usage: sparkdap doctor [--ide HOST:PORT] [--executors HOST:PORT] [--python PYTHON] [--ssh user@host] [flags]
 
@@ -50,7 +53,8 @@ Checks, each with a verdict (OK, WARN, FAIL with the reason and the fix):
   - the Python the executors run imports debugpy: --python, else the job's
     --conf spark.pyspark.python (an interpreter in the job's --archives is
     unpacked to a temp dir and run there), else $PYSPARK_PYTHON, else python3;
-    with --ssh also on the gateway
+    with --ssh also on the gateway; on Kubernetes (--image), in a pod of the
+    executors' image instead, compared with the debugpy sparkdap is tested with
   - the Spark version (pyspark, in that Python), Java
   - the SSH gateway, if --ssh is given (host key checked against known_hosts)
   - a test connection along the whole path: a throwaway Python process says
@@ -59,7 +63,8 @@ Checks, each with a verdict (OK, WARN, FAIL with the reason and the fix):
     its token), else against a temporary proxy on loopback.
   - with --ssh and a running 'sparkdap serve --ssh', the same test worker
     run on the gateway (--remote-python) against --remote-listen: through
-    the tunnel to the proxy, as executors connect.
+    the tunnel to the proxy, as executors connect (not on Kubernetes: the
+    gateway pod has no Python, and doctor says so)
 Exits 0 only if no check fails.
 
 Examples:
@@ -68,6 +73,7 @@ Examples:
   sparkdap doctor --python /opt/venvs/spark/bin/python --ssh me@edge.example.com
   sparkdap doctor --archives pyenv.tar.gz#pyenv --conf spark.pyspark.python=./pyenv/bin/python
   SPARKDAP_TOKEN=... sparkdap doctor --ssh me@edge.example.com --remote-listen 0.0.0.0:5678
+  sparkdap doctor --ssh dev@127.0.0.1:2222 --image registry.example.com/spark-debugpy:4.3.0 --namespace spark
 
 Flags:
 `)
@@ -78,6 +84,9 @@ Flags:
 func doctorRun(f *doctorFlags, args []string, stdout io.Writer) error {
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q (doctor takes only flags)", args)
+	}
+	if f.ns != "" && f.image == "" {
+		return fmt.Errorf("--namespace: only with --image (the executors' image on Kubernetes)")
 	}
 	if f.token == "" {
 		f.token = os.Getenv(tokenEnv)
@@ -104,6 +113,9 @@ func (f *doctorFlags) config() doctor.Config {
 			RemoteListen: f.remoteListen, RemotePython: f.remotePython,
 			Explain: sshFlagError,
 		}
+	}
+	if f.image != "" {
+		cfg.Kubernetes = &doctor.Kubernetes{Image: f.image, Namespace: f.ns}
 	}
 	return cfg
 }

@@ -152,6 +152,12 @@ func executorAddr(gateway, listen string) string {
 		return listen
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if g := net.ParseIP(gateway); gateway == "localhost" || (g != nil && g.IsLoopback()) {
+			// A gateway reached at loopback is a forward (kubectl
+			// port-forward, ssh -L): its own address is not known here, and
+			// executors never use the forward's.
+			return fmt.Sprintf("port %s of the gateway's own address (%s here is a forward to it; on Kubernetes, the gateway's Service)", port, gateway)
+		}
 		host = gateway
 	}
 	return net.JoinHostPort(host, port)

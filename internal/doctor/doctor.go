@@ -26,6 +26,9 @@ type Config struct {
 	// spark-submit settings, for the executors' Python.
 	Confs, Archives []string
 	Gateway         *Gateway // nil: executors reach this machine directly
+	// Kubernetes, if set: the executors are pods of its image, and the
+	// gateway is a pod without Python, reached through a port-forward.
+	Kubernetes *Kubernetes
 }
 
 // Gateway is the SSH gateway to check, as serve's tunnel would reach it.
@@ -93,7 +96,10 @@ var doctorChecks = []doctorCheck{
 	{"Java", func(ctx context.Context, d *doctor) { d.checkJava(ctx) }},
 	{"SSH gateway", func(ctx context.Context, d *doctor) { d.gateway = d.checkSSH(ctx) }},
 	{"executors' Python on the gateway", func(ctx context.Context, d *doctor) {
-		if d.gateway != nil {
+		switch {
+		case d.f.Kubernetes != nil:
+			d.checkImage(ctx)
+		case d.gateway != nil:
 			d.checkGatewayPython(ctx, d.gateway)
 		}
 	}},
@@ -101,7 +107,12 @@ var doctorChecks = []doctorCheck{
 		d.checkTestConnection(ctx, d.py, d.pyOK, d.ideState, d.exeState)
 	}},
 	{"test connection through the gateway", func(ctx context.Context, d *doctor) {
-		if d.gateway != nil {
+		switch {
+		case d.gateway != nil && d.f.Kubernetes != nil:
+			d.report(checkResult{name: "test connection through the gateway", v: vSkip,
+				detail: "not checked: a test worker runs where executors run, and neither the gateway pod (no Python) nor this machine is one; " +
+					"executors reach the agent through the gateway's Service (kubectl get endpoints shows whether it has the pod)"})
+		case d.gateway != nil:
 			d.checkTunnelConnection(ctx, d.gateway, d.ideState)
 		}
 	}},

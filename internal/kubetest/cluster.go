@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // Version is the Kubernetes release scripts/setup-k8s builds.
@@ -85,13 +87,13 @@ func CacheDir() (string, error) {
 	}
 }
 
-// Start starts a cluster for t and stops it when t ends. t is skipped when
-// the process is not root or scripts/setup-k8s's output or Debian's
-// containerd is missing.
+// Start starts a cluster for t and stops it when t ends. Without root,
+// scripts/setup-k8s's output or Debian's containerd, t is testenv.Missing:
+// skipped locally, failed in CI (where scripts/setup builds them).
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("skipping: a Kubernetes node needs root (bridges, iptables, mounts)")
+		testenv.Missing(t, "a Kubernetes node needs root (bridges, iptables, mounts)")
 	}
 	cache, err := CacheDir()
 	if err != nil {
@@ -118,7 +120,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		missing = append(missing, "/usr/lib/cni/bridge")
 	}
 	if len(missing) > 0 {
-		t.Skipf("skipping: the Kubernetes node needs scripts/setup-k8s's output and Debian's containerd; missing %s", strings.Join(missing, ", "))
+		testenv.Missing(t, "the Kubernetes node needs scripts/setup-k8s's output and Debian's containerd; missing %s", strings.Join(missing, ", "))
 	}
 
 	c := &Cluster{Dir: t.TempDir(), bin: bin}
