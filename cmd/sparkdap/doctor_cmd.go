@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +27,8 @@ type doctorFlags struct {
 	timeout         time.Duration
 	// The job's own spark-submit settings, for the executors' Python.
 	confs, archives stringList
+	// remoteListenGiven: --remote-listen is on the command line, not the default.
+	remoteListenGiven bool
 }
 
 func newDoctorCmd(stderr io.Writer) *cmdSpec {
@@ -71,7 +74,10 @@ Examples:
 
 Flags:
 `)
-	c.run = func(args []string, stdout, _ io.Writer) error { return doctorRun(f, args, stdout) }
+	c.run = func(args []string, stdout, _ io.Writer) error {
+		fs.Visit(func(fl *flag.Flag) { f.remoteListenGiven = f.remoteListenGiven || fl.Name == "remote-listen" })
+		return doctorRun(f, args, stdout)
+	}
 	return c
 }
 
@@ -101,7 +107,7 @@ func (f *doctorFlags) config() doctor.Config {
 	if f.ssh != "" {
 		cfg.Gateway = &doctor.Gateway{
 			Dest: f.ssh, IdentityFiles: f.identities, KnownHosts: f.knownHosts, Timeout: f.sshFlags.timeout,
-			RemoteListen: f.remoteListen, RemotePython: f.remotePython,
+			RemoteListen: f.remoteListen, RemotePython: f.remotePython, RemoteListenGiven: f.remoteListenGiven,
 			Explain: sshFlagError,
 		}
 	}
