@@ -61,8 +61,8 @@ Checks, each with a verdict (OK, WARN, FAIL with the reason and the fix):
     on its IDE port. Against the running sparkdap serve if there is one (give
     its token), else against a temporary proxy on loopback.
   - with --ssh and a running 'sparkdap serve --ssh', the same test worker
-    run on the gateway (--remote-python) against --remote-listen: through
-    the tunnel to the proxy, as executors connect.
+    run on the gateway (--remote-python) against --remote-listen (give
+    serve's): through the tunnel to the proxy, as executors connect.
 Exits 0 only if no check fails.
 
 Examples:
