@@ -217,7 +217,9 @@ func inPackedEnv(t *testing.T, ctx context.Context, ide *dapclient.Client) func(
 // edgeShell is a bash prelude under which the README's laptop commands
 // run as printed against g, standing in for me@edge.example.com: ssh and
 // scp reach g with its key and known host, and the edge node's home
-// directory is edge; the wrapper `sparkdap wrap -o /tmp` wrote is in
+// directory is edge; scp speaks the legacy protocol (scp -O, the only one
+// before OpenSSH 9.0), which fails on a missing target directory where
+// OpenSSH 9's SFTP mode creates it; the wrapper `sparkdap wrap -o /tmp` wrote is in
 // wrapped; sparkdap (doctor) gets g's key and known host, the proxy's
 // ports, remote for the recipe's --remote-listen 0.0.0.0:5678, and the
 // edge node's relative paths under edge.
@@ -235,7 +237,7 @@ func edgeShell(t *testing.T, g *gateway, edge, wrapped, remote string, p *proxy)
 		`scp() { local a=() x; for x; do case $x in` +
 			` me@edge.example.com:*) x=edge.example.com:` + q(edge) + `/${x#*:} ;;` +
 			` /tmp/remote_debug.py) x=` + q(filepath.Join(wrapped, "remote_debug.py")) + ` ;;` +
-			` esac; a+=("$x"); done; command scp -F ` + q(cfg) + ` "${a[@]}"; }`,
+			` esac; a+=("$x"); done; command scp -O -F ` + q(cfg) + ` "${a[@]}"; }`,
 		`sparkdap() { local a=() x; for x; do case $x in` +
 			` me@edge.example.com) x=` + q(g.Target()) + ` ;;` +
 			` 0.0.0.0:5678) x=` + q(remote) + ` ;;` +
