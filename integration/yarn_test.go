@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -17,18 +20,20 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // TestYARNRecipe runs examples/README.md's YARN recipe on a real one-node
 // YARN (yarn_cluster_test.go, shared by the package's YARN tests): the
 // loans job in client mode with loanlib.py shipped as a --py-files zip, in
-// both of the recipe's forms. "submit": `sparkdap submit` with the proxy
-// beside the job. "wrap-ssh": the recipe end to end as printed — `sparkdap
-// serve --ssh` through a real sshd, whose agent is the executors' address,
-// the wrapper from `sparkdap wrap`, the edge node's packed environment
-// built by the README's own commands, and the README's spark-submit command
-// run as printed. Each must stop in the zipped module, a UDF and a driver
+// both of the recipe's forms. "submit": the README's `sparkdap submit`
+// block with the proxy beside the job. "wrap-ssh": the recipe end to end
+// as printed — `sparkdap serve --ssh` through a real sshd, whose agent is
+// the executors' address, the wrapper from `sparkdap wrap`, the README's
+// ssh/scp copy to the edge node, the edge node's packed environment built
+// by the README's own commands, the README's doctor block with serve up,
+// and the README's spark-submit command. Each must stop in the zipped module, a UDF and a driver
 // lambda with the developer's path and line, the YARN container id as the
 // task label and the task's real values, and end with the result of a
 // plain YARN run.
@@ -82,18 +87,28 @@ func TestYARNRecipe(t *testing.T) {
 	want := readJSON(t, plainOut)
 
 	t.Run("submit", func(t *testing.T) {
-		l := yarnLoans(t)
+		// On the edge node, with the proxy beside the job (no tunnel: the
+		// recipe's edge.example.com:5678 is the proxy's executor port): the
+		// README's submit block as printed, with the packed environment
+		// where its --archives ../pyenv.tar.gz#pyenv finds it.
+		if _, err := exec.LookPath("zip"); err != nil {
+			testenv.Missing(t, "the recipe zips loanlib.py with Info-ZIP's zip (apt-get install zip): %v", err)
+		}
+		l := newLoansLayout(t)
+		if err := os.Symlink(packedEnv(t, py), filepath.Join(filepath.Dir(l.ship), "pyenv.tar.gz")); err != nil {
+			t.Fatal(err)
+		}
 		p := startProxy(t, ctx, "--root", l.src)
 		ide := yarnAttach(t, ctx, p, l)
-		out := filepath.Join(t.TempDir(), "debugged.json")
-		// The recipe: sparkdap submit --partitions 0 -- --master yarn --deploy-mode client --py-files loanlib.zip loans.py
-		job := startSpark(t, ctx, l.ship, append(env, "SPARKDAP_TOKEN="+p.Token), sparkdapBinary(t),
-			"submit", "--proxy", p.Executors, "--partitions", "0", "--",
-			"--master", "yarn", "--deploy-mode", "client", "--py-files", "loanlib.zip", "loans.py", "--output", out)
-		yarnStops(t, ctx, ide, job, l, y, nil)
+		script := strings.ReplaceAll(readmeBlock(t, "sparkdap submit --proxy", "cd loans", "export SPARKDAP_TOKEN="),
+			"edge.example.com:5678", p.Executors)
+		path := filepath.Dir(sparkdapBinary(t)) + string(os.PathListSeparator) + yarnPath(py, sparkSubmit)
+		job := startSpark(t, ctx, l.ship, append(append([]string{}, site...), "SPARKDAP_TOKEN="+p.Token, "PATH="+path),
+			"bash", "-euc", script)
+		yarnStops(t, ctx, ide, job, l, y, inPackedEnv(t, ctx, ide))
 		job.wait(t, ctx)
 		t.Logf("debugged YARN run: %s", job.elapsed.Round(time.Second))
-		if g, w := fmt.Sprint(readJSON(t, out)), fmt.Sprint(want); g != w {
+		if g, w := fmt.Sprint(printedResult(t, job.out.String())), fmt.Sprint(want); g != w {
 			t.Errorf("result under sparkdap differs from the plain YARN run:\n got %s\nwant %s", g, w)
 		}
 	})
@@ -106,11 +121,24 @@ func TestYARNRecipe(t *testing.T) {
 		if _, err := exec.LookPath("zip"); err != nil {
 			testenv.Missing(t, "the recipe zips loanlib.py with Info-ZIP's zip (apt-get install zip): %v", err)
 		}
-		// The job as the laptop copied it: loans.py and loanlib.py, which
-		// the README's block zips.
+		// The developer's sources on the laptop (~/src/loans).
 		l := newLoansLayout(t)
-		if err := os.Symlink(packedEnv(t, py), filepath.Join(filepath.Dir(l.ship), "pyenv.tar.gz")); err != nil {
+		laptopHome := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(laptopHome, "src"), 0o755); err != nil {
 			t.Fatal(err)
+		}
+		if err := os.Symlink(l.src, filepath.Join(laptopHome, "src", "loans")); err != nil {
+			t.Fatal(err)
+		}
+		// The edge node's home directory, with the packed environment (built
+		// once per package run by the README's commands) where the recipe
+		// made it: pyenv/ and pyenv.tar.gz.
+		edge := t.TempDir()
+		packed := packedEnv(t, py)
+		for _, name := range []string{"pyenv.tar.gz", "pyenv"} {
+			if err := os.Symlink(filepath.Join(filepath.Dir(packed), name), filepath.Join(edge, name)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		// On the laptop: sparkdap serve --root ~/src/loans --ssh me@edge.example.com --remote-listen 0.0.0.0:5678
 		// (the edge node is this machine's sshd; executors reach the agent
@@ -119,28 +147,48 @@ func TestYARNRecipe(t *testing.T) {
 		remote := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
 		p := tunnelProxy(t, ctx, g, remote, "--root", l.src, "--agent-path", sparkdapBinary(t))
 		ide := yarnAttach(t, ctx, p, l)
-		// sparkdap wrap -o /tmp --proxy edge.example.com:5678, then the copy to the edge node.
+		// sparkdap wrap -o /tmp --proxy edge.example.com:5678
 		wrapped := t.TempDir()
 		if out, err := exec.CommandContext(ctx, sparkdapBinary(t), "wrap", "-o", wrapped, "--proxy", remote).CombinedOutput(); err != nil {
 			t.Fatalf("sparkdap wrap: %v\n%s", err, out)
 		}
-		copyFile(t, filepath.Join(wrapped, "remote_debug.py"), filepath.Join(l.ship, "remote_debug.py"))
+		laptop := edgeShell(t, g, edge, wrapped, remote, p)
+		laptopEnv := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }),
+			"HOME="+laptopHome, "SPARKDAP_TOKEN="+p.Token, "PATH="+yarnPath(py, sparkSubmit))
+		// The README's copy to the edge node, as printed: its ssh (the
+		// job's directory) and scp lines.
+		copyJob := onlyLines(readmeBlock(t, "sparkdap wrap -o /tmp"), "ssh ", "scp ")
+		cmd := exec.CommandContext(ctx, "bash", "-euc", laptop+copyJob)
+		cmd.Env = laptopEnv
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("the README's copy to the edge node:\n%s\nfailed: %v\n%s", copyJob, err, out)
+		}
+		// The README's doctor block, with serve up: the two gateway lines
+		// the README says to look for are OK — the packed Python on the
+		// edge node has debugpy, and a test worker run with it reaches
+		// serve through the tunnel. (Not its exit status: the edge node's
+		// pyenv/bin/python, mapped to an absolute path here, is also this
+		// machine's, so the laptop-side checks run it too and find no
+		// pyspark in it, where on a laptop they only WARN and SKIP.)
+		doctorCmd := readmeBlock(t, "sparkdap doctor --ssh")
+		cmd = exec.CommandContext(ctx, "bash", "-euc", laptop+doctorCmd)
+		cmd.Env = laptopEnv
+		out, _ := cmd.CombinedOutput()
+		t.Logf("the README's doctor block:\n%s", out)
+		for _, w := range []string{
+			"OK    executors' Python " + filepath.Join(edge, "pyenv", "bin", "python") + " (spark.pyspark.python) on the gateway",
+			"OK    test connection through the gateway (worker on the gateway → tunnel → proxy → IDE port): a debugpy worker on the gateway reached " + remote,
+		} {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("the README's doctor block printed no %q:\n%s", w, out)
+			}
+		}
 		// On the edge node: the README's zip and spark-submit, as printed,
 		// from the job's directory with the laptop's token exported.
 		script := readmeBlock(t, "spark-submit --master yarn", "cd loans", "export SPARKDAP_TOKEN=")
-		job := startSpark(t, ctx, l.ship, append(append([]string{}, site...), "SPARKDAP_TOKEN="+p.Token, "PATH="+yarnPath(py, sparkSubmit)),
+		job := startSpark(t, ctx, filepath.Join(edge, "loans"), append(append([]string{}, site...), "SPARKDAP_TOKEN="+p.Token, "PATH="+yarnPath(py, sparkSubmit)),
 			"bash", "-euc", script)
-		yarnStops(t, ctx, ide, job, l, y, func(name string, s sparkStop) {
-			// The containers run the packed environment's Python and its debugpy.
-			for _, expr := range []string{"__import__('sys').executable", "__import__('debugpy').__file__"} {
-				r, err := ide.Evaluate(ctx, s.frameID, expr)
-				if err != nil {
-					t.Errorf("%s: evaluate %s: %v", name, expr, err)
-				} else if !strings.Contains(r.Result, "/pyenv/") {
-					t.Errorf("%s: %s = %s, not in the packed environment ./pyenv", name, expr, r.Result)
-				}
-			}
-		})
+		yarnStops(t, ctx, ide, job, l, y, inPackedEnv(t, ctx, ide))
 		job.wait(t, ctx)
 		t.Logf("debugged YARN run (wrap, through sshd): %s; the subtest with the packed env: %s",
 			job.elapsed.Round(time.Second), time.Since(begin).Round(time.Second))
@@ -149,6 +197,69 @@ func TestYARNRecipe(t *testing.T) {
 		}
 	})
 	t.Logf("TestYARNRecipe total: %s", time.Since(start).Round(time.Second))
+}
+
+// inPackedEnv checks, at each stop, that the container runs the packed
+// environment's Python and its debugpy.
+func inPackedEnv(t *testing.T, ctx context.Context, ide *dapclient.Client) func(name string, s sparkStop) {
+	return func(name string, s sparkStop) {
+		for _, expr := range []string{"__import__('sys').executable", "__import__('debugpy').__file__"} {
+			r, err := ide.Evaluate(ctx, s.frameID, expr)
+			if err != nil {
+				t.Errorf("%s: evaluate %s: %v", name, expr, err)
+			} else if !strings.Contains(r.Result, "/pyenv/") {
+				t.Errorf("%s: %s = %s, not in the packed environment ./pyenv", name, expr, r.Result)
+			}
+		}
+	}
+}
+
+// edgeShell is a bash prelude under which the README's laptop commands
+// run as printed against g, standing in for me@edge.example.com: ssh and
+// scp reach g with its key and known host, and the edge node's home
+// directory is edge; scp speaks the legacy protocol (scp -O, the only one
+// before OpenSSH 9.0), which fails on a missing target directory where
+// OpenSSH 9's SFTP mode creates it; the wrapper `sparkdap wrap -o /tmp` wrote is in
+// wrapped; sparkdap (doctor) gets g's key and known host, the proxy's
+// ports, remote for the recipe's --remote-listen 0.0.0.0:5678, and the
+// edge node's relative paths under edge.
+func edgeShell(t *testing.T, g *gateway, edge, wrapped, remote string, p *proxy) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "ssh_config")
+	conf := fmt.Sprintf("Host edge.example.com\n  HostName %s\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n"+
+		"  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n  BatchMode yes\n", g.Host, g.Port, g.User, g.ClientKey, g.KnownHosts)
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	q := shellquote.Quote
+	return strings.Join([]string{
+		`ssh() { local dest=${1#me@}; shift; command ssh -F ` + q(cfg) + ` "$dest" "cd ` + q(edge) + ` && $*"; }`,
+		`scp() { local a=() x; for x; do case $x in` +
+			` me@edge.example.com:*) x=edge.example.com:` + q(edge) + `/${x#*:} ;;` +
+			` /tmp/remote_debug.py) x=` + q(filepath.Join(wrapped, "remote_debug.py")) + ` ;;` +
+			` esac; a+=("$x"); done; command scp -O -F ` + q(cfg) + ` "${a[@]}"; }`,
+		`sparkdap() { local a=() x; for x; do case $x in` +
+			` me@edge.example.com) x=` + q(g.Target()) + ` ;;` +
+			` 0.0.0.0:5678) x=` + q(remote) + ` ;;` +
+			` pyenv/bin/python) x=` + q(filepath.Join(edge, "pyenv", "bin", "python")) + ` ;;` +
+			` spark.pyspark.python=./pyenv/bin/python) x=spark.pyspark.python=` + q(filepath.Join(edge, "pyenv", "bin", "python")) + ` ;;` +
+			` esac; a+=("$x"); done; ` + q(sparkdapBinary(t)) + ` "${a[@]}" --ide ` + q(p.IDE) + ` --executors ` + q(p.Executors) +
+			` --ssh-identity ` + q(g.ClientKey) + ` --ssh-known-hosts ` + q(g.KnownHosts) + `; }`,
+	}, "\n") + "\n"
+}
+
+// onlyLines is the lines of script that start with one of prefixes.
+func onlyLines(script string, prefixes ...string) string {
+	var keep []string
+	for _, line := range strings.Split(script, "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(strings.TrimSpace(line), p) {
+				keep = append(keep, line)
+				break
+			}
+		}
+	}
+	return strings.Join(keep, "\n") + "\n"
 }
 
 // yarnLoans is the loans job laid out for YARN: loanlib.py reaches the
@@ -258,8 +369,8 @@ var packedEnvState struct {
 }
 
 // packedEnv runs the README's "on the edge node, once" commands — a venv
-// with debugpy, pandas, pyarrow and venv-pack, packed by venv-pack — and
-// returns the archive. pip installs offline from the wheels scripts/setup
+// with debugpy, pandas and pyarrow, packed by venv-pack from a venv of its
+// own — and returns the archive, which must not hold venv-pack. pip installs offline from the wheels scripts/setup
 // downloads into .cache/wheels, at the versions requirements-test.txt pins
 // (pip reads PIP_NO_INDEX, PIP_FIND_LINKS and PIP_CONSTRAINT from the
 // environment, so the README's command line stays as printed).
@@ -281,7 +392,20 @@ func packedEnv(t *testing.T, py string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := readmeBlock(t, "pyenv/bin/venv-pack")
+	script := readmeBlock(t, "venv-pack -p pyenv")
+	// The README pins what it installs to the versions the tests run.
+	pinned, err := os.ReadFile(constraints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pin := range regexp.MustCompile(`[A-Za-z0-9_.-]+==[^\s]+`).FindAllString(script, -1) {
+		if !slices.Contains(strings.Split(string(pinned), "\n"), pin) {
+			t.Errorf("the README's edge-node commands install %s, which requirements-test.txt does not pin", pin)
+		}
+	}
+	if !strings.Contains(script, "debugpy==") {
+		t.Errorf("the README's edge-node commands do not pin debugpy:\n%s", script)
+	}
 	packedEnvState.once.Do(func() {
 		start := time.Now()
 		dir, err := os.MkdirTemp(binDir, "edge-")
@@ -303,12 +427,45 @@ func packedEnv(t *testing.T, py string) string {
 			return
 		}
 		packedEnvState.path = filepath.Join(dir, "pyenv.tar.gz")
+		// The tool that packs is not shipped to the executors.
+		if shipped, err := tarNames(packedEnvState.path, "venv_pack"); err != nil || len(shipped) > 0 {
+			packedEnvState.err = fmt.Errorf("pyenv.tar.gz ships venv-pack (%v): %v", err, shipped)
+			return
+		}
 		t.Logf("packed environment built in %s", time.Since(start).Round(time.Second))
 	})
 	if packedEnvState.err != nil {
 		t.Fatal(packedEnvState.err)
 	}
 	return packedEnvState.path
+}
+
+// tarNames is the names in the gzipped tar archive at path that contain
+// part.
+func tarNames(path, part string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	tr := tar.NewReader(zr)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return names, nil
+		}
+		if err != nil {
+			return names, err
+		}
+		if strings.Contains(h.Name, part) {
+			names = append(names, h.Name)
+		}
+	}
 }
 
 // yarnWant is each of the recipe's stops: the zipped module, a UDF, a

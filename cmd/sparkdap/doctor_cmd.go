@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +28,8 @@ type doctorFlags struct {
 	timeout         time.Duration
 	// The job's own spark-submit settings, for the executors' Python.
 	confs, archives stringList
+	// remoteListenGiven: --remote-listen is on the command line, not the default.
+	remoteListenGiven bool
 }
 
 func newDoctorCmd(stderr io.Writer) *cmdSpec {
@@ -62,9 +65,9 @@ Checks, each with a verdict (OK, WARN, FAIL with the reason and the fix):
     on its IDE port. Against the running sparkdap serve if there is one (give
     its token), else against a temporary proxy on loopback.
   - with --ssh and a running 'sparkdap serve --ssh', the same test worker
-    run on the gateway (--remote-python) against --remote-listen: through
-    the tunnel to the proxy, as executors connect (not on Kubernetes: the
-    gateway pod has no Python, and doctor says so)
+    run on the gateway (--remote-python) against --remote-listen (give
+    serve's): through the tunnel to the proxy, as executors connect (not
+    on Kubernetes: the gateway pod has no Python, and doctor says so)
 Exits 0 only if no check fails.
 
 Examples:
@@ -77,7 +80,10 @@ Examples:
 
 Flags:
 `)
-	c.run = func(args []string, stdout, _ io.Writer) error { return doctorRun(f, args, stdout) }
+	c.run = func(args []string, stdout, _ io.Writer) error {
+		fs.Visit(func(fl *flag.Flag) { f.remoteListenGiven = f.remoteListenGiven || fl.Name == "remote-listen" })
+		return doctorRun(f, args, stdout)
+	}
 	return c
 }
 
@@ -110,7 +116,7 @@ func (f *doctorFlags) config() doctor.Config {
 	if f.ssh != "" {
 		cfg.Gateway = &doctor.Gateway{
 			Dest: f.ssh, IdentityFiles: f.identities, KnownHosts: f.knownHosts, Timeout: f.sshFlags.timeout,
-			RemoteListen: f.remoteListen, RemotePython: f.remotePython,
+			RemoteListen: f.remoteListen, RemotePython: f.remotePython, RemoteListenGiven: f.remoteListenGiven,
 			Explain: sshFlagError,
 		}
 	}

@@ -40,6 +40,10 @@ type Gateway struct {
 	// RemoteListen is where executors connect on the gateway (serve's
 	// tunnel listens there); RemotePython, a Python with debugpy there.
 	RemoteListen, RemotePython string
+	// RemoteListenGiven says the caller's user chose RemoteListen; else it
+	// is the caller's default, which need not be the running serve's, so
+	// fixes do not offer it as the user's address.
+	RemoteListenGiven bool
 	// Explain, if set, names the caller's setting behind an error from
 	// parsing Dest or dialing the gateway.
 	Explain func(error) error

@@ -607,13 +607,41 @@ func TestDoctorThroughGateway(t *testing.T) {
 	}
 	wantCheck(t, out, "test connection through the gateway", vFail, "exited before connecting", "--remote-python")
 
-	// No proxy running: the tunnel test is skipped with what to start.
-	code, out = runDoctor(t, Config{IDE: freeAddr(t), Executors: freeAddr(t), Python: py,
-		Gateway: &Gateway{Dest: "me@" + srv.addr, IdentityFiles: []string{key}, KnownHosts: known, RemoteListen: "127.0.0.1:5678"}})
-	if code != 0 {
-		t.Fatalf("exit %d", code)
+	// No proxy running: the tunnel test is skipped with what to start,
+	// naming the user's --remote-listen, never a default the user did not
+	// choose as if it were theirs.
+	for _, tc := range []struct {
+		listen      string
+		given       bool
+		want, never string
+	}{
+		{"0.0.0.0:6100", true, "--remote-listen 0.0.0.0:6100' and re-run", ""},
+		{"127.0.0.1:5678", false, "--remote-listen HOST:PORT' (where executors connect on the gateway), then re-run with the same --remote-listen", "127.0.0.1:5678"},
+	} {
+		code, out = runDoctor(t, Config{IDE: freeAddr(t), Executors: freeAddr(t), Python: py,
+			Gateway: &Gateway{Dest: "me@" + srv.addr, IdentityFiles: []string{key}, KnownHosts: known,
+				RemoteListen: tc.listen, RemoteListenGiven: tc.given}})
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		wantCheck(t, out, "test connection through the gateway", vSkip, "no sparkdap serve is running",
+			"fix: start 'sparkdap serve --ssh me@"+srv.addr+" "+tc.want)
+		if l := checkLine(t, out, "test connection through the gateway"); tc.never != "" && strings.Contains(l, tc.never) {
+			t.Errorf("--remote-listen not given: the fix names the default %s as the user's:\n%s", tc.never, l)
+		}
 	}
-	wantCheck(t, out, "test connection through the gateway", vSkip, "no sparkdap serve is running", "fix: start 'sparkdap serve --ssh me@")
+
+	// A running proxy that doctor's default --remote-listen does not reach:
+	// the fix says doctor tried a default and needs serve's address.
+	dead := freeAddr(t)
+	code, out = runDoctor(t, Config{IDE: ide, Executors: exe, Python: py, Token: "gw-tok",
+		Gateway: &Gateway{Dest: "me@" + srv.addr, IdentityFiles: []string{key}, KnownHosts: known,
+			RemoteListen: dead, RemotePython: py}})
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	wantCheck(t, out, "test connection through the gateway", vFail, "to "+dead+" on the gateway",
+		"fix: doctor tested the default --remote-listen "+dead+": give doctor the --remote-listen sparkdap serve runs with")
 }
 
 // venv makes a real virtual environment of py in dir (with py's own

@@ -71,8 +71,7 @@ func (d *doctor) checkTunnelConnection(ctx context.Context, client *ssh.Client, 
 	g := d.f.Gateway
 	name := "test connection through the gateway (worker on the gateway → tunnel → proxy → IDE port)"
 	if ide != portSparkdap {
-		d.report(checkResult{name: name, v: vSkip, detail: "no sparkdap serve is running on " + d.f.IDE,
-			fix: fmt.Sprintf("start 'sparkdap serve --ssh %s --remote-listen %s' and re-run to test the tunnel", g.Dest, g.RemoteListen)})
+		d.report(checkResult{name: name, v: vSkip, detail: "no sparkdap serve is running on " + d.f.IDE, fix: g.startServeFix()})
 		return
 	}
 	if d.f.Token == "" {
@@ -94,10 +93,24 @@ func (d *doctor) checkTunnelConnection(ctx context.Context, client *ssh.Client, 
 		if fix == "" && strings.Contains(err.err.Error(), "exited before connecting") {
 			fix = fmt.Sprintf("the gateway needs %s with debugpy (--remote-python), or test from an executor host instead", g.RemotePython)
 		}
+		if !g.RemoteListenGiven && strings.Contains(err.err.Error(), "cannot reach") {
+			fix = fmt.Sprintf("doctor tested the default --remote-listen %s: give doctor the --remote-listen sparkdap serve runs with", g.RemoteListen)
+		}
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("to %s on the gateway: %v", addr, err.err), fix: fix})
 		return
 	}
 	d.report(checkResult{name: name, v: vOK, detail: fmt.Sprintf("a debugpy worker on the gateway reached %s and was listed on the IDE port", addr)})
+}
+
+// startServeFix is the fix for a tunnel test with no serve to test: the
+// serve command line, with the user's --remote-listen if doctor was given
+// one (a default is not the user's choice: executors on other hosts need
+// 0.0.0.0:PORT).
+func (g *Gateway) startServeFix() string {
+	if g.RemoteListenGiven {
+		return fmt.Sprintf("start 'sparkdap serve --ssh %s --remote-listen %s' and re-run to test the tunnel", g.Dest, g.RemoteListen)
+	}
+	return fmt.Sprintf("start 'sparkdap serve --ssh %s --remote-listen HOST:PORT' (where executors connect on the gateway), then re-run with the same --remote-listen to test the tunnel", g.Dest)
 }
 
 func sshFix(err error, t tunnel.Target) string {

@@ -94,6 +94,8 @@ func Start(ctx context.Context, host, dir string) (*Gateway, error) {
 		"KbdInteractiveAuthentication no",
 		"AllowTcpForwarding yes",
 		"GatewayPorts clientspecified",
+		// scp (OpenSSH 9's copies the files over SFTP).
+		"Subsystem sftp internal-sftp",
 		"MaxStartups 50",
 		"LogLevel VERBOSE",
 	}, "\n") + "\n"
