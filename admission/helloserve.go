@@ -44,6 +44,11 @@ type Admit func(ip string, hello Hello) (nonce string, err error)
 func ServeHello(c HelloConn, reg *Registry, refusals *RefusalLog, admit Admit) error {
 	ip := RemoteIP(c.Remote)
 	hello, err := reg.Handshake(c.Reader, c.Send)
+	if errors.Is(err, ErrProbe) {
+		// Answered; the prober is no worker (sparkdap doctor, say).
+		c.Log.Debug().Str("remote", c.Remote).Msg("port probe answered")
+		return err
+	}
 	if err != nil {
 		var printed bool
 		if errors.Is(err, ErrBadProof) || errors.Is(err, ErrNoToken) || errors.Is(err, ErrOldHello) {

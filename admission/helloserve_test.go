@@ -75,6 +75,8 @@ func TestServeHello(t *testing.T) {
 			wantReply: "SPARKDAP/1 REFUSED " + ErrOldHello.Error(),
 			wantLine:  "worker from 10.1.2.3:4242 refused: " + ErrOldHello.Error() + "; it runs undebugged",
 			wantCount: 1, wantErr: ErrOldHello},
+		{name: "port probe", worker: rawWorker(ProbeLine, ""),
+			wantReply: strings.TrimSuffix(ProbeAnswer, "\n"), wantErr: ErrProbe},
 		{name: "malformed", worker: rawWorker("SPARKDAP/2 HELLO "+wn+"\n", "SPARKDAP/2 {\x1b]0;owned\x07\n"),
 			wantReply: "SPARKDAP/2 REFUSED bad hello: malformed",
 			wantLine:  "worker at 10.1.2.3:4242: hello refused (bad hello: malformed",

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sparkdap/sparkdap/admission"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sparkdap/sparkdap/dap"
@@ -159,8 +160,9 @@ func (d *doctor) listExecutors(ctx context.Context, addr string, pid int) (int, 
 	return 0, nil
 }
 
-// probeExecutorPort sends a hello sparkdap refuses (no pid): a sparkdap
-// answers "SPARKDAP/1 REFUSED", and nothing is admitted.
+// probeExecutorPort sends sparkdap's port probe: a sparkdap answers in an
+// old hello's refusal form ("SPARKDAP/1 REFUSED"), admits nothing and
+// reports no refused worker.
 func probeExecutorPort(ctx context.Context, addr string) (bool, string) {
 	var dialer net.Dialer
 	conn, err := dialer.DialContext(ctx, "tcp", addr)
@@ -171,7 +173,7 @@ func probeExecutorPort(ctx context.Context, addr string) (bool, string) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
-	if _, err := io.WriteString(conn, `SPARKDAP/1 {"pid": 0, "label": "sparkdap doctor port probe"}`+"\n"); err != nil {
+	if _, err := io.WriteString(conn, admission.ProbeLine); err != nil {
 		return false, ""
 	}
 	var buf []byte
