@@ -227,7 +227,7 @@ func TestOutputBatchingRealDebugpy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	td := testdata(t)
-	cfg := OutputConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "workerwrap", "python"),
+	cfg := OutputConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "..", "workerwrap", "python"),
 		Lines: 3000, Token: "t"}
 	for _, tc := range []struct {
 		mode      string

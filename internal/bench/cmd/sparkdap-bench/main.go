@@ -107,7 +107,7 @@ func main() {
 		return bench.Worker(ctx, cfg, logf)
 	})
 	run("output", func() (*bench.Table, error) {
-		cfg := bench.OutputConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "workerwrap", "python"),
+		cfg := bench.OutputConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "..", "workerwrap", "python"),
 			Workers: []int{1, 20}, Lines: 20000, Rounds: 3, Token: token}
 		if *quick {
 			cfg.Lines, cfg.Rounds = 2000, 1
