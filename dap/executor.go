@@ -647,8 +647,12 @@ func (es *ExecutorSession) taskEvent(m Message) {
 	if ti.Roots == nil {
 		ti.Roots = x.task.Roots
 	}
+	newTask := ti.Label != x.task.Label
 	x.task = ti
 	x.threadsChanged() // its label names its threads
+	if newTask && x.ready {
+		tx.retitleThreads(es)
+	}
 	if ti.Roots != nil && es.paths.SetRoots(*ti.Roots) {
 		if !x.ready {
 			// putInService sends them all, to the new roots.

@@ -278,6 +278,40 @@ func (x *executorState) roomForThread(n int) bool {
 	return false
 }
 
+// retitleThreads tells the IDE session that shows es that its threads'
+// names changed (they carry the task it runs, and it started another):
+// each thread not stopped is said to exit and to start again under a new
+// global id. A thread event about a new id is what makes every client
+// read the names again: VS Code reads the thread list on any "started",
+// but nvim-dap only marks its list stale for a thread id it does not
+// know, and otherwise keeps the names it read at the worker's first
+// stop. A stopped thread keeps its id (the client is showing its
+// frames); a worker starts a task only while running, so that is rare.
+func (tx *held) retitleThreads(es *ExecutorSession) {
+	h := tx.h
+	x := tx.exec(es)
+	target := tx.eventTarget(es)
+	if target == nil || !tx.ide(target).configured {
+		return
+	}
+	for _, tid := range x.threadOrder {
+		if _, stopped := x.stopped[tid]; stopped {
+			continue
+		}
+		old, err := h.ids.Global(kindThread, es.id, tid)
+		if err != nil {
+			continue
+		}
+		h.ids.ReleaseOne(kindThread, es.id, tid)
+		g, err := h.ids.Global(kindThread, es.id, tid)
+		if err != nil {
+			continue
+		}
+		_ = target.w.send(newEvent("thread", map[string]any{"reason": "exited", "threadId": old}), nil)
+		_ = target.w.send(newEvent("thread", map[string]any{"reason": "started", "threadId": g}), nil)
+	}
+}
+
 // forgetThread drops a thread that exited. What is left stays as
 // complete as it was.
 func (x *executorState) forgetThread(tid int64) {
