@@ -150,6 +150,7 @@ func (tx *held) relayEvent(es *ExecutorSession, m Message, target *IDESession) {
 	tx.mapPaths(es, out["body"])
 	if m.Event() == "stopped" {
 		tx.globalBreakpointIDs(es, out, target)
+		tx.exec(es).describeStop(out)
 	}
 	if target == tx.root {
 		tx.mergedView(es, out)
@@ -186,6 +187,31 @@ func (tx *held) learnStopLocation(es *ExecutorSession, tid int64) {
 			tx.exec(es).stoppedAt = admission.Clean(fmt.Sprintf("%s:%d", filepath.Base(path), line), admission.MaxTextRunes)
 		}
 	})
+}
+
+// describeStop names the task the worker stopped in in a stopped
+// event's description (and text, if pydevd gave one): VS Code's CALL STACK
+// shows the text, or else the description, beside the session's name
+// (whose end it cuts) and hides the thread row of a one-thread session,
+// so without it three workers stopped at once look the same there.
+func (x *executorState) describeStop(ev Message) {
+	b, _ := ev["body"].(map[string]any)
+	if b == nil || x.task.Label == "" {
+		return
+	}
+	task := admission.Clean(x.task.Label, admission.MaxTextRunes)
+	desc, _ := b["description"].(string)
+	if desc == "" {
+		reason, _ := b["reason"].(string)
+		desc = "Paused"
+		if reason != "" {
+			desc = "Paused on " + reason
+		}
+	}
+	b["description"] = desc + " · " + task
+	if text, _ := b["text"].(string); text != "" {
+		b["text"] = text + " · " + task
+	}
 }
 
 // mergedView adapts one executor's event to a session that shows all

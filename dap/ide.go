@@ -432,6 +432,7 @@ func (tx *held) replayStops(es *ExecutorSession, s *IDESession) {
 			continue
 		}
 		tx.globalBreakpointIDs(es, out, s)
+		tx.exec(es).describeStop(out)
 		if s.isRoot() {
 			tx.mergedView(es, out)
 		}

@@ -2,12 +2,16 @@ package dap
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/nvimdapclient"
+	"github.com/sparkdap/sparkdap/internal/vscodeclient"
 )
 
 const taskFile = "/w/job.py"
@@ -62,5 +66,129 @@ func TestNvimDapThreadNameFollowsTask(t *testing.T) {
 			susp, _ := f.state()
 			return !susp, "still suspended"
 		})
+	}
+}
+
+// threeTasks are the tasks of three workers stopped at once.
+var threeTasks = []struct{ pid, stage, partition int }{{910, 3, 0}, {911, 3, 1}, {912, 6, 0}}
+
+func taskWanted(stage, partition int) []string {
+	return []string{fmt.Sprintf("stage %d", stage), fmt.Sprintf("partition %d", partition)}
+}
+
+// missing is the first of want that s lacks, or "".
+func missing(s string, want []string) string {
+	for _, w := range want {
+		if !strings.Contains(s, w) {
+			return w
+		}
+	}
+	return ""
+}
+
+// TestVSCodeShowsTheTaskOfEachStop: three workers stop at once, each in
+// its child session. VS Code's CALL STACK shows each session's name (cut
+// at its end) with the stop's text, or else its description, beside it,
+// and no thread row for a one-thread session: that label must name the
+// stage and partition, and the three must differ.
+func TestVSCodeShowsTheTaskOfEachStop(t *testing.T) {
+	p := startProxy(t, nil)
+	ide := vscodeclient.New(vscodeclient.Options{Workspace: "/w"})
+	t.Cleanup(ide.Close)
+	ide.SetBreakpoints(taskFile, 5)
+	host, port, _ := net.SplitHostPort(p.srv.IDEAddr().String())
+	if _, err := ide.Attach(p.ctx, map[string]any{"name": "sparkdap", "type": "debugpy", "request": "attach",
+		"connect": map[string]any{"host": host, "port": port}}); err != nil {
+		t.Fatal(err)
+	}
+	var fakes []*fakePydevd
+	for _, w := range threeTasks {
+		f := p.executor(w.pid, nil)
+		taskEvent(f, w.pid, w.stage, w.partition)
+		nextChild(t, ide)
+		fakes = append(fakes, f)
+	}
+	for i, f := range fakes {
+		waitFor(t, "breakpoint armed", func() (bool, string) {
+			_, armed := f.state()
+			return strings.Contains(armed, taskFile), armed
+		})
+		if !f.hit(taskFile, 5) {
+			t.Fatalf("worker %d did not stop", threeTasks[i].pid)
+		}
+	}
+	labels := map[string]bool{}
+	for range threeTasks {
+		st := nextVSCodeStop(t, ide)
+		label := st.Event.Text
+		if label == "" {
+			label = st.Event.Description
+		}
+		var w = threeTasks[0]
+		for _, tw := range threeTasks {
+			if strings.Contains(st.Session.Name, fmt.Sprintf("pid %d", tw.pid)) {
+				w = tw
+			}
+		}
+		if m := missing(label, taskWanted(w.stage, w.partition)); m != "" {
+			t.Errorf("session %q shows the stop as %q: no %q", st.Session.Name, label, m)
+		}
+		if m := missing(st.Thread, taskWanted(w.stage, w.partition)); m != "" {
+			t.Errorf("session %q names its thread %q: no %q", st.Session.Name, st.Thread, m)
+		}
+		labels[label] = true
+	}
+	if len(labels) != len(threeTasks) {
+		t.Errorf("three stops in three tasks look alike in VS Code: %v", labels)
+	}
+}
+
+// TestNvimDapShowsTheTaskOfEachStop: the same three stops in nvim-dap,
+// one child session each. Its threads widget lists each session's thread
+// names, which must name the stage and partition, and differ.
+func TestNvimDapShowsTheTaskOfEachStop(t *testing.T) {
+	p := startProxy(t, nil)
+	root, children := p.childRoot(nil, func(ctx context.Context, c *dapclient.Client) error {
+		_, err := c.SetBreakpoints(ctx, taskFile, 5)
+		return err
+	})
+	_ = root
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	names := map[string]bool{}
+	for i, w := range threeTasks {
+		f := p.executor(w.pid, nil)
+		taskEvent(f, w.pid, w.stage, w.partition)
+		child := p.nextChild(children)
+		var cfg struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(child.Config.Configuration, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		name := cfg.Name
+		nv := nvimdapclient.New(child.Client, i+2, name)
+		waitFor(t, "breakpoint armed", func() (bool, string) {
+			_, armed := f.state()
+			return strings.Contains(armed, taskFile), armed
+		})
+		if !f.hit(taskFile, 5) {
+			t.Fatalf("worker %d did not stop", w.pid)
+		}
+		if _, err := child.Client.WaitEvent(ctx, "stopped", nil); err != nil {
+			t.Fatal(err)
+		}
+		ths, err := nv.ThreadsWidget(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		th, _ := nv.StoppedThread()
+		if m := missing(th.Name, taskWanted(w.stage, w.partition)); m != "" {
+			t.Errorf("nvim-dap session %q: threads widget %v, stopped thread %q has no %q", nv.SessionsLine(), ths, th.Name, m)
+		}
+		names[th.Name] = true
+	}
+	if len(names) != len(threeTasks) {
+		t.Errorf("three stops in three tasks look alike in nvim-dap: %v", names)
 	}
 }
