@@ -78,6 +78,7 @@ func (es *ExecutorSession) event(m Message) {
 		tx.armMaxStop(es)
 		tx.learnStopLocation(es, tid)
 		tx.hitBreakpoints(es, m)
+		tx.announce(es) // a stopped worker is listed (child-session mode)
 	case "output":
 		if text, ok := body["output"].(string); ok {
 			x.outputBytes += int64(len(text))
@@ -101,8 +102,11 @@ func (es *ExecutorSession) event(m Message) {
 		return
 	}
 	target := tx.eventTarget(es)
-	if m.Event() == "output" && tx.holdOutput(es, target, m) {
-		return
+	if m.Event() == "output" {
+		target = tx.outputTarget(es)
+		if tx.holdOutput(es, target, m) {
+			return
+		}
 	}
 	if target == nil {
 		if !x.unshownLogged {
@@ -133,6 +137,20 @@ func (tx *held) eventTarget(es *ExecutorSession) *IDESession {
 		return c
 	}
 	if tx.root != nil && !tx.ide(tx.root).childMode {
+		return tx.root
+	}
+	return nil
+}
+
+// outputTarget is the IDE session that shows es's output: its event
+// target, or in child-session mode, while it has no child session (it is
+// not listed, or its child is being opened), the root, with its label
+// before each line as in the merged view.
+func (tx *held) outputTarget(es *ExecutorSession) *IDESession {
+	if t := tx.eventTarget(es); t != nil {
+		return t
+	}
+	if tx.root != nil && tx.ide(tx.root).childMode && !tx.exec(es).detached {
 		return tx.root
 	}
 	return nil

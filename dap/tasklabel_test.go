@@ -105,7 +105,6 @@ func TestVSCodeShowsTheTaskOfEachStop(t *testing.T) {
 	for _, w := range threeTasks {
 		f := p.executor(w.pid, nil)
 		taskEvent(f, w.pid, w.stage, w.partition)
-		nextChild(t, ide)
 		fakes = append(fakes, f)
 	}
 	for i, f := range fakes {
@@ -116,6 +115,9 @@ func TestVSCodeShowsTheTaskOfEachStop(t *testing.T) {
 		if !f.hit(taskFile, 5) {
 			t.Fatalf("worker %d did not stop", threeTasks[i].pid)
 		}
+	}
+	for range threeTasks {
+		nextChild(t, ide) // listed at its stop
 	}
 	labels := map[string]bool{}
 	for range threeTasks {
@@ -152,14 +154,32 @@ func TestNvimDapShowsTheTaskOfEachStop(t *testing.T) {
 		_, err := c.SetBreakpoints(ctx, taskFile, 5)
 		return err
 	})
-	_ = root
+	// nvim-dap sends the breakpoints to the root session too.
+	if _, err := root.SetBreakpoints(p.ctx, taskFile, 5); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
 	defer cancel()
 	names := map[string]bool{}
 	for i, w := range threeTasks {
 		f := p.executor(w.pid, nil)
 		taskEvent(f, w.pid, w.stage, w.partition)
-		child := p.nextChild(children)
+		waitFor(t, "task label", func() (bool, string) {
+			for _, ex := range p.hub.Executors() {
+				if ex.Process.PID == int64(w.pid) && strings.Contains(ex.Label, fmt.Sprintf("stage %d", w.stage)) {
+					return true, ""
+				}
+			}
+			return false, jsonText(p.hub.Executors())
+		})
+		waitFor(t, "breakpoint armed", func() (bool, string) {
+			_, armed := f.state()
+			return strings.Contains(armed, taskFile), armed
+		})
+		if !f.hit(taskFile, 5) {
+			t.Fatalf("worker %d did not stop", w.pid)
+		}
+		child := p.nextChild(children) // listed at its stop
 		var cfg struct {
 			Name string `json:"name"`
 		}
@@ -168,13 +188,6 @@ func TestNvimDapShowsTheTaskOfEachStop(t *testing.T) {
 		}
 		name := cfg.Name
 		nv := nvimdapclient.New(child.Client, i+2, name)
-		waitFor(t, "breakpoint armed", func() (bool, string) {
-			_, armed := f.state()
-			return strings.Contains(armed, taskFile), armed
-		})
-		if !f.hit(taskFile, 5) {
-			t.Fatalf("worker %d did not stop", w.pid)
-		}
 		if _, err := child.Client.WaitEvent(ctx, "stopped", nil); err != nil {
 			t.Fatal(err)
 		}
@@ -185,6 +198,9 @@ func TestNvimDapShowsTheTaskOfEachStop(t *testing.T) {
 		th, _ := nv.StoppedThread()
 		if m := missing(th.Name, taskWanted(w.stage, w.partition)); m != "" {
 			t.Errorf("nvim-dap session %q: threads widget %v, stopped thread %q has no %q", nv.SessionsLine(), ths, th.Name, m)
+		}
+		if m := missing(nv.SessionsLine(), taskWanted(w.stage, w.partition)); m != "" {
+			t.Errorf("nvim-dap's sessions widget shows %q: no %q", nv.SessionsLine(), m)
 		}
 		names[th.Name] = true
 	}
