@@ -85,6 +85,7 @@ func TestIDETokenRefusals(t *testing.T) {
 	// without the user doing anything.
 	_, children := p.childRoot(map[string]any{IDETokenArg: testIDEToken}, nil)
 	f := p.executor(7, nil)
+	f.stop()                       // listed once it stops
 	child := p.nextChild(children) // its attach carries the token it inherited
 	var cfg map[string]any
 	_ = json.Unmarshal(child.Config.Configuration, &cfg)

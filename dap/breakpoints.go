@@ -332,6 +332,9 @@ func (h *Hub) setBreakpoints(ide *IDESession, req Message, owner *ExecutorSessio
 	}
 	answer := func() {
 		tx := h.lock()
+		if owner == nil {
+			tx.absorbOverrides(e)
+		}
 		e.answered = true
 		body := e.body()
 		tx.unlock()
@@ -499,7 +502,14 @@ func (tx *held) breakpointEvent(es *ExecutorSession, m Message) {
 }
 
 // breakpointChanged tells the IDE session that owns e about position i.
+// A child session's breakpoint that bound is news for the root too: its
+// own request for that source skipped the executor (the child's
+// breakpoints replace the root's there), so the root's entry learns the
+// binding from the child's (mirrorToGlobal).
 func (tx *held) breakpointChanged(e *bpEntry, i int) {
+	if e.owner != nil && e.merged[i]["verified"] == true {
+		tx.mirrorToGlobal(e, i)
+	}
 	target := tx.root
 	if e.owner != nil {
 		target = tx.children[e.owner.id]
@@ -862,4 +872,42 @@ func (x *executorState) refused() []BreakpointRefusal {
 		return out[i].Line < out[j].Line
 	})
 	return out
+}
+
+// mirrorToGlobal folds position i of own, a child session's entry that
+// bound there, into the root's entry for the same source and place: the
+// executor that bound it gets the child's breakpoints instead of the
+// root's, and without this the root would say "pending" for a breakpoint
+// that stops the worker.
+func (tx *held) mirrorToGlobal(own *bpEntry, i int) {
+	g := tx.bps.entries[own.key]
+	if g == nil {
+		return
+	}
+	j := g.samePlace(own, i)
+	if j < 0 || g.merged[j]["verified"] == true {
+		return
+	}
+	if g.absorb(j, deepCopy(own.merged[i]).(map[string]any)) {
+		tx.breakpointChanged(g, j)
+	}
+}
+
+// absorbOverrides folds into the root's entry e what the executors that
+// replace it with a child session's own entry have bound at the same
+// places: they were not sent e, so their answers would never reach it.
+func (tx *held) absorbOverrides(e *bpEntry) {
+	for _, es := range tx.readyView() {
+		own := tx.exec(es).overrides[e.key]
+		if own == nil {
+			continue
+		}
+		for i := range own.merged {
+			if own.merged[i]["verified"] == true {
+				if j := e.samePlace(own, i); j >= 0 {
+					e.absorb(j, deepCopy(own.merged[i]).(map[string]any))
+				}
+			}
+		}
+	}
 }

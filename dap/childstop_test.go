@@ -86,14 +86,12 @@ func (o *oncePerStop) result() (hits [][]int, errs []error) {
 func TestChildSessionGetsEachStopOnce(t *testing.T) {
 	tests := []struct {
 		name string
-		// stopBeforeAttach: the worker stops after the root was asked to
-		// open the child but before the child attached; otherwise after
-		// the child attached and set its breakpoints, before its
-		// configurationDone.
+		// stopBeforeAttach: the worker's stop is what lists it (the
+		// root is asked to open its child session then), so it comes
+		// before the child attached.
 		stopBeforeAttach bool
 	}{
 		{"stop before the child attaches", true},
-		{"stop after the child attached, before configurationDone", false},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,13 +125,6 @@ func TestChildSessionGetsEachStopOnce(t *testing.T) {
 					children <- opened{err: err}
 					return false, nil
 				}
-				if tt.stopBeforeAttach {
-					f.stop()
-					if err := awaitExecutorStopped(p.hub, int64(pid)); err != nil {
-						children <- opened{err: err}
-						return false, nil
-					}
-				}
 				var bps []godap.Breakpoint
 				child, err := dapclient.StartChild(ctx, &req, func(ctx context.Context, child *dapclient.Client) error {
 					var err error
@@ -164,6 +155,10 @@ func TestChildSessionGetsEachStopOnce(t *testing.T) {
 			}
 			f := p.executor(pid, nil)
 			fakes <- f
+			f.stop()
+			if err := awaitExecutorStopped(p.hub, int64(pid)); err != nil {
+				t.Fatal(err)
+			}
 			var ch opened
 			select {
 			case ch = <-children:
@@ -240,9 +235,10 @@ func TestChildSessionGetsEachStopOnce(t *testing.T) {
 }
 
 // TestChildSessionLabelsFollowTheTask: a reused worker runs one task after
-// another under one child session. The session is named after the worker
-// (VS Code shows the startDebugging configuration's name for the session's
-// life), and its threads after the task it runs now (issue 19 item 2).
+// another. Its child session opens at its stop, named after the task it
+// stopped in and then the worker, with its threads named after that task;
+// once it runs another task its session ends, and its next stop opens a
+// new one named after the new task.
 func TestChildSessionLabelsFollowTheTask(t *testing.T) {
 	p := startProxy(t, nil)
 	_, children := p.childRoot(nil, nil)
@@ -252,19 +248,22 @@ func TestChildSessionLabelsFollowTheTask(t *testing.T) {
 			"stageId": stage, "partitionId": partition, "attemptNumber": 0, "taskAttemptId": attempt,
 			"label": fmt.Sprintf("stage %d · partition %d · attempt 0", stage, partition)})
 	}
-	task(3, 1, 11)
-	child := p.nextChild(children)
-	t.Cleanup(func() { child.Client.Close() })
-	var cfg map[string]any
-	if err := json.Unmarshal(child.Config.Configuration, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	name, _ := cfg["name"].(string)
-	if want := "Executor exec 3 · worker-1 · pid 42"; name != want {
-		t.Errorf("child session named %q, want %q: the worker, not the task it ran first", name, want)
-	}
-	threadNames := func() []string {
+	stopIn := func(label string) {
 		t.Helper()
+		waitFor(t, "task label", func() (bool, string) {
+			ex := p.hub.Executors()
+			return len(ex) == 1 && strings.Contains(ex[0].Label, label), jsonText(ex)
+		})
+		f.stop()
+		child := p.nextChild(children)
+		var cfg map[string]any
+		if err := json.Unmarshal(child.Config.Configuration, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		name, _ := cfg["name"].(string)
+		if want := label + " · exec 3 · worker-1 · pid 42"; name != want {
+			t.Errorf("child session named %q, want %q", name, want)
+		}
 		tid := stoppedOn(p.ctx, t, child.Client)
 		threads, err := child.Client.Threads(p.ctx)
 		if err != nil {
@@ -274,21 +273,18 @@ func TestChildSessionLabelsFollowTheTask(t *testing.T) {
 		for _, th := range threads {
 			names = append(names, th.Name)
 		}
+		if want := []string{"[" + label + "] MainThread"}; !slices.Equal(names, want) {
+			t.Errorf("threads: %q, want %q", names, want)
+		}
 		if err := child.Client.Continue(p.ctx, tid); err != nil {
 			t.Fatal(err)
 		}
-		return names
 	}
-	f.stop()
-	if got, want := threadNames(), []string{"[stage 3 · partition 1 · attempt 0] MainThread"}; !slices.Equal(got, want) {
-		t.Errorf("threads while running the first task: %q, want %q", got, want)
-	}
+	task(3, 1, 11)
+	stopIn("stage 3 · partition 1 · attempt 0")
 	// The worker is reused for another task, and stops in it.
 	task(6, 0, 12)
-	f.stop()
-	if got, want := threadNames(), []string{"[stage 6 · partition 0 · attempt 0] MainThread"}; !slices.Equal(got, want) {
-		t.Errorf("threads while running the second task: %q, want %q", got, want)
-	}
+	stopIn("stage 6 · partition 0 · attempt 0")
 }
 
 // TestMergedSessionGetsEachStopOnce: the same for a merged root session: a

@@ -191,6 +191,7 @@ func TestConsoleCaptureInChildSession(t *testing.T) {
 	}
 	f := p.executor(42, nil)
 	fakeCaptures(f, `{"a":1}`)
+	f.stop() // listed once it stops
 	var child dapclient.Child
 	select {
 	case child = <-children:

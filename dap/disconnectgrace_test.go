@@ -20,7 +20,7 @@ func disconnectingSession(t *testing.T, p *testProxy, child bool) *dapclient.Cli
 		return p.ide(false, nil)
 	}
 	_, children := p.childRoot(nil, nil)
-	p.executor(51, nil)
+	p.executor(51, nil).stop() // listed once it stops
 	return p.nextChild(children).Client
 }
 
@@ -121,6 +121,7 @@ func TestChildDisconnectAnsweredAfterTerminated(t *testing.T) {
 	})
 	_, children := p.childRoot(nil, nil)
 	f := p.executor(52, nil)
+	f.stop() // listed once it stops
 	c := p.nextChild(children).Client
 	f.Close() // the worker exits
 	if _, err := c.WaitEvent(p.ctx, "terminated", nil); err != nil {

@@ -12,7 +12,10 @@
 // configurationDone), so a worker never blocks waiting for a human. Each IDE
 // connection is an IDESession: the root session sees either every executor's
 // threads merged and labelled, or, when the client supports the
-// startDebugging reverse request, one child IDESession per executor. All
+// startDebugging reverse request, one child IDESession per executor that
+// stopped, opened at its stop and ended by the proxy once the worker runs
+// another task (the IDE lists the workers that matter, not every worker
+// debugged; the others' output goes to the root). All
 // per-process ids (threads, frames, variable and source references,
 // breakpoints) are mapped into one global space by an id table so they never
 // collide, and released when what they name goes away. Breakpoints live in a
@@ -21,7 +24,8 @@
 // IDE session (root or child) stops the debugging of the whole job: every
 // other session is sent terminated and closed, and every executor is let
 // go; only a child that says "terminateDebuggee": false detaches its
-// executor alone (Hub.ideGone). While an executor has a thread stopped, the
+// executor alone (Hub.ideGone), and a child the proxy ended itself ends
+// nothing more. While an executor has a thread stopped, the
 // Hub sends it pydevdSystemInfo every Config.LeasePing: the wrapper holds
 // each stop on a lease that lapses when the proxy falls silent, so a
 // vanished laptop cannot hold a task forever.

@@ -98,11 +98,10 @@ type executorState struct {
 	midLine     bool                        // output so far did not end a line (merged-mode prefixes)
 	stoppedAt   string                      // where it stopped, for the status view
 	outputBytes int64                       // output text relayed, for the status view
-	announced   bool                        // the IDE has been told (startDebugging sent)
-	announce    *time.Timer
-	announceGen uint64      // counts startDebugging requests sent for it (and their cancellations)
-	childWait   *time.Timer // lets it go if its child session does not attach in time
-	childKey    string      // the one-time value its awaited child session must attach with; "" for none
+	announced   bool                        // the IDE has been told (startDebugging sent) since its last stop
+	announceGen uint64                      // counts startDebugging requests sent for it (and their cancellations)
+	childWait   *time.Timer                 // lets it go if its child session does not attach in time
+	childKey    string                      // the one-time value its awaited child session must attach with; "" for none
 	// Its Config.MaxStop clock (held.armMaxStop):
 	stopSince time.Time   // when it last stopped
 	lastAsked time.Time   // when an IDE last asked something about it
@@ -168,6 +167,16 @@ func (x *executorState) workerLabel() string {
 	t := x.labelInfo()
 	t.Label = ""
 	return admission.Label(t)
+}
+
+// sessionName is what a child session is called: the task the worker
+// runs, then the worker ("Executor" and the worker alone before the
+// wrapper says its task).
+func (x *executorState) sessionName() string {
+	if x.task.Label == "" {
+		return "Executor " + x.workerLabel()
+	}
+	return admission.Clean(x.task.Label, admission.MaxTextRunes) + " · " + x.workerLabel()
 }
 
 func (x *executorState) labelInfo() TaskInfo {
@@ -625,9 +634,6 @@ func (es *ExecutorSession) putInService() {
 		tx.sendBreakpoints(es, &bpEntry{command: "setExceptionBreakpoints", key: "setExceptionBreakpoints",
 			args: map[string]any{"filters": []any{}}}, nil)
 	}
-	if tx.root != nil && tx.ide(tx.root).childMode && tx.ide(tx.root).configured {
-		x.announce = time.AfterFunc(h.cfg.LabelWait, func() { h.announce(es) })
-	}
 	es.logger().Info().Str("label", x.label()).Str("python", x.proc.Python).Msg("executor attached")
 	h.summary("+ executor %d attached [%s]", es.id, x.label())
 }
@@ -647,8 +653,12 @@ func (es *ExecutorSession) taskEvent(m Message) {
 	if ti.Roots == nil {
 		ti.Roots = x.task.Roots
 	}
+	newTask := ti.Label != x.task.Label
 	x.task = ti
 	x.threadsChanged() // its label names its threads
+	if newTask && x.ready {
+		tx.retitleThreads(es)
+	}
 	if ti.Roots != nil && es.paths.SetRoots(*ti.Roots) {
 		if !x.ready {
 			// putInService sends them all, to the new roots.
@@ -668,7 +678,9 @@ func (es *ExecutorSession) taskEvent(m Message) {
 		}
 	}
 	es.logger().Info().Str("label", x.label()).Msg("executor task")
-	tx.announce(es)
+	if newTask {
+		tx.unlist(es)
+	}
 }
 
 // gone cleans up after an executor's connection ended.
@@ -684,9 +696,6 @@ func (es *ExecutorSession) gone(reason error) {
 	wasReady := x.ready
 	x.ready = false
 	tx.readyValid = false
-	if x.announce != nil {
-		x.announce.Stop()
-	}
 	x.stopChildWait()
 	x.stopMaxStop()
 	if tx.focused == es {
@@ -903,4 +912,43 @@ func (tx *held) maxStopExpired(es *ExecutorSession) {
 	es.logger().Warn().Dur("stopped", stoppedFor).Dur("max_stop", h.cfg.MaxStop).
 		Msg("executor stopped too long with no request from the IDE; resumed it")
 	h.summary("%s", why)
+}
+
+// unlist ends the child session of a worker that has moved on to another
+// task while running: the IDE lists the workers that stopped, for as long
+// as they run the task they stopped in, not every worker that was ever
+// debugged (a job's hundreds). The worker stays debugged: the root's
+// breakpoints go back to it in place of those its child session set for
+// it alone, and its next stop announces it again, named after that task.
+// The child is told terminated, as when an adapter's debuggee ends; the
+// disconnect the client answers with is then that of a session no longer
+// the executor's, which ends nothing else (Hub.ideGone).
+func (tx *held) unlist(es *ExecutorSession) {
+	x := tx.exec(es)
+	child := tx.children[es.id]
+	if child == nil || len(x.stopped) > 0 {
+		return
+	}
+	delete(tx.children, es.id)
+	x.announced = false
+	x.stopChildWait()
+	if len(x.overrides) > 0 {
+		own := x.overrides
+		x.overrides = nil
+		tx.clearSent(es, func(key string) bool { return own[key] == nil })
+		for _, e := range own {
+			tx.bps.drop(e)
+		}
+		if !x.detached {
+			for _, e := range tx.bps.global() {
+				if own[e.key] != nil {
+					tx.sendBreakpoints(es, e, nil)
+				}
+			}
+		}
+	}
+	tx.ide(child).ended = true
+	_ = child.w.send(newEvent("terminated", nil), nil)
+	child.leave()
+	es.logger().Info().Str("label", x.label()).Msg("worker moved on to another task: its child session ended until it stops again")
 }

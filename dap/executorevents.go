@@ -78,6 +78,7 @@ func (es *ExecutorSession) event(m Message) {
 		tx.armMaxStop(es)
 		tx.learnStopLocation(es, tid)
 		tx.hitBreakpoints(es, m)
+		tx.announce(es) // a stopped worker is listed (child-session mode)
 	case "output":
 		if text, ok := body["output"].(string); ok {
 			x.outputBytes += int64(len(text))
@@ -101,8 +102,11 @@ func (es *ExecutorSession) event(m Message) {
 		return
 	}
 	target := tx.eventTarget(es)
-	if m.Event() == "output" && tx.holdOutput(es, target, m) {
-		return
+	if m.Event() == "output" {
+		target = tx.outputTarget(es)
+		if tx.holdOutput(es, target, m) {
+			return
+		}
 	}
 	if target == nil {
 		if !x.unshownLogged {
@@ -138,6 +142,20 @@ func (tx *held) eventTarget(es *ExecutorSession) *IDESession {
 	return nil
 }
 
+// outputTarget is the IDE session that shows es's output: its event
+// target, or in child-session mode, while it has no child session (it is
+// not listed, or its child is being opened), the root, with its label
+// before each line as in the merged view.
+func (tx *held) outputTarget(es *ExecutorSession) *IDESession {
+	if t := tx.eventTarget(es); t != nil {
+		return t
+	}
+	if tx.root != nil && tx.ide(tx.root).childMode && !tx.exec(es).detached {
+		return tx.root
+	}
+	return nil
+}
+
 // relayEvent sends target the allowed event m of es, translated:
 // global ids, local paths, and in the merged view its executor's label.
 func (tx *held) relayEvent(es *ExecutorSession, m Message, target *IDESession) {
@@ -150,6 +168,7 @@ func (tx *held) relayEvent(es *ExecutorSession, m Message, target *IDESession) {
 	tx.mapPaths(es, out["body"])
 	if m.Event() == "stopped" {
 		tx.globalBreakpointIDs(es, out, target)
+		tx.exec(es).describeStop(out)
 	}
 	if target == tx.root {
 		tx.mergedView(es, out)
@@ -186,6 +205,31 @@ func (tx *held) learnStopLocation(es *ExecutorSession, tid int64) {
 			tx.exec(es).stoppedAt = admission.Clean(fmt.Sprintf("%s:%d", filepath.Base(path), line), admission.MaxTextRunes)
 		}
 	})
+}
+
+// describeStop names the task the worker stopped in in a stopped
+// event's description (and text, if pydevd gave one): VS Code's CALL STACK
+// shows the text, or else the description, beside the session's name
+// (whose end it cuts) and hides the thread row of a one-thread session,
+// so without it three workers stopped at once look the same there.
+func (x *executorState) describeStop(ev Message) {
+	b, _ := ev["body"].(map[string]any)
+	if b == nil || x.task.Label == "" {
+		return
+	}
+	task := admission.Clean(x.task.Label, admission.MaxTextRunes)
+	desc, _ := b["description"].(string)
+	if desc == "" {
+		reason, _ := b["reason"].(string)
+		desc = "Paused"
+		if reason != "" {
+			desc = "Paused on " + reason
+		}
+	}
+	b["description"] = desc + " · " + task
+	if text, _ := b["text"].(string); text != "" {
+		b["text"] = text + " · " + task
+	}
 }
 
 // mergedView adapts one executor's event to a session that shows all
@@ -276,6 +320,40 @@ func (x *executorState) roomForThread(n int) bool {
 			Msg("executor named more threads than the limit: events and entries about further threads are dropped")
 	}
 	return false
+}
+
+// retitleThreads tells the IDE session that shows es that its threads'
+// names changed (they carry the task it runs, and it started another):
+// each thread not stopped is said to exit and to start again under a new
+// global id. A thread event about a new id is what makes every client
+// read the names again: VS Code reads the thread list on any "started",
+// but nvim-dap only marks its list stale for a thread id it does not
+// know, and otherwise keeps the names it read at the worker's first
+// stop. A stopped thread keeps its id (the client is showing its
+// frames); a worker starts a task only while running, so that is rare.
+func (tx *held) retitleThreads(es *ExecutorSession) {
+	h := tx.h
+	x := tx.exec(es)
+	target := tx.eventTarget(es)
+	if target == nil || !tx.ide(target).configured {
+		return
+	}
+	for _, tid := range x.threadOrder {
+		if _, stopped := x.stopped[tid]; stopped {
+			continue
+		}
+		old, err := h.ids.Global(kindThread, es.id, tid)
+		if err != nil {
+			continue
+		}
+		h.ids.ReleaseOne(kindThread, es.id, tid)
+		g, err := h.ids.Global(kindThread, es.id, tid)
+		if err != nil {
+			continue
+		}
+		_ = target.w.send(newEvent("thread", map[string]any{"reason": "exited", "threadId": old}), nil)
+		_ = target.w.send(newEvent("thread", map[string]any{"reason": "started", "threadId": g}), nil)
+	}
 }
 
 // forgetThread drops a thread that exited. What is left stays as

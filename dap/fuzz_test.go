@@ -99,7 +99,7 @@ type pipeHub struct {
 func newPipeHub(t *testing.T) *pipeHub {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	p := &pipeHub{t: t, ctx: ctx, cancel: cancel, hub: NewHub(Config{
-		Token: testToken, Log: zerolog.Nop(), MaxMessageBytes: 1 << 16, LabelWait: time.Millisecond,
+		Token: testToken, Log: zerolog.Nop(), MaxMessageBytes: 1 << 16,
 		HandshakeTimeout: 5 * time.Second, RequestTimeout: 5 * time.Second, FanoutTimeout: 5 * time.Second})}
 	t.Cleanup(p.shutdown)
 	return p

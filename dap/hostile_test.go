@@ -52,7 +52,7 @@ func TestChildAttachNeedsOneTimeKey(t *testing.T) {
 	if err := root.Attach(ctx, map[string]any{"type": "debugpy", "request": "attach"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	p.executor(320, nil)
+	p.executor(320, nil).stop() // listed once it stops
 	var req dapclient.StartDebugging
 	select {
 	case args := <-asks:

@@ -44,9 +44,6 @@ type Config struct {
 	// HelloTTL is how long an accepted hello waits for its worker's pydevd
 	// connection before its session slot is given back.
 	HelloTTL time.Duration
-	// LabelWait is how long a new executor's child session waits for the
-	// wrapper's task label before being announced without it.
-	LabelWait time.Duration
 	// MaxUnadmitted bounds the executor port's connections that have not
 	// yet presented the access token, and MaxUnadmittedPerSource those of
 	// them from one source address; more are closed unread. Defaults
@@ -119,9 +116,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.HelloTTL <= 0 {
 		c.HelloTTL = DefaultHelloTTL
-	}
-	if c.LabelWait <= 0 {
-		c.LabelWait = 500 * time.Millisecond
 	}
 	if c.MaxUnadmitted <= 0 {
 		c.MaxUnadmitted = connbudget.DefaultTotal
@@ -237,7 +231,7 @@ type hubState struct {
 	executors  map[uint64]*ExecutorSession // admitted: in handshake or ready
 	bps        *breakpointRegistry
 	root       *IDESession
-	children   map[uint64]*IDESession // executor id → its child IDE session
+	children   map[uint64]*IDESession // executor id → its child IDE session (listed workers only)
 	attachArgs map[string]any         // the root IDE's attach arguments
 	focused    *ExecutorSession       // the executor that stopped last
 	// readyCache is readyView's answer while readyValid: cleared

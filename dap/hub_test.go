@@ -31,7 +31,7 @@ type testProxy struct {
 func startProxy(t *testing.T, mod func(*Config)) *testProxy {
 	t.Helper()
 	cfg := Config{Token: testToken, Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel),
-		LabelWait: 50 * time.Millisecond, FanoutTimeout: 2 * time.Second}
+		FanoutTimeout: 2 * time.Second}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -466,16 +466,16 @@ func TestChildSessionPerExecutor(t *testing.T) {
 	f := p.executor(42, nil)
 	f.event("sparkdapTask", map[string]any{"executorId": "3", "host": "worker-1", "pid": 42, "stageId": 3,
 		"partitionId": 7, "attemptNumber": 0, "taskAttemptId": 11, "label": "stage 3 · partition 7 · attempt 0"})
+	f.stop() // a worker is listed once it stops
 	child := p.nextChild(children)
 	var cfg map[string]any
 	_ = json.Unmarshal(child.Config.Configuration, &cfg)
-	if name, _ := cfg["name"].(string); !strings.Contains(name, "exec 3") || !strings.Contains(name, "pid 42") {
-		t.Errorf("child session name %q lacks the executor and the worker", cfg["name"])
+	if name, _ := cfg["name"].(string); !strings.HasPrefix(name, "stage 3 · partition 7") || !strings.Contains(name, "exec 3") || !strings.Contains(name, "pid 42") {
+		t.Errorf("child session name %q lacks the task, the executor or the worker", cfg["name"])
 	}
 	if cfg["type"] != "debugpy" {
 		t.Errorf("child configuration lost the parent's type: %v", cfg)
 	}
-	f.stop()
 	tid := stoppedOn(p.ctx, t, child.Client)
 	frames, err := child.Client.StackTrace(p.ctx, tid)
 	if err != nil || len(frames) != 1 || frames[0].Source.Path != "/job/udf.py" {

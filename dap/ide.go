@@ -256,7 +256,15 @@ func (s *IDESession) handle(m Message) {
 		// safe guess when every executor is shown at once.
 		tx := h.lock()
 		merged := s.isRoot() && !tx.ide(s).childMode
+		rootOfChildren := cmd == "pause" && s.isRoot() && tx.ide(s).childMode
 		tx.unlock()
+		if rootOfChildren {
+			// The root lists no threads of its own, and a worker not
+			// listed has no session to show a pause in: pausing one would
+			// list it, and pausing all would list every worker.
+			s.fail(m, "%s: select a stopped worker's session; workers not listed run until they reach a breakpoint", cmd)
+			return
+		}
 		if merged {
 			s.runControl(m)
 		} else {
@@ -414,6 +422,8 @@ func (s *IDESession) configurationDone() {
 	}
 	for _, es := range tx.ready() {
 		if tx.ide(s).childMode {
+			// Output of workers not listed is the root's to show.
+			tx.sendHeldOutput(es, s)
 			tx.announce(es)
 		} else {
 			tx.sendHeldOutput(es, s)
@@ -432,6 +442,7 @@ func (tx *held) replayStops(es *ExecutorSession, s *IDESession) {
 			continue
 		}
 		tx.globalBreakpointIDs(es, out, s)
+		tx.exec(es).describeStop(out)
 		if s.isRoot() {
 			tx.mergedView(es, out)
 		}
@@ -607,35 +618,29 @@ func markPlumbingFrames(body any) {
 	}
 }
 
-// announce tells a child-session-capable IDE about an executor by asking it
-// to start a child session for it.
-func (h *Hub) announce(es *ExecutorSession) {
-	tx := h.lock()
-	defer tx.unlock()
-	tx.announce(es)
-}
-
+// announce tells a child-session-capable IDE about a stopped executor by
+// asking it to start a child session for it.
 func (tx *held) announce(es *ExecutorSession) {
 	h := tx.h
 	x := tx.exec(es)
 	root := tx.root
 	// A detached executor's child session was closed since this root
-	// attached: the developer let it go, so it is not opened again.
-	if x.announced || x.detached || !x.ready || root == nil || !tx.ide(root).childMode || !tx.ide(root).configured || tx.children[es.id] != nil {
+	// attached: the developer let it go, so it is not opened again. Only
+	// a stopped worker is announced (see unlist).
+	if x.announced || x.detached || !x.ready || len(x.stopped) == 0 || root == nil || !tx.ide(root).childMode ||
+		!tx.ide(root).configured || tx.children[es.id] != nil {
 		return
-	}
-	if x.announce != nil {
-		x.announce.Stop()
-		x.announce = nil
 	}
 	x.announced = true
 	x.announceGen++
 	gen := x.announceGen
 	cfg := tx.rootAttachArgs(notForChildKeys)
-	// Named after the worker, not its task: the name stays for the
-	// session's life, and a reused worker runs many tasks. The threads
-	// carry the current task (childThreadName).
-	cfg["name"] = "Executor " + x.workerLabel()
+	// Named after the task it stopped in, first, then the worker: VS Code
+	// cuts a long session name at the end, and with one thread it shows
+	// no thread row, so the name is what tells stops apart; nvim-dap's
+	// sessions widget shows the name alone. The session lasts while the
+	// worker runs that task (unlist), so the name stays true.
+	cfg["name"] = x.sessionName()
 	cfg["connect"] = tx.childConnect()
 	cfg["sparkdapExecutor"] = es.id
 	// Only the root is given this value, and only here: a child attach must

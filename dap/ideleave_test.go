@@ -125,13 +125,14 @@ func (w *leaveWalk) connect() {
 }
 
 // awaitChildren takes the child sessions the proxy starts for every
-// executor a child-mode root shows without one.
+// stopped executor a child-mode root shows without one: a worker is
+// listed at its stop.
 func (w *leaveWalk) awaitChildren() {
 	w.t.Helper()
 	for {
 		want := 0
-		for pid := range w.execs {
-			if w.children[pid] == nil && !w.detached[pid] {
+		for pid, f := range w.execs {
+			if susp, _ := f.state(); susp && w.children[pid] == nil && !w.detached[pid] {
 				want++
 			}
 		}
@@ -218,6 +219,9 @@ func (w *leaveWalk) hit() {
 				}
 				return false, "not stopped"
 			})
+			if w.root != nil && w.childMode {
+				w.awaitChildren()
+			}
 		}
 	}
 }
@@ -478,17 +482,18 @@ func TestChildSessionNeverOpenedLetsWorkerGo(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := p.mappedExecutor(310)
-			select {
-			case <-asked:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the proxy never asked the root to start a child session")
-			}
 			waitFor(t, "breakpoint armed at the executor's path", func() (bool, string) {
 				_, armed := f.state()
 				return strings.Contains(armed, leaveRemote), armed
 			})
+			// Listed (its child session asked for) once it stops.
 			if !f.hit(leaveRemote, leaveLine) {
 				t.Fatal("the executor did not stop at its armed breakpoint")
+			}
+			select {
+			case <-asked:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the proxy never asked the root to start a child session")
 			}
 			if tc.refuse {
 				answer <- struct{}{}

@@ -83,6 +83,7 @@ func TestClusterTextCannotDriveTheTerminal(t *testing.T) {
 	f := dialFake(t, addr, testToken, 42)
 	f.SetFramePath("/job/" + evil + ".py")
 	f.waitRequest("configurationDone", nil)
+	f.stop() // listed once it stops
 	child := p.nextChild(children)
 	var cfg map[string]any
 	_ = json.Unmarshal(child.Config.Configuration, &cfg)

@@ -28,8 +28,8 @@ func TestMaxStopResumesAForgottenStop(t *testing.T) {
 			if tc.children {
 				_, children := p.childRoot(nil, nil)
 				f := p.executor(301, nil)
+				f.stop() // listed once it stops
 				c = p.nextChild(children).Client
-				f.stop()
 				p.runMaxStop(t, c, f)
 			} else {
 				c = p.ide(false, nil)

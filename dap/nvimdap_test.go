@@ -287,10 +287,22 @@ func TestNvimDapREADMEConfiguration(t *testing.T) {
 			if _, err := root.Initialize(p.ctx, true); err != nil {
 				t.Fatal(err)
 			}
-			if err := root.Attach(p.ctx, args, nil); err != nil {
+			// nvim-dap sends the breakpoints to every session, the root too.
+			if err := root.Attach(p.ctx, args, func(ctx context.Context) error {
+				_, err := root.SetBreakpoints(ctx, "/job/udf.py", 5)
+				return err
+			}); err != nil {
 				t.Fatalf("root attach with the README's configuration %v: %v", args, err)
 			}
 			f := p.executor(800+i, nil)
+			// A worker is listed (its child session started) at its stop.
+			waitFor(t, "breakpoint armed", func() (bool, string) {
+				_, armed := f.state()
+				return strings.Contains(armed, "/job/udf.py"), armed
+			})
+			if !f.hit("/job/udf.py", 5) {
+				t.Fatal("the root's breakpoint did not reach the worker")
+			}
 			var child *dapclient.Client
 			select {
 			case child = <-children:
@@ -298,9 +310,6 @@ func TestNvimDapREADMEConfiguration(t *testing.T) {
 				t.Fatal(err)
 			case <-p.ctx.Done():
 				t.Fatal("no child session")
-			}
-			if !f.hit("/job/udf.py", 5) {
-				t.Fatal("the child's breakpoint did not reach the worker")
 			}
 			tid := stoppedOn(p.ctx, t, child)
 			if frames, err := child.StackTrace(p.ctx, tid); err != nil || len(frames) == 0 {

@@ -86,20 +86,23 @@ func TestVSCodeStoppingOneSessionStopsTheJob(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := leaveProxy(t)
 			ide, root := vscodeAttach(t, p, p.srv.IDEAddr().String())
-			f1 := p.mappedExecutor(500)
-			c1 := nextChild(t, ide)
+			// Both workers stop, so both are listed; the second runs on
+			// in the task it stopped in, and stays listed.
 			f2 := p.mappedExecutor(501)
+			stopAtLeave(t, f2)
 			c2 := nextChild(t, ide)
+			st2 := nextVSCodeStop(t, ide)
+			if err := c2.Continue(p.ctx, st2.Event.ThreadId); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "executor 501 resumed", func() (bool, string) {
+				susp, _ := f2.state()
+				return !susp, "still stopped"
+			})
+			f1 := p.mappedExecutor(500)
+			stopAtLeave(t, f1)
+			c1 := nextChild(t, ide)
 			byPID := map[int]*fakePydevd{500: f1, 501: f2}
-			for pid, f := range byPID {
-				waitFor(t, fmt.Sprintf("executor %d armed", pid), func() (bool, string) {
-					_, armed := f.state()
-					return strings.Contains(armed, leaveRemote), armed
-				})
-			}
-			if !f1.hit(leaveRemote, leaveLine) {
-				t.Fatal("executor 500 did not stop at its armed breakpoint")
-			}
 			st := nextVSCodeStop(t, ide)
 			if st.Session != c1 || st.Top().Source == nil || st.Top().Source.Path != leaveLocal {
 				t.Fatalf("stop shown in %q at %+v, want the first child at %s", st.Session.Name, st.Top(), leaveLocal)
@@ -174,7 +177,7 @@ func TestVSCodeChildConnectsWhereTheRootDid(t *testing.T) {
 	p := leaveProxy(t)
 	fwd := testfwd.Start(t, p.srv.IDEAddr().String())
 	ide, _ := vscodeAttach(t, p, fwd)
-	p.mappedExecutor(510)
+	stopAtLeave(t, p.mappedExecutor(510))
 	child := nextChild(t, ide)
 	if child.Addr != fwd {
 		t.Errorf("the child session connected to %s, want %s, where VS Code attached (the proxy listens on %s)",
@@ -285,6 +288,7 @@ func TestVSCodeRestart(t *testing.T) {
 	p := leaveProxy(t)
 	ide, root := vscodeAttach(t, p, p.srv.IDEAddr().String())
 	f := p.mappedExecutor(520)
+	stopAtLeave(t, f)
 	old := nextChild(t, ide)
 	again, err := root.Restart(p.ctx)
 	if err != nil {
@@ -301,10 +305,7 @@ func TestVSCodeRestart(t *testing.T) {
 	if !old.Terminated() {
 		t.Error("the old child session ended without terminated")
 	}
-	child := nextChild(t, ide)
-	if child.Parent != again {
-		t.Fatalf("child session %q does not belong to the restarted root", child.Name)
-	}
+	// The restart let the worker go; it is listed again at its next stop.
 	waitFor(t, "executor armed again", func() (bool, string) {
 		_, armed := f.state()
 		return strings.Contains(armed, leaveRemote), armed
@@ -312,7 +313,24 @@ func TestVSCodeRestart(t *testing.T) {
 	if !f.hit(leaveRemote, leaveLine) {
 		t.Fatal("the executor did not stop at its breakpoint after the restart")
 	}
+	child := nextChild(t, ide)
+	if child.Parent != again {
+		t.Fatalf("child session %q does not belong to the restarted root", child.Name)
+	}
 	if st := nextVSCodeStop(t, ide); st.Session != child {
 		t.Errorf("the stop was shown in %q, not in the new child session", st.Session.Name)
+	}
+}
+
+// stopAtLeave makes f stop at the leave tests' breakpoint once the root
+// has armed it: a worker is listed (gets a child session) at its stop.
+func stopAtLeave(t *testing.T, f *fakePydevd) {
+	t.Helper()
+	waitFor(t, "breakpoint armed at the executor's path", func() (bool, string) {
+		_, armed := f.state()
+		return strings.Contains(armed, leaveRemote), armed
+	})
+	if !f.hit(leaveRemote, leaveLine) {
+		t.Fatal("the executor did not stop at its armed breakpoint")
 	}
 }
