@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // fakeBackend answers with what the test sets.
@@ -174,35 +175,19 @@ func TestAnswerCodes(t *testing.T) {
 	}
 }
 
-// hostileText is what a hostile executor puts in its words: a clipboard
-// write (OSC 52), a window title (OSC 0), and a carriage return with an
-// erased line to forge a line of sparkdap's own.
-const hostileText = "boom\x1b]52;c;cm0gLXJmIH4K\x07\x1b]0;pwned\x07\r\x1b[2Ksparkdap: all good\n\u009b2J"
-
-// noTerminalControls fails t if s holds a rune a terminal acts on.
-func noTerminalControls(t *testing.T, what, s string) {
-	t.Helper()
-	for _, r := range s {
-		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
-			t.Errorf("%s holds control %U: %q", what, r, s)
-			return
-		}
-	}
-}
-
 // TestCleansAnswers: whatever of an executor's words a Backend puts in an
 // answer, uncleaned (a label, a frame, why a stack is unknown, why a
 // capture failed), reaches the client cleaned, on the wire as well as
 // through Call.
 func TestCleansAnswers(t *testing.T) {
 	b := &fakeBackend{
-		workers: []StoppedWorker{{Executor: 3, Label: hostileText, Thread: 1, ThreadName: hostileText, StackError: hostileText,
-			Frames: []WorkerFrame{{Name: hostileText, File: hostileText, Line: 5}}, Top: 0}},
+		workers: []StoppedWorker{{Executor: 3, Label: testenv.HostileTerminalText, Thread: 1, ThreadName: testenv.HostileTerminalText, StackError: testenv.HostileTerminalText,
+			Frames: []WorkerFrame{{Name: testenv.HostileTerminalText, File: testenv.HostileTerminalText, Line: 5}}, Top: 0}},
 		capture: func(executor uint64, _ *int, _ int64) (CaptureResult, error) {
 			if executor == 1 {
-				return CaptureResult{}, errors.New("capture failed: " + hostileText)
+				return CaptureResult{}, errors.New("capture failed: " + testenv.HostileTerminalText)
 			}
-			return CaptureResult{Path: hostileText, Function: hostileText, Task: hostileText, Summary: hostileText}, nil
+			return CaptureResult{Path: testenv.HostileTerminalText, Function: testenv.HostileTerminalText, Task: testenv.HostileTerminalText, Summary: testenv.HostileTerminalText}, nil
 		},
 	}
 	path := serve(t, b)
@@ -228,7 +213,7 @@ func TestCleansAnswers(t *testing.T) {
 		viaCall, err := Call(ctx, path, r)
 		var ce *Error
 		if errors.As(err, &ce) {
-			noTerminalControls(t, req+" error through Call", ce.Message)
+			testenv.NoTerminalControls(t, req+" error through Call", ce.Message)
 		}
 		for _, a := range []Answer{onWire, viaCall} {
 			all := strs(a)
@@ -236,7 +221,7 @@ func TestCleansAnswers(t *testing.T) {
 				t.Fatalf("%s: the answer lost the words: %+v", req, a)
 			}
 			for _, s := range all {
-				noTerminalControls(t, req, s)
+				testenv.NoTerminalControls(t, req, s)
 			}
 		}
 	}

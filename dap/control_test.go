@@ -17,6 +17,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/control"
 	"github.com/sparkdap/sparkdap/internal/fakepydevd"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // serveControl serves the control protocol for p's Hub on a Unix socket
@@ -150,22 +151,6 @@ func TestControlCaptureDisabled(t *testing.T) {
 	}
 }
 
-// hostileText is what a hostile executor puts in its error messages: a
-// clipboard write (OSC 52), a window title (OSC 0), and a carriage return
-// with an erased line to forge a line of sparkdap's own.
-const hostileText = "boom\x1b]52;c;cm0gLXJmIH4K\x07\x1b]0;pwned\x07\r\x1b[2Ksparkdap: all good\n\u009b2J"
-
-// noTerminalControls fails t if s holds a byte a terminal acts on.
-func noTerminalControls(t *testing.T, what, s string) {
-	t.Helper()
-	for _, r := range s {
-		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
-			t.Errorf("%s holds control %U: %q", what, r, s)
-			return
-		}
-	}
-}
-
 // TestControlCleansExecutorErrors: an executor's words in a control answer
 // (why its stack is unknown, why a capture failed to start) reach the
 // client cleaned, on the wire as well as through ControlCall.
@@ -181,27 +166,27 @@ func TestControlCleansExecutorErrors(t *testing.T) {
 	f.SetTamper(func(req fakepydevd.Message, resp map[string]any) {
 		switch {
 		case req.Command == "stackTrace":
-			resp["success"], resp["message"], resp["body"] = false, hostileText, map[string]any{"error": map[string]any{"format": hostileText}}
+			resp["success"], resp["message"], resp["body"] = false, testenv.HostileTerminalText, map[string]any{"error": map[string]any{"format": testenv.HostileTerminalText}}
 		case req.Command == "evaluate":
-			resp["success"], resp["message"], resp["body"] = false, hostileText, map[string]any{}
+			resp["success"], resp["message"], resp["body"] = false, testenv.HostileTerminalText, map[string]any{}
 		}
 	})
 	raw := rawControl(t, path, []byte(`{"op":"workers"}`+"\n"))
 	if len(raw.Workers) != 1 || !strings.Contains(raw.Workers[0].StackError, "boom") {
 		t.Fatalf("workers: %+v", raw)
 	}
-	noTerminalControls(t, "the stack error on the wire", raw.Workers[0].StackError)
+	testenv.NoTerminalControls(t, "the stack error on the wire", raw.Workers[0].StackError)
 	ans, err := control.Call(p.ctx, path, control.Request{Op: control.OpWorkers})
 	if err != nil || len(ans.Workers) != 1 {
 		t.Fatalf("workers: %+v %v", ans, err)
 	}
-	noTerminalControls(t, "the stack error", ans.Workers[0].StackError)
+	testenv.NoTerminalControls(t, "the stack error", ans.Workers[0].StackError)
 
 	// The capture asks for the stack first; let that pass and fail the
 	// capture code's start instead.
 	f.SetTamper(func(req fakepydevd.Message, resp map[string]any) {
 		if req.Command == "evaluate" {
-			resp["success"], resp["message"], resp["body"] = false, hostileText, map[string]any{}
+			resp["success"], resp["message"], resp["body"] = false, testenv.HostileTerminalText, map[string]any{}
 		}
 	})
 	_, err = control.Call(p.ctx, path, control.Request{Op: control.OpCapture, Executor: id, Frame: new(int)})
@@ -209,7 +194,7 @@ func TestControlCleansExecutorErrors(t *testing.T) {
 	if !errors.As(err, &ce) || !strings.Contains(ce.Message, "boom") {
 		t.Fatalf("capture: %v, want the executor's failure", err)
 	}
-	noTerminalControls(t, "the capture error", ce.Message)
+	testenv.NoTerminalControls(t, "the capture error", ce.Message)
 	rawCap := rawControl(t, path, []byte(fmt.Sprintf(`{"op":"capture","executor":%d,"frame":0}`+"\n", id)))
-	noTerminalControls(t, "the capture error on the wire", rawCap.Error)
+	testenv.NoTerminalControls(t, "the capture error on the wire", rawCap.Error)
 }
