@@ -34,19 +34,7 @@ type readmeK8sBlock struct {
 // readmeK8s is the Kubernetes section's fenced blocks, in order.
 func readmeK8s(t *testing.T) []readmeK8sBlock {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "examples", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(data)
-	i := strings.Index(text, "\n## Kubernetes\n")
-	if i < 0 {
-		t.Fatal("examples/README.md has no Kubernetes section")
-	}
-	section := text[i+1:]
-	if j := strings.Index(section[1:], "\n## "); j >= 0 {
-		section = section[:j+1]
-	}
+	section := examplesSection(t, "Kubernetes")
 	var blocks []readmeK8sBlock
 	parts := strings.Split(section, "```")
 	for k := 1; k < len(parts); k += 2 {

@@ -303,24 +303,32 @@ func yarnPath(py, sparkSubmit string) string {
 		string(os.PathListSeparator) + os.Getenv("PATH")
 }
 
-// readmeBlock is the shell block of examples/README.md's YARN section that
-// contains want, as a script, without the lines that start with one of
-// skip (what the test does itself: cd into the job, export the token).
-func readmeBlock(t *testing.T, want string, skip ...string) string {
+// examplesSection is the "## name" section of examples/README.md, from
+// its heading to the next one.
+func examplesSection(t *testing.T, name string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "examples", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(data)
-	i := strings.Index(text, "\n## YARN\n")
+	i := strings.Index(text, "\n## "+name+"\n")
 	if i < 0 {
-		t.Fatal("examples/README.md has no YARN section")
+		t.Fatalf("examples/README.md has no %s section", name)
 	}
 	section := text[i+1:]
 	if j := strings.Index(section[1:], "\n## "); j >= 0 {
 		section = section[:j+1]
 	}
+	return section
+}
+
+// readmeBlock is the shell block of examples/README.md's YARN section that
+// contains want, as a script, without the lines that start with one of
+// skip (what the test does itself: cd into the job, export the token).
+func readmeBlock(t *testing.T, want string, skip ...string) string {
+	t.Helper()
+	section := examplesSection(t, "YARN")
 	blocks := strings.Split(section, "```")
 	for k := 1; k < len(blocks); k += 2 {
 		if !strings.Contains(blocks[k], want) {
