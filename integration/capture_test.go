@@ -383,52 +383,8 @@ func debugReplayCheck(t *testing.T, ctx context.Context, capture, script string,
 	addr := l.Addr().String()
 	l.Close()
 	cmd := exec.CommandContext(ctx, sparkdapBinary(t), "replay", "--python", python(t), "--debug", addr, capture)
-	// A file, not a pipe: debugpy's adapter process inherits the output
-	// and outlives the replay, and Wait would wait for it to close a pipe.
-	outPath := filepath.Join(t.TempDir(), "replay.out")
-	f, err := os.Create(outPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := fileText(outPath)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("replay --debug output:\n%s", out.String())
-		}
-	}()
-	var c *dapclient.Client
-	for i := 0; c == nil; i++ {
-		if strings.Contains(out.String(), "waiting for a debugger") {
-			if c, err = dapclient.Dial(ctx, addr); err != nil && i > 100 {
-				t.Fatalf("dial replay's debugpy: %v", err)
-			}
-		}
-		if i == 600 {
-			t.Fatal("replay --debug never listened")
-		}
-		if c == nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	defer c.Close()
-	if _, err := c.Initialize(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Attach(ctx, map[string]any{"justMyCode": true}, func(ctx context.Context) error {
-		_, err := c.SetBreakpoints(ctx, script, line)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c, done, out, end := attachReplayDebug(t, ctx, cmd, addr, script, line)
+	defer end()
 	// The stop, unless the replay ends first (it ran code the breakpoint
 	// is not in).
 	stopCtx, cancel := context.WithCancel(ctx)
@@ -499,6 +455,65 @@ func debugReplayCheck(t *testing.T, ctx context.Context, capture, script string,
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// attachReplayDebug starts cmd (a `sparkdap replay --debug addr …`)
+// with its output in a file (not a pipe: debugpy's adapter process
+// inherits the output and outlives the replay, and Wait would wait for it
+// to close a pipe), then attaches a justMyCode DAP client to addr with a
+// breakpoint at script:line. done gets cmd's end; end closes the client,
+// kills the replay and, if the test failed, logs its output.
+func attachReplayDebug(t *testing.T, ctx context.Context, cmd *exec.Cmd, addr, script string, line int) (c *dapclient.Client, done chan error, out fileText, end func()) {
+	t.Helper()
+	outPath := filepath.Join(t.TempDir(), "replay.out")
+	f, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = fileText(outPath)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	done = make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-done
+		f.Close()
+		if t.Failed() {
+			t.Logf("replay --debug output:\n%s", out.String())
+		}
+	}
+	for i := 0; c == nil; i++ {
+		if strings.Contains(out.String(), "waiting for a debugger") {
+			if c, err = dapclient.Dial(ctx, addr); err != nil && i > 100 {
+				stop()
+				t.Fatalf("dial replay's debugpy: %v", err)
+			}
+		}
+		if i == 600 {
+			stop()
+			t.Fatal("replay --debug never listened")
+		}
+		if c == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	end = func() { c.Close(); stop() }
+	if _, err := c.Initialize(ctx, false); err != nil {
+		end()
+		t.Fatal(err)
+	}
+	if err := c.Attach(ctx, map[string]any{"justMyCode": true}, func(ctx context.Context) error {
+		_, err := c.SetBreakpoints(ctx, script, line)
+		return err
+	}); err != nil {
+		end()
+		t.Fatal(err)
+	}
+	return c, done, out, end
+}
 
 // fileText reads a file that is being written, as a syncbuf.Buffer would.
 type fileText string

@@ -14,7 +14,6 @@ import (
 
 	godap "github.com/google/go-dap"
 
-	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
@@ -181,50 +180,8 @@ func steppedReplay(t *testing.T, ctx context.Context, printed func(context.Conte
 	addr := l.Addr().String()
 	l.Close()
 	cmd := printed(ctx, strings.Replace(command, "sparkdap replay ", "sparkdap replay --debug "+addr+" ", 1))
-	outPath := filepath.Join(t.TempDir(), "replay.out")
-	f, err := os.Create(outPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := fileText(outPath)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("replay --debug output:\n%s", out.String())
-		}
-	}()
-	var c *dapclient.Client
-	for i := 0; c == nil; i++ {
-		if strings.Contains(out.String(), "waiting for a debugger") {
-			if c, err = dapclient.Dial(ctx, addr); err != nil && i > 100 {
-				t.Fatalf("dial replay's debugpy: %v", err)
-			}
-		}
-		if i == 600 {
-			t.Fatal("replay --debug never listened")
-		}
-		if c == nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	defer c.Close()
-	if _, err := c.Initialize(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Attach(ctx, map[string]any{"justMyCode": true}, func(ctx context.Context) error {
-		_, err := c.SetBreakpoints(ctx, script, line)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c, done, out, end := attachReplayDebug(t, ctx, cmd, addr, script, line)
+	defer end()
 	// waitStop is the next stop, or nil when the replay ended first.
 	waitStop := func() *godap.StoppedEventBody {
 		stopCtx, cancel := context.WithCancel(ctx)
