@@ -683,18 +683,11 @@ func RunStorm(ctx context.Context, cfg StormConfig, mode, refresh string, n int,
 	if err := ex.start(gctx, px, n); err != nil {
 		return run, err
 	}
-	if mode == "child" {
-		for ide.childCount() < n {
-			select {
-			case <-gctx.Done():
-				return run, fmt.Errorf("%d of %d child sessions: %w", ide.childCount(), n, gctx.Err())
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}
 	rounds := stormRounds(n, cfg.Rounds)
 	// One untimed round first: the executors' first thread lists, the
-	// proxy's and the client's warm-up.
+	// proxy's and the client's warm-up, and in child mode the child
+	// sessions, which the proxy opens for stopped workers only and keeps
+	// while a worker runs the task it stopped in.
 	var cpuStart, benchStart time.Duration
 	for r := -1; r < rounds; r++ {
 		if r == 0 {
@@ -717,6 +710,10 @@ func RunStorm(ctx context.Context, cfg StormConfig, mode, refresh string, n int,
 		if e := ide.errs.Load(); e > 0 {
 			cancel()
 			return run, fmt.Errorf("round %d: %d errors, first: %v", r, e, ide.firstErr.Load())
+		}
+		if r == 0 && mode == "child" && ide.childCount() != n {
+			cancel()
+			return run, fmt.Errorf("%d child sessions after the first round of %d stops", ide.childCount(), n)
 		}
 		if r >= 0 {
 			run.Rounds = append(run.Rounds, d)
