@@ -8,7 +8,7 @@ import (
 )
 
 // CaptureCommand is sparkdap's own request to capture the user function of
-// a stopped frame and the arguments it holds (issue 17), for `sparkdap
+// a stopped frame and the arguments it holds, for `sparkdap
 // replay`. Arguments: "frameId" (required: the frame whose function is
 // captured) and "maxBytes" (optional: a lower size cap than the proxy's).
 // The answer's body: "path" (the capture file on this machine), "bytes",

@@ -81,8 +81,7 @@ func (o *oncePerStop) result() (hits [][]int, errs []error) {
 // after its configurationDone, naming the breakpoint by the id the
 // child's own setBreakpoints answered. A client that continues once per
 // stopped event then resumes each stop once: a duplicate would make it
-// resume the worker's next stop before anyone saw it (issue 19 item 1,
-// issue 16 item 3).
+// resume the worker's next stop before anyone saw it.
 func TestChildSessionGetsEachStopOnce(t *testing.T) {
 	tests := []struct {
 		name string

@@ -28,7 +28,7 @@ func disconnectingSession(t *testing.T, p *testProxy, child bool) *dapclient.Cli
 // once it has read the disconnect answer (nvim-dap, VS Code) gets the
 // answer on a connection that is still open: the proxy does not race it
 // with a close of its own (nvim-dap then drops the answer and skips its
-// disconnect listeners; issue 19 item 3). Requests sent after disconnect
+// disconnect listeners). Requests sent after disconnect
 // are refused, not served.
 func TestClientClosesAfterDisconnect(t *testing.T) {
 	for _, tt := range []struct {

@@ -20,8 +20,8 @@ import (
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
-// The hostile suite plays issue 12's attackers against a real Hub serving
-// on loopback: peers on the executor port that hold no token or a stolen
+// The hostile suite plays attackers against a real Hub serving on
+// loopback: peers on the executor port that hold no token or a stolen
 // one, and other local users on the IDE port. Each test asserts the safe
 // outcome a user would check.
 

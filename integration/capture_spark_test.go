@@ -12,7 +12,7 @@ import (
 	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
-// TestCaptureReplayOnSpark is issue 17's loop on a real local-mode Spark
+// TestCaptureReplayOnSpark is capture-then-replay on a real local-mode Spark
 // job, for each kind of executor code the driver script defines (a Python
 // UDF, an RDD lambda, a mapInPandas function, a pandas UDF): the job fails
 // on one value under --post-mortem → the IDE stops in the executor →

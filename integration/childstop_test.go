@@ -18,7 +18,7 @@ import (
 // a replay), under the id of its own breakpoint, and a client that
 // continues once per stopped event (after a stack trace, as nvim-dap and
 // VS Code do) sees each of the worker's iterations stop exactly once and
-// the worker finish with its full result (issue 19 item 1, issue 16 item 3).
+// the worker finish with its full result.
 func TestChildSessionStopDuringSetupShownOnce(t *testing.T) {
 	testenv.SkipIfShort(t, "starts debugpy workers")
 	python(t)

@@ -292,7 +292,7 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 		t.Logf("note: x = %q", got["x"])
 	}
 
-	// "!capture" in PyCharm's Debug Console (issue 17): the proxy captures
+	// "!capture" in PyCharm's Debug Console: the proxy captures
 	// scale(20) through pydevd-pycharm's line protocol; replay runs it
 	// from the local source, and after a local fix runs the fix.
 	out, errOut, err := ide.ConsoleExec(ctx, th.ID, top.ID, "!capture")

@@ -1,4 +1,4 @@
-# The executor side of `sparkdapCapture` (issue 17): captures the user
+# The executor side of `sparkdapCapture`: captures the user
 # function of a stopped frame and the arguments it holds, for
 # `sparkdap replay` to run on the developer's machine.
 #

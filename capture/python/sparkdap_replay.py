@@ -1,4 +1,4 @@
-# `sparkdap replay CAPTURE` (issue 17): runs a captured call in the
+# `sparkdap replay CAPTURE`: runs a captured call in the
 # developer's Python. `sparkdap replay` writes this file next to nothing and
 # runs it as `python sparkdap_replay.py CAPTURE [--force]
 # [--trust-captured-code] [--debug HOST:PORT]`; it is a plain module so that
