@@ -314,5 +314,6 @@ func (d *doctor) checkGatewayPython(ctx context.Context, client *ssh.Client) {
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("unexpected answer %q", stdout.String())})
 		return
 	}
-	d.report(checkResult{name: name, v: vOK, detail: fmt.Sprintf("debugpy %s, Python %s (%s)", f[0], f[1], strings.Join(f[2:], " "))})
+	d.report(d.debugpyResult(name, f[0], fmt.Sprintf("debugpy %s, Python %s (%s)", f[0], f[1], strings.Join(f[2:], " ")),
+		fmt.Sprintf("on the cluster's nodes: %s -m pip install debugpy==%s", shellquote.Quote(py), TestedDebugpy)))
 }

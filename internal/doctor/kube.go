@@ -18,10 +18,6 @@ import (
 	"github.com/sparkdap/sparkdap/admission"
 )
 
-// TestedDebugpy is the debugpy release sparkdap is tested with (the pin of
-// requirements-test.txt): the version an executor image should carry.
-const TestedDebugpy = "1.8.22"
-
 // Kubernetes is the cluster whose executor pods doctor checks.
 type Kubernetes struct {
 	Image     string // the executors' container image (spark.kubernetes.container.image)
@@ -127,11 +123,9 @@ func (d *doctor) checkImage(ctx context.Context) {
 	case f[0] == "no-debugpy":
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("its python3 (%s) cannot import debugpy", clean(f[1])),
 			fix: fmt.Sprintf("in the image's Dockerfile: RUN pip install --no-cache-dir debugpy==%s", TestedDebugpy)})
-	case f[0] != TestedDebugpy:
-		d.report(checkResult{name: name, v: vWarn, detail: fmt.Sprintf("debugpy %s (python %s); sparkdap is tested with %s", clean(f[0]), clean(f[1]), TestedDebugpy),
-			fix: fmt.Sprintf("in the image's Dockerfile: RUN pip install --no-cache-dir debugpy==%s", TestedDebugpy)})
 	default:
-		d.report(checkResult{name: name, v: vOK, detail: fmt.Sprintf("a pod of it has debugpy %s (python %s)", f[0], clean(f[1]))})
+		d.report(d.debugpyResult(name, f[0], fmt.Sprintf("a pod of it has debugpy %s (python %s)", f[0], clean(f[1])),
+			fmt.Sprintf("in the image's Dockerfile: RUN pip install --no-cache-dir debugpy==%s", TestedDebugpy)))
 	}
 }
 

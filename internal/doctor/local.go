@@ -107,8 +107,13 @@ func (d *doctor) checkPythonAt(ctx context.Context, name, py, path string) (stri
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("unexpected answer %q", out)})
 		return path, false
 	}
-	d.report(checkResult{name: name, v: vOK, detail: fmt.Sprintf("debugpy %s, Python %s (%s)", f[0], f[1], strings.Join(f[2:], " "))})
-	return path, true
+	install := fmt.Sprintf("%s -m pip install debugpy==%s   (on every executor too)", shellquote.Quote(py), TestedDebugpy)
+	if d.pyPacked {
+		install = fmt.Sprintf("pip install debugpy==%s in the environment, then pack it again", TestedDebugpy)
+	}
+	r := d.debugpyResult(name, f[0], fmt.Sprintf("debugpy %s, Python %s (%s)", f[0], f[1], strings.Join(f[2:], " ")), install)
+	d.report(r)
+	return path, r.v != vFail
 }
 
 // pythonSetting names what chose the Python a check is named after.
