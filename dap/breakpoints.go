@@ -623,7 +623,6 @@ func (x *executorState) recordSent(key, command string, args map[string]any) {
 // keep does not claim (nil keeps none), at every path it went to, and
 // forgets those keys.
 func (tx *held) clearSent(es *ExecutorSession, keep func(key string) bool) {
-	h := tx.h
 	x := tx.exec(es)
 	keys := make([]string, 0, len(x.sent))
 	for k := range x.sent {
@@ -636,29 +635,37 @@ func (tx *held) clearSent(es *ExecutorSession, keep func(key string) bool) {
 		sb := x.sent[k]
 		delete(x.sent, k)
 		delete(x.refusals, k)
-		paths := make([]string, 0, len(sb.sources))
-		for p := range sb.sources {
+		tx.clearAt(es, sb, nil)
+	}
+}
+
+// clearAt sends es the empty set of sb's kind at every path sb went to
+// that keep does not claim (nil keeps none).
+func (tx *held) clearAt(es *ExecutorSession, sb *sentBreakpoints, keep func(path string) bool) {
+	paths := make([]string, 0, len(sb.sources))
+	for p := range sb.sources {
+		if keep == nil || !keep(p) {
 			paths = append(paths, p)
 		}
-		sort.Strings(paths)
-		for _, p := range paths {
-			args := map[string]any{}
-			switch sb.command {
-			case "setBreakpoints":
-				if sb.sources[p] == nil {
-					continue
-				}
-				args["source"] = deepCopy(sb.sources[p])
-				args["breakpoints"] = []any{}
-			case "setFunctionBreakpoints":
-				args["breakpoints"] = []any{}
-			case "setExceptionBreakpoints":
-				args["filters"] = []any{}
-			default:
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		args := map[string]any{}
+		switch sb.command {
+		case "setBreakpoints":
+			if sb.sources[p] == nil {
 				continue
 			}
-			es.request(sb.command, args, h.cfg.FanoutTimeout, ignoreAnswer(es))
+			args["source"] = deepCopy(sb.sources[p])
+			args["breakpoints"] = []any{}
+		case "setFunctionBreakpoints":
+			args["breakpoints"] = []any{}
+		case "setExceptionBreakpoints":
+			args["filters"] = []any{}
+		default:
+			continue
 		}
+		es.request(sb.command, args, tx.h.cfg.FanoutTimeout, ignoreAnswer(es))
 	}
 }
 

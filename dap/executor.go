@@ -935,15 +935,38 @@ func (tx *held) unlist(es *ExecutorSession) {
 	if len(x.overrides) > 0 {
 		own := x.overrides
 		x.overrides = nil
-		tx.clearSent(es, func(key string) bool { return own[key] == nil })
 		for _, e := range own {
 			tx.bps.drop(e)
 		}
+		// The root's set of a file takes the place of the child's in one
+		// request: pydevd's setBreakpoints replaces a file's set, and a
+		// clear sent first would leave an instant in which the worker,
+		// running its new task, passes the file's lines unwatched. Only
+		// what the root has no set for, and paths only the child's set
+		// went to, are cleared.
+		replaced := map[string]*sentBreakpoints{}
+		var roots []*bpEntry
 		if !x.detached {
 			for _, e := range tx.bps.global() {
 				if own[e.key] != nil {
-					tx.sendBreakpoints(es, e, nil)
+					roots = append(roots, e)
+					replaced[e.key] = x.sent[e.key]
+					delete(x.sent, e.key)
 				}
+			}
+		}
+		tx.clearSent(es, func(key string) bool { return own[key] == nil })
+		for _, e := range roots {
+			tx.sendBreakpoints(es, e, nil)
+			if old := replaced[e.key]; old != nil {
+				now := x.sent[e.key]
+				tx.clearAt(es, old, func(path string) bool {
+					if now == nil {
+						return false
+					}
+					_, sent := now.sources[path]
+					return sent
+				})
 			}
 		}
 	}

@@ -84,6 +84,17 @@ func TestVSCodeListsOnlyStoppedWorkers(t *testing.T) {
 	if got := live(); len(got) != 2 {
 		t.Errorf("VS Code lists %q, want the root and the worker still stopped", got)
 	}
+	// The root's breakpoints replaced the child's: the worker, running
+	// its new task, never had the file without its breakpoint.
+	for _, lines := range fakes[0].breakpointHistory(taskFile) {
+		if len(lines) == 0 {
+			t.Errorf("worker 1000 was sent no breakpoints for %s when its session ended; the root's replace the child's in one request", taskFile)
+		}
+	}
+	waitFor(t, "the root's breakpoint back on worker 1000", func() (bool, string) {
+		lines, _ := fakes[0].lastBreakpointLines(taskFile)
+		return len(lines) == 1 && lines[0] == 5, jsonText(lines)
+	})
 	if !fakes[0].hit(taskFile, 5) {
 		t.Fatal("worker 1000's breakpoint is gone after its session ended")
 	}

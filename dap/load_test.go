@@ -33,9 +33,19 @@ func loadSize(full, short int) int {
 
 // lastBreakpointLines is the lines of the last setBreakpoints for path.
 func (f *fakePydevd) lastBreakpointLines(path string) ([]int64, bool) {
-	recorded := f.Recorded()
-	for i := len(recorded) - 1; i >= 0; i-- {
-		r, err := dapwire.DecodeMessage(recorded[i].Raw)
+	history := f.breakpointHistory(path)
+	if len(history) == 0 {
+		return nil, false
+	}
+	return history[len(history)-1], true
+}
+
+// breakpointHistory is the lines of every setBreakpoints for path, in the
+// order the fake got them.
+func (f *fakePydevd) breakpointHistory(path string) [][]int64 {
+	var history [][]int64
+	for _, rec := range f.Recorded() {
+		r, err := dapwire.DecodeMessage(rec.Raw)
 		if err != nil || r.Command() != "setBreakpoints" {
 			continue
 		}
@@ -43,7 +53,7 @@ func (f *fakePydevd) lastBreakpointLines(path string) ([]int64, bool) {
 		if src["path"] != path {
 			continue
 		}
-		var lines []int64
+		lines := []int64{}
 		bps, _ := r.Arguments()["breakpoints"].([]any)
 		for _, b := range bps {
 			if m, ok := b.(map[string]any); ok {
@@ -51,9 +61,9 @@ func (f *fakePydevd) lastBreakpointLines(path string) ([]int64, bool) {
 				lines = append(lines, n)
 			}
 		}
-		return lines, true
+		history = append(history, lines)
 	}
-	return nil, false
+	return history
 }
 
 type footprint struct {
