@@ -5,6 +5,7 @@ timeouts again."""
 import os
 
 from .state import _describe, _say
+from .config import _DEFAULT_PROXY_BACKOFF
 
 #
 # A proxy that vanished without closing anything (serve stopped with
@@ -17,16 +18,10 @@ from .state import _describe, _say
 # workers that start while the marker is fresh do not try. Failures that
 # come at once (connection refused, a refused hello, another token) leave
 # none: they cost nothing, and a user who starts serve after the job gets
-# debugging with the next task. The marker is advice: any error reading or
-# writing it means the worker tries the proxy as it would without one.
-
-# How long the daemon's workers skip a proxy found silent. A minute is long
-# compared with a task (a job of short tasks pays the timeouts about once a
-# minute per executor rather than once a task) and short compared with a
-# user's coffee break: a laptop back on the network gets debugging again
-# within a minute, without restarting the job. A wrapper whose settings name
-# no backoff uses this.
-_DEFAULT_BACKOFF = 60.0
+# debugging with the next task. A proxy that answers a hello clears it. How
+# long a marker holds is cfg["proxy_backoff"] (--proxy-backoff). The marker
+# is advice: any error reading or writing it means the worker tries the
+# proxy as it would without one.
 
 # The marker's name in the daemon's directory; writers stage it beside it.
 _MARKER = "proxy-silent"
@@ -168,8 +163,8 @@ class _Backoff:
 
 def _backoff(cfg, clock=None):
     """The marker for cfg's backoff, or None without a daemon directory or
-    with the backoff off (cfg["backoff"] 0)."""
-    seconds = cfg.get("backoff", _DEFAULT_BACKOFF)
+    with the backoff off (cfg["proxy_backoff"] 0, --proxy-backoff)."""
+    seconds = cfg.get("proxy_backoff", _DEFAULT_PROXY_BACKOFF)
     if _backoff_dir is None or not seconds or seconds <= 0:
         return None
     return _Backoff(_backoff_dir, seconds, clock)

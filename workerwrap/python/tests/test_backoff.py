@@ -37,7 +37,7 @@ def marker(path):
 
 
 def settings(rd, port=5678, **over):
-    cfg = {"proxy": ("127.0.0.1", port), "backoff": 60.0}
+    cfg = {"proxy": ("127.0.0.1", port), "proxy_backoff": 60.0}
     cfg.update(over)
     return cfg
 
@@ -132,7 +132,7 @@ def test_no_daemon_directory_no_backoff(rd, capsys):
 
 
 def test_backoff_zero_is_off(rd, backoff_dir):
-    assert rd._proxy_silent(settings(rd, backoff=0.0)) == ""
+    assert rd._proxy_silent(settings(rd, proxy_backoff=0.0)) == ""
     assert not marker(backoff_dir).exists()
 
 

@@ -212,7 +212,7 @@ def test_lapse_tells_the_executors_other_workers(rd, tmp_path, monkeypatch, caps
     daemon_dir = tmp_path / "daemon"
     daemon_dir.mkdir(mode=0o700)
     monkeypatch.setattr(rd, "_backoff_dir", str(daemon_dir))
-    cfg = {"proxy": ("127.0.0.1", 5678), "backoff": 60.0}
+    cfg = {"proxy": ("127.0.0.1", 5678), "proxy_backoff": 60.0}
     rd._st().debugger = "connected"
     a, b = socket.socketpair()
     try:
