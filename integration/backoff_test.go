@@ -32,7 +32,8 @@ const (
 // spark.python.worker.reuse=false each of the job's tasks is a new worker
 // process: only the first ones, running side by side, wait out the
 // handshake timeout; the executor's later workers skip the silent proxy at
-// once, each saying so in one line, and the job ends with its plain result.
+// once (for --proxy-backoff), each saying so in one line, and the job ends
+// with its plain result.
 func TestBackoffSparkJobSkipsFrozenProxy(t *testing.T) {
 	requireSpark(t)
 	ctx := testContext(t, 5*time.Minute)
@@ -42,8 +43,10 @@ func TestBackoffSparkJobSkipsFrozenProxy(t *testing.T) {
 	}
 	p := startFaultProxy(t, ctx, "--root", dir)
 	p.freeze(t)
-	job := startSpark(t, ctx, dir, []string{"SPARKDAP_TOKEN=" + testToken}, sparkdapBinary(t),
-		"submit", "--proxy", p.Executors, "--connect-timeout", "2s", "--handshake-timeout", "2s", "--",
+	// The daemon makes its directory for the backoff under TMPDIR.
+	tmp := t.TempDir()
+	job := startSpark(t, ctx, dir, []string{"SPARKDAP_TOKEN=" + testToken, "TMPDIR=" + tmp}, sparkdapBinary(t),
+		"submit", "--proxy", p.Executors, "--connect-timeout", "2s", "--handshake-timeout", "2s", "--proxy-backoff", "90s", "--",
 		"--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN",
 		"--conf", "spark.python.worker.reuse=false",
 		"squares.py", fmt.Sprint(backoffTasks))
@@ -56,7 +59,7 @@ func TestBackoffSparkJobSkipsFrozenProxy(t *testing.T) {
 	}
 	waited := regexp.MustCompile(`(?m)^sparkdap: \[pid \d+\] debugger unavailable \(proxy ` + regexp.QuoteMeta(p.Executors) +
 		` (accepted the connection but did not finish the debug handshake within 2s|unreachable: no connection within 2s)` +
-		`; this executor's other workers skip it for 60s\); task runs undebugged$`)
+		`; this executor's other workers skip it for 90s\); task runs undebugged$`)
 	skipped := regexp.MustCompile(`(?m)^sparkdap: \[pid \d+\] debugger unavailable \(another worker of this executor found proxy ` +
 		regexp.QuoteMeta(p.Executors) + ` silent \d+s ago; retrying after \d+s\); task runs undebugged$`)
 	nWaited := len(waited.FindAllString(out, -1))
@@ -74,5 +77,18 @@ func TestBackoffSparkJobSkipsFrozenProxy(t *testing.T) {
 	}
 	if strings.Contains(out, "Traceback") {
 		t.Errorf("the job's output has a traceback")
+	}
+	// Spark stops its daemon with SIGTERM as the job ends; the daemon
+	// removes its directory on the way out.
+	var left []string
+	for range 100 { // 10 s
+		left, _ = filepath.Glob(filepath.Join(tmp, "sparkdap-backoff-*"))
+		if len(left) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(left) != 0 {
+		t.Errorf("the daemon's directory outlived the job: %q", left)
 	}
 }

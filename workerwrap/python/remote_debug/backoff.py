@@ -42,7 +42,7 @@ def _open_backoff():
     try:
         import tempfile
 
-        _backoff_dir = tempfile.mkdtemp(prefix="sparkdap-")
+        _backoff_dir = tempfile.mkdtemp(prefix="sparkdap-backoff-")
         _backoff_owner = os.getpid()
     except Exception as exc:
         _say(
