@@ -27,7 +27,11 @@
 // Debugging is strictly best effort. A missing debugpy, an unreachable proxy,
 // a wrong token or a proxy that never finishes the handshake costs at most the
 // configured timeouts, prints one "sparkdap:" line on the worker's stderr and
-// lets the task run undebugged. The executor environment can override every
+// lets the task run undebugged. A worker that found the proxy silent (a
+// timeout, a lapsed lease) makes the other workers of its executor skip it
+// for Options.ProxyBackoff, through a marker file in a private directory
+// the daemon makes before it forks them, so that each new worker process
+// does not pay the timeouts again. The executor environment can override every
 // baked-in option (SPARKDAP_* variables, listed in the generated file and in
 // EnvVars), so one wrapper can be retargeted without rebuilding the job.
 //

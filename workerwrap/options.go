@@ -28,6 +28,15 @@ const (
 	// would lapse on a proxy that is only slow.
 	MinLease = 10 * time.Second
 	MaxLease = 24 * time.Hour
+	// DefaultProxyBackoff is how long an executor's workers skip a proxy
+	// that one of them found silent (Options.ProxyBackoff): long next to
+	// a task, so a job of short tasks pays the timeouts about once a
+	// minute per executor rather than once a task, and short next to a
+	// closed laptop lid, so debugging comes back within a minute of the
+	// proxy, without restarting the job.
+	DefaultProxyBackoff = 60 * time.Second
+	// MaxProxyBackoff bounds Options.ProxyBackoff.
+	MaxProxyBackoff = 24 * time.Hour
 
 	// ModuleName is what spark.python.daemon.module must be set to.
 	ModuleName = "remote_debug"
@@ -50,6 +59,7 @@ var EnvVars = []string{
 	"SPARKDAP_WAIT",
 	"SPARKDAP_POST_MORTEM",
 	"SPARKDAP_LEASE",
+	"SPARKDAP_PROXY_BACKOFF",
 	"SPARKDAP_VERBOSE",
 }
 
@@ -87,6 +97,13 @@ type Options struct {
 	// VPN, a firewall dropping packets) cannot hold a task forever. 0 means
 	// no lease: such a worker waits as long as the connection stays open.
 	Lease time.Duration
+	// ProxyBackoff is how long the other workers of an executor skip the
+	// proxy, running their tasks undebugged at once, after one of them
+	// found it silent: it waited out ConnectTimeout or HandshakeTimeout,
+	// or its Lease lapsed. Failures that cost no wait (connection
+	// refused, hello refused) start none. 0 means every worker tries.
+	// Only workers forked by one Spark daemon share it.
+	ProxyBackoff time.Duration
 	// IDE selects the debugger the wrapper loads: IDEDAP (debugpy, for
 	// `sparkdap serve`'s DAP front end) or IDEPyCharm (pydevd-pycharm, for
 	// `sparkdap serve --ide-kind pycharm`).
@@ -109,6 +126,7 @@ func NewOptions() Options {
 		ConnectTimeout:   DefaultConnectTimeout,
 		HandshakeTimeout: DefaultHandshakeTimeout,
 		Lease:            DefaultLease,
+		ProxyBackoff:     DefaultProxyBackoff,
 	}
 }
 
@@ -116,7 +134,7 @@ var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // SettingError is one invalid setting of Options. Setting names the Options
 // field ("Proxy", "IDE", "TokenEnv", "Token", "Partitions", "Stages",
-// "SampleRate", "ConnectTimeout", "HandshakeTimeout", "Lease"), so a caller that took
+// "SampleRate", "ConnectTimeout", "HandshakeTimeout", "Lease", "ProxyBackoff"), so a caller that took
 // the value from a flag or a variable can say which; the text names the
 // setting in words.
 type SettingError struct {
@@ -178,6 +196,9 @@ func (o Options) Validate() error {
 	}
 	if o.Lease != 0 && (o.Lease < MinLease || o.Lease > MaxLease) {
 		errs = append(errs, settingError("Lease", "lease", o.Lease.String(), fmt.Sprintf("want 0 (no lease) or from %v to %v", MinLease, MaxLease)))
+	}
+	if o.ProxyBackoff < 0 || o.ProxyBackoff > MaxProxyBackoff {
+		errs = append(errs, settingError("ProxyBackoff", "proxy backoff", o.ProxyBackoff.String(), fmt.Sprintf("want 0 (none) to %v", MaxProxyBackoff)))
 	}
 	return errors.Join(errs...)
 }

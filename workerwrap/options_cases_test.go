@@ -110,6 +110,18 @@ func parseSetting(setting, in string) (any, error) {
 			return nil, err
 		}
 		return d.Seconds(), nil
+	case "proxy_backoff":
+		var d time.Duration
+		fs := flag.NewFlagSet("", flag.ContinueOnError)
+		fs.DurationVar(&d, "proxy-backoff", DefaultProxyBackoff, "")
+		if err := fs.Set("proxy-backoff", in); err != nil {
+			return nil, err
+		}
+		o.ProxyBackoff = d
+		if err := o.Validate(); err != nil {
+			return nil, err
+		}
+		return d.Seconds(), nil
 	case "bool":
 		var v bool
 		fs := flag.NewFlagSet("", flag.ContinueOnError)

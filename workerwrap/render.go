@@ -38,6 +38,7 @@ type templateData struct {
 	Wait             bool
 	PostMortem       bool
 	Lease            float64
+	ProxyBackoff     float64
 	PyCharm          bool // the header's comment says pydevd-pycharm; the module reads IDE
 }
 
@@ -58,6 +59,7 @@ func Render(w io.Writer, o Options) error {
 		Wait:             o.Wait,
 		PostMortem:       o.PostMortem,
 		Lease:            seconds(o.Lease),
+		ProxyBackoff:     seconds(o.ProxyBackoff),
 		PyCharm:          o.IDE == IDEPyCharm,
 	}
 	if o.Token != "" {

@@ -396,3 +396,31 @@ func TestLeaseRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyBackoffFlag: --proxy-backoff reaches the executors (conf sets
+// it on them, in the seconds the worker reads) and one the worker would
+// not take is refused by every command that takes it, naming the flag.
+func TestProxyBackoffFlag(t *testing.T) {
+	wrapper := wrapperIn(t)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"conf", "-wrapper", wrapper, "--proxy-backoff", "2m"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("conf: exit %d: %s", code, stderr.String())
+	}
+	if want := "--conf spark.executorEnv.SPARKDAP_PROXY_BACKOFF=120\n"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("conf --proxy-backoff 2m: output lacks %q:\n%s", want, stdout.String())
+	}
+	for _, cmd := range [][]string{{"wrap", "-o", t.TempDir()}, {"conf", "-wrapper", wrapper}, {"submit", "-n"}} {
+		for _, bad := range []string{"-1s", "25h"} {
+			args := append(append([]string{}, cmd...), "--proxy-backoff", bad)
+			if cmd[0] == "submit" {
+				args = append(args, "--", "app.py")
+			}
+			stdout.Reset()
+			stderr.Reset()
+			code := run(args, &stdout, &stderr)
+			if code == 0 || !strings.Contains(stderr.String(), "--proxy-backoff") || !strings.Contains(stderr.String(), "want 0 (none) to 24h0m0s") {
+				t.Errorf("%q: exit %d, stderr %q; want a refusal naming --proxy-backoff", args, code, stderr.String())
+			}
+		}
+	}
+}

@@ -54,6 +54,7 @@ var vocab = map[string]string{
 	"wait":              "stop each selected task at its first line of user code",
 	"post-mortem":       "stop where an exception escapes user code",
 	"lease":             "a worker stopped at a breakpoint that hears nothing from the proxy for this `duration` clears its breakpoints, resumes and runs on undebugged (0: it waits as long as the connection stays open)",
+	"proxy-backoff":     "once a worker found the proxy silent (a timeout, a lapsed lease), the other workers of its executor run undebugged without trying it for this `duration` (0: each one tries)",
 }
 
 // Defaults shared by every command that takes the flag.

@@ -25,6 +25,7 @@ type wrapFlags struct {
 	wait             bool
 	postMortem       bool
 	lease            time.Duration
+	proxyBackoff     time.Duration
 	ide              string
 	allowWeakToken   bool
 	stderr           io.Writer // takes the weak-token warning
@@ -48,6 +49,7 @@ func addWrapFlags(c *cmdSpec, stderr io.Writer) *wrapFlags {
 	defBool(fs, &w.wait, "wait", "")
 	defBool(fs, &w.postMortem, "post-mortem", "")
 	defDuration(fs, &w.lease, "lease", d.Lease, "")
+	defDuration(fs, &w.proxyBackoff, "proxy-backoff", d.ProxyBackoff, "")
 	defKind(fs, &w.ide, "the wrapper loads the matching debugger")
 	// Until this release --ide was the kind here; everywhere else it is
 	// the IDE address. A kind is never HOST:PORT, so the old spelling
@@ -67,6 +69,7 @@ func (w *wrapFlags) options() (workerwrap.Options, error) {
 	o.Wait = w.wait
 	o.PostMortem = w.postMortem
 	o.Lease = w.lease
+	o.ProxyBackoff = w.proxyBackoff
 	o.IDE = w.ide
 	var err error
 	if o.Partitions, err = workerwrap.ParseIDs(w.partitions); err != nil {
@@ -105,6 +108,7 @@ var wrapSettingFlags = map[string]string{
 	"Proxy": "proxy", "IDE": "ide-kind", "TokenEnv": "token-env", "Token": "embed-token",
 	"Partitions": "partitions", "Stages": "stages", "SampleRate": "sample-rate",
 	"ConnectTimeout": "connect-timeout", "HandshakeTimeout": "handshake-timeout", "Lease": "lease",
+	"ProxyBackoff": "proxy-backoff",
 }
 
 // withWrapFlagNames rewrites workerwrap's setting errors to name the flags
@@ -166,6 +170,8 @@ func (w *wrapFlags) envOverrides() [][2]string {
 			name = "SPARKDAP_POST_MORTEM"
 		case "lease":
 			name = "SPARKDAP_LEASE"
+		case "proxy-backoff":
+			name = "SPARKDAP_PROXY_BACKOFF"
 		default:
 			return
 		}

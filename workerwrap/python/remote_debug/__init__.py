@@ -23,6 +23,7 @@ code runs on every Python PySpark 3.5 supports (3.8 and later).
 MODULES = (
     "state",
     "config",
+    "backoff",
     "pydevd_compat",
     "task",
     "hello",

@@ -3,6 +3,7 @@ each bounded in time and failing open."""
 
 from .state import _describe, _say, _st, _unavailable
 from .config import _pycharm
+from .backoff import _proxy_heard, _proxy_silent, _skip_reason
 from .pydevd_compat import (
     _breakpoint_files,
     _ConnectGuard,
@@ -26,13 +27,19 @@ from .output import _batch_output
 
 def _connect(cfg, task):
     """Connects this worker process to the proxy, once. Never raises, never
-    blocks longer than connect_timeout + 2 * handshake_timeout."""
+    blocks longer than connect_timeout + 2 * handshake_timeout. A proxy
+    that let this worker wait out a timeout is skipped by the executor's
+    other workers for a while (backoff.py); one that fails at once is not."""
     st = _st()
     pycharm = _pycharm()
     host, port = cfg["proxy"]
     where = "proxy %s:%d" % (host, port)
     connect_timeout = cfg["connect_timeout"]
     handshake_timeout = cfg["handshake_timeout"]
+
+    skip = _skip_reason(cfg)
+    if skip is not None:
+        return _unavailable(skip)
 
     try:
         refused = _hello(cfg, task)
@@ -43,15 +50,18 @@ def _connect(cfg, task):
         )
     except _NoHelloReply:
         return _unavailable(
-            "%s accepted the connection but did not finish the debug handshake within %gs"
-            % (where, handshake_timeout)
+            "%s accepted the connection but did not finish the debug handshake within %gs%s"
+            % (where, handshake_timeout, _proxy_silent(cfg))
         )
     except Exception as exc:
         if isinstance(exc, TimeoutError) or "timed out" in str(exc):
             return _unavailable(
-                "%s unreachable: no connection within %gs" % (where, connect_timeout)
+                "%s unreachable: no connection within %gs%s"
+                % (where, connect_timeout, _proxy_silent(cfg))
             )
         return _unavailable("%s unreachable: %s" % (where, _describe(exc)))
+    # The proxy answered: whoever found it silent, it is not now.
+    _proxy_heard(cfg)
     if refused is not None:
         return _unavailable("%s refused this worker: %s" % (where, refused))
 
@@ -141,11 +151,14 @@ def _connect(cfg, task):
         )
     if error is None:
         return _unavailable(
-            "%s accepted the connection but did not finish the debug handshake within %gs"
-            % (where, handshake_timeout)
+            "%s accepted the connection but did not finish the debug handshake within %gs%s"
+            % (where, handshake_timeout, _proxy_silent(cfg))
         )
     if isinstance(error, TimeoutError) or "timed out" in str(error):
-        return _unavailable("%s unreachable: no connection within %gs" % (where, connect_timeout))
+        return _unavailable(
+            "%s unreachable: no connection within %gs%s"
+            % (where, connect_timeout, _proxy_silent(cfg))
+        )
     if isinstance(error, OSError):
         return _unavailable("%s unreachable: %s" % (where, _describe(error)))
     call = "pydevd_pycharm.settrace" if pycharm else "debugpy.connect"

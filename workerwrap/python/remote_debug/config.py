@@ -75,6 +75,26 @@ def _parse_lease(name, text):
     return value
 
 
+# How long the executor's other workers skip a proxy one of them found
+# silent (backoff.py); workerwrap.DefaultProxyBackoff says why a minute.
+_DEFAULT_PROXY_BACKOFF = 60.0
+_MAX_PROXY_BACKOFF = 86400.0  # workerwrap.MaxProxyBackoff
+
+
+def _parse_backoff(name, text):
+    """A backoff in seconds ("60", "60s", "1.5m"); 0 turns it off."""
+    text = text.strip()
+    scale = 1.0
+    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix):
+            text, scale = text[: -len(suffix)], factor
+            break
+    value = float(text) * scale
+    if not (0 <= value <= _MAX_PROXY_BACKOFF):
+        raise ValueError("%s must be between 0 and %g seconds" % (name, _MAX_PROXY_BACKOFF))
+    return value
+
+
 def _parse_bool(name, text):
     text = text.strip().lower()
     if text in ("1", "true", "yes", "on"):
@@ -112,6 +132,7 @@ def _load_config():
     cfg["proxy"] = _parse_proxy("proxy", cfg["proxy"])
     # A wrapper generated before the lease existed bakes none.
     cfg.setdefault("lease", _DEFAULT_LEASE)
+    cfg.setdefault("proxy_backoff", _DEFAULT_PROXY_BACKOFF)
     env = os.environ
     overrides = (
         ("SPARKDAP_PROXY", "proxy", _parse_proxy),
@@ -123,6 +144,7 @@ def _load_config():
         ("SPARKDAP_POST_MORTEM", "post_mortem", _parse_bool),
         ("SPARKDAP_SAMPLE_RATE", "sample_rate", _parse_rate),
         ("SPARKDAP_LEASE", "lease", _parse_lease),
+        ("SPARKDAP_PROXY_BACKOFF", "proxy_backoff", _parse_backoff),
     )
     for var, key, parse in overrides:
         if var in env:

@@ -2,6 +2,7 @@
 is silent for the lease."""
 
 from .state import _describe, _say, _st
+from .backoff import _proxy_silent
 from .pydevd_compat import (
     _around_stops,
     _global_debugger,
@@ -28,7 +29,8 @@ from .pydevd_compat import (
 # nothing came for the lease, it lets the worker go: breakpoints cleared,
 # every stopped thread resumed, the connection shut down and pydevd disposed
 # (what the proxy's closing the connection would do), one line on stderr.
-# The worker then runs on undebugged and never connects again.
+# The worker then runs on undebugged and never connects again, and the
+# executor's other workers skip the silent proxy for a while (backoff.py).
 
 
 class _Lease:
@@ -157,7 +159,7 @@ def _hold_stops_on_lease(cfg):
                 _stop_tracing_here()
 
         def expire():
-            _lease_lapsed(pydb, sock, seconds)
+            _lease_lapsed(pydb, sock, seconds, cfg)
 
         guard = threading.Thread(target=lease.run, args=(expire, time.sleep), name="sparkdap-lease")
         guard.daemon = True
@@ -174,12 +176,14 @@ def _hold_stops_on_lease(cfg):
         return None
 
 
-def _lease_lapsed(pydb, sock, seconds):
+def _lease_lapsed(pydb, sock, seconds, cfg=None):
     """The guard's action when the lease lapses: let the worker go, never
-    to connect again, and say why in one line."""
+    to connect again, tell the executor's other workers (cfg's backoff),
+    and say why in one line."""
     _st().debugger = "failed"
     _let_go(pydb, sock)
+    skip = _proxy_silent(cfg) if cfg is not None else ""
     _say(
         "no word from the proxy for %gs while stopped at a breakpoint (--lease); "
-        "breakpoints cleared, the task resumed and runs on undebugged" % (seconds,)
+        "breakpoints cleared, the task resumed and runs on undebugged%s" % (seconds, skip)
     )

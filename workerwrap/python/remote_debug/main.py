@@ -2,6 +2,8 @@
 
 import sys
 
+from .config import _disabled_by_env
+from .backoff import _close_backoff, _open_backoff
 from .debugger import _preload_debugger
 from .hooks import _install
 from .probe import _probe, _PROBE_FLAG
@@ -14,7 +16,13 @@ def _main(argv):
 
     _install(daemon)
     _preload_debugger()
-    daemon.manager()
+    if not _disabled_by_env():
+        # Before the first fork: every worker inherits the directory.
+        _open_backoff()
+    try:
+        daemon.manager()
+    finally:
+        _close_backoff()
 
 
 if __name__ == "__main__":

@@ -25,14 +25,17 @@ _spec.loader.exec_module(remote_debug)
 
 @pytest.fixture
 def rd():
-    """The module, with its per-process state and caches reset around each test."""
+    """The module, with its per-process state, caches and backoff directory
+    reset around each test."""
     remote_debug._state = remote_debug._State(None)
     remote_debug._user_file_cache.clear()
     remote_debug._library_prefixes = None
+    remote_debug._backoff_dir = None
     yield remote_debug
     remote_debug._state = remote_debug._State(None)
     remote_debug._user_file_cache.clear()
     remote_debug._library_prefixes = None
+    remote_debug._backoff_dir = None
 
 
 @pytest.fixture

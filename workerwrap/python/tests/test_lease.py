@@ -206,6 +206,27 @@ def test_lapse_lets_the_worker_go(rd, capsys):
     assert "runs on undebugged" in err
 
 
+def test_lapse_tells_the_executors_other_workers(rd, tmp_path, monkeypatch, capsys):
+    """A lapsed lease means the proxy went silent: the daemon's other
+    workers skip it for the backoff instead of each waiting it out."""
+    daemon_dir = tmp_path / "daemon"
+    daemon_dir.mkdir(mode=0o700)
+    monkeypatch.setattr(rd, "_backoff_dir", str(daemon_dir))
+    cfg = {"proxy": ("127.0.0.1", 5678), "proxy_backoff": 60.0}
+    rd._st().debugger = "connected"
+    a, b = socket.socketpair()
+    try:
+        rd._lease_lapsed(FakePyDB(), a, 60.0, cfg)
+    finally:
+        a.close()
+        b.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "runs on undebugged; this executor's other workers skip it for 60s" in err
+    rd._state = rd._State(None)  # another worker of the daemon
+    assert rd._skip_reason(cfg).startswith("another worker of this executor found proxy")
+
+
 def test_lapse_resumes_stopped_threads(rd):
     info = FakeInfo(2)
     threading.current_thread().additional_info = info

@@ -22,6 +22,7 @@ PARSERS = {
     "timeout": ("_parse_seconds", "SPARKDAP_CONNECT_TIMEOUT", "connect_timeout"),
     "bool": ("_parse_bool", "SPARKDAP_WAIT", "wait"),
     "lease": ("_parse_lease", "SPARKDAP_LEASE", "lease"),
+    "proxy_backoff": ("_parse_backoff", "SPARKDAP_PROXY_BACKOFF", "proxy_backoff"),
 }
 
 

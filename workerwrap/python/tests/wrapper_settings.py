@@ -18,6 +18,7 @@ def default_settings(**over):
         "wait": False,
         "post_mortem": False,
         "lease": 60.0,
+        "proxy_backoff": 60.0,
     }
     settings.update(over)
     return settings
