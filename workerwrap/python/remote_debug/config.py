@@ -35,14 +35,24 @@ def _parse_ids(name, text):
     return ids
 
 
-def _parse_seconds(name, text):
+# Units of a duration, "ms" before "s" (it ends in "s" too).
+_SECONDS = (("ms", 0.001), ("s", 1.0))
+_SECONDS_TO_HOURS = _SECONDS + (("m", 60.0), ("h", 3600.0))
+
+
+def _duration(text, units):
+    """A duration in seconds: a number, with one of units' suffixes or none."""
     text = text.strip()
     scale = 1.0
-    for suffix, factor in (("ms", 0.001), ("s", 1.0)):
+    for suffix, factor in units:
         if text.endswith(suffix):
             text, scale = text[: -len(suffix)], factor
             break
-    value = float(text) * scale
+    return float(text) * scale
+
+
+def _parse_seconds(name, text):
+    value = _duration(text, _SECONDS)
     if not (0 < value <= 600):
         raise ValueError("%s must be between 0 and 600 seconds" % name)
     return value
@@ -59,13 +69,7 @@ _MAX_LEASE = 86400.0
 
 def _parse_lease(name, text):
     """A lease in seconds ("60", "60s", "1.5m"); 0 turns the lease off."""
-    text = text.strip()
-    scale = 1.0
-    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if text.endswith(suffix):
-            text, scale = text[: -len(suffix)], factor
-            break
-    value = float(text) * scale
+    value = _duration(text, _SECONDS_TO_HOURS)
     if value == 0:
         return 0.0
     if not (_MIN_LEASE <= value <= _MAX_LEASE):
@@ -83,13 +87,7 @@ _MAX_PROXY_BACKOFF = 86400.0  # workerwrap.MaxProxyBackoff
 
 def _parse_backoff(name, text):
     """A backoff in seconds ("60", "60s", "1.5m"); 0 turns it off."""
-    text = text.strip()
-    scale = 1.0
-    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if text.endswith(suffix):
-            text, scale = text[: -len(suffix)], factor
-            break
-    value = float(text) * scale
+    value = _duration(text, _SECONDS_TO_HOURS)
     if not (0 <= value <= _MAX_PROXY_BACKOFF):
         raise ValueError("%s must be between 0 and %g seconds" % (name, _MAX_PROXY_BACKOFF))
     return value

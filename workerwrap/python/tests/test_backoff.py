@@ -10,7 +10,7 @@ import stat
 import threading
 
 import pytest
-from test_remote_debug import TOKEN, Proxy, task
+from test_remote_debug import TOKEN, Proxy, closed_port, task
 
 PROXY = "127.0.0.1:5678"
 
@@ -227,14 +227,6 @@ def test_connect_timeout_sets_the_backoff(rd, baked, backoff_dir, monkeypatch, c
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "no connection within 3s; this executor's" in err[0], err
     assert marker(backoff_dir).exists()
-
-
-def closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def one_hello(reply=b"SPARKDAP/2 OK\n", token=TOKEN, at_once=None):
