@@ -85,9 +85,11 @@ func TestSparkVSCodeShowsEachStoppedTask(t *testing.T) {
 	}
 	const workers, stopping = 20, 3
 	out := filepath.Join(t.TempDir(), "out.json")
+	// The tasks gather before they go on, so that twenty workers run them.
+	gather := t.TempDir()
 	job := startSpark(t, ctx, filepath.Dir(ship), []string{"SPARKDAP_TOKEN=" + p.Token}, sparkdapBinary(t),
 		"submit", "--proxy", p.Executors, "--", "--master", fmt.Sprintf("local[%d]", workers),
-		"--conf", "spark.ui.enabled=false", ship, out, fmt.Sprint(workers), fmt.Sprint(stopping))
+		"--conf", "spark.ui.enabled=false", ship, out, fmt.Sprint(workers), fmt.Sprint(stopping), gather)
 
 	nextShown := func(what string) *vscodeclient.Stop {
 		t.Helper()
