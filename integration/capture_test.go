@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -376,12 +377,7 @@ func debugReplay(t *testing.T, ctx context.Context, capture, script string, line
 // replay's output must match returned (a regular expression).
 func debugReplayCheck(t *testing.T, ctx context.Context, capture, script string, line int, fn string, want map[string]string, returned string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
 	cmd := exec.CommandContext(ctx, sparkdapBinary(t), "replay", "--python", python(t), "--debug", addr, capture)
 	c, done, out, end := attachReplayDebug(t, ctx, cmd, addr, script, line)
 	defer end()

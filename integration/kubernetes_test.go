@@ -645,19 +645,11 @@ func (r *k8sRecipe) attach(t *testing.T, ctx context.Context, p *proxy) *dapclie
 // worker still stopped.
 func (r *k8sRecipe) stops(t *testing.T, ctx context.Context, ide *dapclient.Client, job *sparkRun, leave bool) {
 	t.Helper()
-	want := map[string][2]any{
-		"udf-body":        {r.srcMain, testenv.MarkedLine(t, r.srcMain, "udf-body")},
-		"loanlib-payment": {r.srcLib, testenv.MarkedLine(t, r.srcLib, "loanlib-payment")},
-	}
+	want := loansPlaces(t, r.srcMain, r.srcLib, "udf-body", "loanlib-payment")
 	seen := map[string]bool{}
 	for len(seen) < len(want) {
 		s := nextStop(t, ctx, ide, job)
-		name := ""
-		for n, w := range want {
-			if w[0].(string) == s.path && w[1].(int) == s.line {
-				name = n
-			}
-		}
+		name := placeName(want, s)
 		if name == "" {
 			t.Fatalf("stopped at %s:%d (%s), none of the breakpoints at the developer's paths", s.path, s.line, s.function)
 		}
@@ -685,11 +677,7 @@ func (r *k8sRecipe) stops(t *testing.T, ctx context.Context, ide *dapclient.Clie
 			t.Errorf("%s: principal = %q, not a principal of the portfolio (10000 + k·2500)", name, s.locals["principal"])
 		}
 		if name == "loanlib-payment" {
-			if r, err := ide.Evaluate(ctx, s.frameID, "__file__"); err != nil {
-				t.Errorf("%s: evaluate __file__: %v", name, err)
-			} else if !strings.Contains(r.Result, "loanlib.zip/loanlib.py") {
-				t.Errorf("%s: the module's __file__ is %s, not loanlib.py inside loanlib.zip", name, r.Result)
-			}
+			checkRunsFromZip(t, ctx, ide, s)
 		}
 		if leave && len(seen) == len(want) {
 			// The IDE goes away with the worker stopped; the job must end.

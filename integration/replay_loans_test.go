@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,20 +39,8 @@ func TestCaptureReplayLoansExample(t *testing.T) {
 	if _, err := ide.Initialize(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	type place struct {
-		path string
-		line int
-	}
-	want := map[string]place{
-		"udf-body":         {l.srcMain, testenv.MarkedLine(t, l.srcMain, "udf-body")},
-		"mapvalues-lambda": {l.srcMain, testenv.MarkedLine(t, l.srcMain, "mapvalues-lambda")},
-		"loanlib-payment":  {l.srcLib, testenv.MarkedLine(t, l.srcLib, "loanlib-payment")},
-		"mapinpandas-body": {l.srcMain, testenv.MarkedLine(t, l.srcMain, "mapinpandas-body")},
-	}
-	armed := map[string][]int{}
-	for _, w := range want {
-		armed[w.path] = append(armed[w.path], w.line)
-	}
+	want := loansPlaces(t, l.srcMain, l.srcLib, "udf-body", "mapvalues-lambda", "loanlib-payment", "mapinpandas-body")
+	armed := armedLines(want)
 	err := ide.Attach(ctx, map[string]any{"type": "debugpy", "request": "attach", "justMyCode": true},
 		func(ctx context.Context) error {
 			for path, lines := range armed {
@@ -75,12 +64,7 @@ func TestCaptureReplayLoansExample(t *testing.T) {
 	caps := map[string]captured{}
 	for len(caps) < len(want) {
 		s := nextStop(t, ctx, ide, job)
-		name := ""
-		for n, w := range want {
-			if w.path == s.path && w.line == s.line {
-				name = n
-			}
-		}
+		name := placeName(want, s)
 		if name == "" {
 			t.Fatalf("stopped at %s:%d (%s), none of the breakpoints", s.path, s.line, s.function)
 		}
@@ -94,19 +78,7 @@ func TestCaptureReplayLoansExample(t *testing.T) {
 			t.Fatalf("%s: !capture answered %q, without the replay command", name, ev.Result)
 		}
 		caps[name] = captured{cmd, s.locals}
-		var keep []int
-		for _, line := range armed[s.path] {
-			if line != s.line {
-				keep = append(keep, line)
-			}
-		}
-		armed[s.path] = keep
-		if _, err := ide.SetBreakpoints(ctx, s.path, keep...); err != nil {
-			t.Fatal(err)
-		}
-		if err := ide.Continue(ctx, s.threadID); err != nil {
-			t.Fatal(err)
-		}
+		disarmAndContinue(t, ctx, ide, armed, s)
 	}
 	job.wait(t, ctx)
 
@@ -173,12 +145,7 @@ func TestCaptureReplayLoansExample(t *testing.T) {
 // shows may be sparkdap_replay.py's.
 func steppedReplay(t *testing.T, ctx context.Context, printed func(context.Context, string) *exec.Cmd, command, script string, line int, returned string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
 	cmd := printed(ctx, strings.Replace(command, "sparkdap replay ", "sparkdap replay --debug "+addr+" ", 1))
 	c, done, out, end := attachReplayDebug(t, ctx, cmd, addr, script, line)
 	defer end()

@@ -166,6 +166,79 @@ func nextStop(t *testing.T, ctx context.Context, ide *dapclient.Client, job *spa
 	return s
 }
 
+// place is where a breakpoint is set: the developer's file and line.
+type place struct {
+	path string
+	line int
+}
+
+// loansPlaces are the breakpoints at markers in the loans example's
+// developer copy: a "loanlib-" marker is in loanlib.py (srcLib), any
+// other in loans.py (srcMain).
+func loansPlaces(t *testing.T, srcMain, srcLib string, markers ...string) map[string]place {
+	t.Helper()
+	out := make(map[string]place, len(markers))
+	for _, m := range markers {
+		path := srcMain
+		if strings.HasPrefix(m, "loanlib-") {
+			path = srcLib
+		}
+		out[m] = place{path, testenv.MarkedLine(t, path, m)}
+	}
+	return out
+}
+
+// armedLines is places' lines by file, as setBreakpoints takes them.
+func armedLines(places map[string]place) map[string][]int {
+	armed := map[string][]int{}
+	for _, p := range places {
+		armed[p.path] = append(armed[p.path], p.line)
+	}
+	return armed
+}
+
+// placeName is the name of the place s stopped at, or "".
+func placeName(places map[string]place, s sparkStop) string {
+	for name, p := range places {
+		if p.path == s.path && p.line == s.line {
+			return name
+		}
+	}
+	return ""
+}
+
+// disarmAndContinue removes the breakpoint s stopped at from armed, sends
+// its file's remaining ones, and continues the stopped thread: each
+// breakpoint stops once.
+func disarmAndContinue(t *testing.T, ctx context.Context, ide *dapclient.Client, armed map[string][]int, s sparkStop) {
+	t.Helper()
+	var keep []int
+	for _, line := range armed[s.path] {
+		if line != s.line {
+			keep = append(keep, line)
+		}
+	}
+	armed[s.path] = keep
+	if _, err := ide.SetBreakpoints(ctx, s.path, keep...); err != nil {
+		t.Fatal(err)
+	}
+	if err := ide.Continue(ctx, s.threadID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkRunsFromZip: at the loanlib-payment stop, the executor runs
+// loanlib from the --py-files zip, not from a copy of loanlib.py it could
+// have found elsewhere.
+func checkRunsFromZip(t *testing.T, ctx context.Context, ide *dapclient.Client, s sparkStop) {
+	t.Helper()
+	if r, err := ide.Evaluate(ctx, s.frameID, "__file__"); err != nil {
+		t.Errorf("loanlib-payment: evaluate __file__: %v", err)
+	} else if !strings.Contains(r.Result, "loanlib.zip/loanlib.py") {
+		t.Errorf("loanlib-payment: the module's __file__ is %s, not loanlib.py inside loanlib.zip", r.Result)
+	}
+}
+
 // labelRE is the task label the wrapper gives each debugged worker.
 var labelRE = regexp.MustCompile(`exec \S+ · .+ · pid \d+ · stage \d+ · partition (\d+) · attempt 0\]`)
 
@@ -217,21 +290,10 @@ func TestSparkStopsInEveryKindOfExecutorCode(t *testing.T) {
 	if _, err := ide.Initialize(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]struct {
-		path string
-		line int
-	}{
-		"mapvalues-lambda": {l.srcMain, testenv.MarkedLine(t, l.srcMain, "mapvalues-lambda")},
-		"loanlib-payment":  {l.srcLib, testenv.MarkedLine(t, l.srcLib, "loanlib-payment")},
-		"udf-body":         {l.srcMain, testenv.MarkedLine(t, l.srcMain, "udf-body")},
-		"mapinpandas-body": {l.srcMain, testenv.MarkedLine(t, l.srcMain, "mapinpandas-body")},
-	}
+	want := loansPlaces(t, l.srcMain, l.srcLib, "mapvalues-lambda", "loanlib-payment", "udf-body", "mapinpandas-body")
 	// What is still armed, per file: a hit disarms its breakpoint so each
 	// kind stops once.
-	armed := map[string][]int{}
-	for _, w := range want {
-		armed[w.path] = append(armed[w.path], w.line)
-	}
+	armed := armedLines(want)
 	err := ide.Attach(ctx, map[string]any{"type": "debugpy", "request": "attach", "justMyCode": false},
 		func(ctx context.Context) error {
 			for path, lines := range armed {
@@ -262,12 +324,7 @@ func TestSparkStopsInEveryKindOfExecutorCode(t *testing.T) {
 		if len(seen) == 0 {
 			checkLibrarySource(t, ctx, ide, s)
 		}
-		name := ""
-		for n, w := range want {
-			if w.path == s.path && w.line == s.line {
-				name = n
-			}
-		}
+		name := placeName(want, s)
 		if name == "" {
 			t.Fatalf("stopped at %s:%d (%s), which is none of the breakpoints, or not at the developer's path", s.path, s.line, s.function)
 		}
@@ -275,20 +332,7 @@ func TestSparkStopsInEveryKindOfExecutorCode(t *testing.T) {
 			t.Fatalf("stopped at %s twice: its breakpoint was removed after the first hit", name)
 		}
 		seen[name] = s
-		// Disarm, then continue.
-		var keep []int
-		for _, line := range armed[s.path] {
-			if line != s.line {
-				keep = append(keep, line)
-			}
-		}
-		armed[s.path] = keep
-		if _, err := ide.SetBreakpoints(ctx, s.path, keep...); err != nil {
-			t.Fatal(err)
-		}
-		if err := ide.Continue(ctx, s.threadID); err != nil {
-			t.Fatal(err)
-		}
+		disarmAndContinue(t, ctx, ide, armed, s)
 	}
 	for name, s := range seen {
 		m := labelRE.FindStringSubmatch(s.thread)

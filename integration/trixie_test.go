@@ -123,19 +123,8 @@ func TestTrixieExecutorsOnPython313AndJava21(t *testing.T) {
 	if _, err := ide.Initialize(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	bps := map[string]struct {
-		path string
-		line int
-	}{
-		"mapvalues-lambda": {l.srcMain, testenv.MarkedLine(t, l.srcMain, "mapvalues-lambda")},
-		"loanlib-payment":  {l.srcLib, testenv.MarkedLine(t, l.srcLib, "loanlib-payment")},
-		"udf-body":         {l.srcMain, testenv.MarkedLine(t, l.srcMain, "udf-body")},
-		"mapinpandas-body": {l.srcMain, testenv.MarkedLine(t, l.srcMain, "mapinpandas-body")},
-	}
-	armed := map[string][]int{}
-	for _, b := range bps {
-		armed[b.path] = append(armed[b.path], b.line)
-	}
+	bps := loansPlaces(t, l.srcMain, l.srcLib, "mapvalues-lambda", "loanlib-payment", "udf-body", "mapinpandas-body")
+	armed := armedLines(bps)
 	if err := ide.Attach(ctx, map[string]any{"type": "debugpy", "request": "attach", "justMyCode": false},
 		func(ctx context.Context) error {
 			for path, lines := range armed {
@@ -170,12 +159,7 @@ func TestTrixieExecutorsOnPython313AndJava21(t *testing.T) {
 		if len(seen) == 0 {
 			checkTrixieWorker(t, ctx, ide, s)
 		}
-		name := ""
-		for n, b := range bps {
-			if b.path == s.path && b.line == s.line {
-				name = n
-			}
-		}
+		name := placeName(bps, s)
 		if name == "" {
 			t.Fatalf("stopped at %s:%d (%s), which is none of the breakpoints, or not at the developer's path", s.path, s.line, s.function)
 		}
@@ -187,19 +171,7 @@ func TestTrixieExecutorsOnPython313AndJava21(t *testing.T) {
 			checkZipMapped(t, ctx, p.IDE, l.srcLib)
 		}
 		t.Logf("stop %s at %s:%d in %q, locals %v", name, s.path, s.line, s.thread, s.locals)
-		var keep []int
-		for _, line := range armed[s.path] {
-			if line != s.line {
-				keep = append(keep, line)
-			}
-		}
-		armed[s.path] = keep
-		if _, err := ide.SetBreakpoints(ctx, s.path, keep...); err != nil {
-			t.Fatal(err)
-		}
-		if err := ide.Continue(ctx, s.threadID); err != nil {
-			t.Fatal(err)
-		}
+		disarmAndContinue(t, ctx, ide, armed, s)
 	}
 	for name, s := range seen {
 		if m := labelRE.FindStringSubmatch(s.thread); m == nil || m[1] != "0" {

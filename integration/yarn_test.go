@@ -478,13 +478,9 @@ func tarNames(path, part string) ([]string, error) {
 
 // yarnWant is each of the recipe's stops: the zipped module, a UDF, a
 // driver lambda, as the developer's path and line.
-func yarnWant(t *testing.T, l loansLayout) map[string][2]any {
+func yarnWant(t *testing.T, l loansLayout) map[string]place {
 	t.Helper()
-	return map[string][2]any{
-		"loanlib-payment":  {l.srcLib, testenv.MarkedLine(t, l.srcLib, "loanlib-payment")},
-		"udf-body":         {l.srcMain, testenv.MarkedLine(t, l.srcMain, "udf-body")},
-		"mapvalues-lambda": {l.srcMain, testenv.MarkedLine(t, l.srcMain, "mapvalues-lambda")},
-	}
+	return loansPlaces(t, l.srcMain, l.srcLib, "loanlib-payment", "udf-body", "mapvalues-lambda")
 }
 
 // yarnAttach attaches an IDE to the proxy with the recipe's breakpoints set.
@@ -494,10 +490,7 @@ func yarnAttach(t *testing.T, ctx context.Context, p *proxy, l loansLayout) *dap
 	if _, err := ide.Initialize(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	armed := map[string][]int{}
-	for _, w := range yarnWant(t, l) {
-		armed[w[0].(string)] = append(armed[w[0].(string)], w[1].(int))
-	}
+	armed := armedLines(yarnWant(t, l))
 	err := ide.Attach(ctx, map[string]any{"type": "debugpy", "request": "attach", "justMyCode": false},
 		func(ctx context.Context) error {
 			for path, lines := range armed {
@@ -523,19 +516,11 @@ func yarnStops(t *testing.T, ctx context.Context, ide *dapclient.Client, job *sp
 	each func(name string, s sparkStop)) {
 	t.Helper()
 	want := yarnWant(t, l)
-	armed := map[string][]int{}
-	for _, w := range want {
-		armed[w[0].(string)] = append(armed[w[0].(string)], w[1].(int))
-	}
+	armed := armedLines(want)
 	seen := map[string]sparkStop{}
 	for len(seen) < len(want) {
 		s := nextStop(t, ctx, ide, job)
-		name := ""
-		for n, w := range want {
-			if w[0].(string) == s.path && w[1].(int) == s.line {
-				name = n
-			}
-		}
+		name := placeName(want, s)
 		if name == "" {
 			t.Fatalf("stopped at %s:%d (%s), none of the breakpoints at the developer's paths", s.path, s.line, s.function)
 		}
@@ -546,30 +531,12 @@ func yarnStops(t *testing.T, ctx context.Context, ide *dapclient.Client, job *sp
 		t.Logf("%s, %s into the job: %s at %s:%d locals %v", name, time.Since(job.started).Round(time.Second),
 			s.thread, s.path, s.line, s.locals)
 		if name == "loanlib-payment" {
-			// The executor runs loanlib from the zip, not from a copy of
-			// loanlib.py it could have found elsewhere.
-			if r, err := ide.Evaluate(ctx, s.frameID, "__file__"); err != nil {
-				t.Errorf("%s: evaluate __file__: %v", name, err)
-			} else if !strings.Contains(r.Result, "loanlib.zip/loanlib.py") {
-				t.Errorf("%s: the module's __file__ is %s, not loanlib.py inside loanlib.zip", name, r.Result)
-			}
+			checkRunsFromZip(t, ctx, ide, s)
 		}
 		if each != nil {
 			each(name, s)
 		}
-		var keep []int
-		for _, line := range armed[s.path] {
-			if line != s.line {
-				keep = append(keep, line)
-			}
-		}
-		armed[s.path] = keep
-		if _, err := ide.SetBreakpoints(ctx, s.path, keep...); err != nil {
-			t.Fatal(err)
-		}
-		if err := ide.Continue(ctx, s.threadID); err != nil {
-			t.Fatal(err)
-		}
+		disarmAndContinue(t, ctx, ide, armed, s)
 	}
 	for name, s := range seen {
 		m := containerRE.FindStringSubmatch(s.thread)
