@@ -421,12 +421,12 @@ func (s *IDESession) configurationDone() {
 		return
 	}
 	for _, es := range tx.ready() {
+		// Output first, in both modes: in child-session mode the output
+		// of workers not listed is the root's to show.
+		tx.sendHeldOutput(es, s)
 		if tx.ide(s).childMode {
-			// Output of workers not listed is the root's to show.
-			tx.sendHeldOutput(es, s)
 			tx.announce(es)
 		} else {
-			tx.sendHeldOutput(es, s)
 			tx.replayStops(es, s)
 		}
 	}
