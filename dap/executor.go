@@ -86,7 +86,7 @@ type ExecutorSession struct {
 type executorState struct {
 	es          *ExecutorSession // whose state it is; never changes
 	proc        ProcessInfo
-	task        TaskInfo
+	task        TaskInfo                    // cleaned where it comes in: the hello (admission) and taskEvent
 	sent        map[string]*sentBreakpoints // breakpoint key → where it was sent, so clearing reaches it all
 	refusals    map[string]*bpAnswers       // breakpoint key → what pydevd answered to its latest request
 	ready       bool                        // handshake done: gets fan-outs and routed requests
@@ -160,9 +160,8 @@ func (es *ExecutorSession) ID() uint64 { return es.id }
 // where known.
 func (x *executorState) label() string { return admission.Label(x.labelInfo()) }
 
-// workerLabel names the worker process alone (label without
-// the task): what a child session is named by, since a reused worker runs
-// one task after another under the same session.
+// workerLabel names the worker process alone (label without the
+// task): the end of a child session's name (sessionName).
 func (x *executorState) workerLabel() string {
 	t := x.labelInfo()
 	t.Label = ""
@@ -176,7 +175,7 @@ func (x *executorState) sessionName() string {
 	if x.task.Label == "" {
 		return "Executor " + x.workerLabel()
 	}
-	return admission.Clean(x.task.Label, admission.MaxTextRunes) + " · " + x.workerLabel()
+	return x.task.Label + " · " + x.workerLabel()
 }
 
 func (x *executorState) labelInfo() TaskInfo {

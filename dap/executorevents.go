@@ -217,7 +217,7 @@ func (x *executorState) describeStop(ev Message) {
 	if b == nil || x.task.Label == "" {
 		return
 	}
-	task := admission.Clean(x.task.Label, admission.MaxTextRunes)
+	task := x.task.Label
 	desc, _ := b["description"].(string)
 	if desc == "" {
 		reason, _ := b["reason"].(string)

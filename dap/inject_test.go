@@ -60,7 +60,8 @@ func checkSummary(t *testing.T, out string) {
 // TestClusterTextCannotDriveTheTerminal plays a hostile cluster: its hellos
 // (refused and accepted), task events and stop location carry terminal
 // escapes and forged lines. Serve's summary, the status the live view
-// draws and the child session's name get none of them.
+// draws, the child session's name and its stop's description get none of
+// them.
 func TestClusterTextCannotDriveTheTerminal(t *testing.T) {
 	var summary syncbuf.Buffer
 	p := startProxy(t, func(c *Config) { c.Summary = &summary })
@@ -90,6 +91,17 @@ func TestClusterTextCannotDriveTheTerminal(t *testing.T) {
 	name, _ := cfg["name"].(string)
 	if r := controlChar(name); r >= 0 || !strings.Contains(name, "sparkdap: fake") {
 		t.Errorf("child session name keeps %U (or lost its text): %q", r, name)
+	}
+	ev, err := child.Client.WaitEvent(p.ctx, "stopped", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop struct {
+		Description string `json:"description"`
+	}
+	_ = json.Unmarshal(ev.Body, &stop)
+	if r := controlChar(stop.Description); r >= 0 || !strings.Contains(stop.Description, "sparkdap: fake") {
+		t.Errorf("the stop's description keeps %U (or lost the task): %q", r, stop.Description)
 	}
 	task := hello("", 42)
 	task["stageId"] = 3
