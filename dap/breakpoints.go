@@ -75,6 +75,7 @@ func bpKey(command string, args map[string]any) string {
 // newEntry records a breakpoint request. owner nil makes it the global entry
 // for its key, replacing the previous one.
 func (r *breakpointRegistry) newEntry(command string, args map[string]any, owner *ExecutorSession) *bpEntry {
+	withListPresent(command, args)
 	e := &bpEntry{key: bpKey(command, args), command: command, args: args, owner: owner}
 	if bps, ok := args["breakpoints"].([]any); ok {
 		for i := range bps {
@@ -97,6 +98,25 @@ func (r *breakpointRegistry) newEntry(command string, args map[string]any, owner
 		r.entries[e.key] = e
 	}
 	return e
+}
+
+// withListPresent gives a breakpoint request the list DAP lets a client
+// leave out when it clears (go-dap's clients omit an empty one): pydevd
+// before debugpy 1.8.8 iterates arguments.breakpoints (filters) without
+// a check, and a missing list kills its reader thread, which ends the
+// worker's debug session.
+func withListPresent(command string, args map[string]any) {
+	field := "breakpoints"
+	switch command {
+	case "setBreakpoints", "setFunctionBreakpoints":
+	case "setExceptionBreakpoints":
+		field = "filters"
+	default:
+		return
+	}
+	if _, ok := args[field].([]any); !ok {
+		args[field] = []any{}
+	}
 }
 
 // grow makes room for n positions, giving each new one a global id.

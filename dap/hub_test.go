@@ -306,6 +306,41 @@ func TestBreakpointsReplayedToLateExecutors(t *testing.T) {
 	}
 }
 
+// TestClearedBreakpointsReachExecutorsAsEmptyList: DAP lets a client
+// clear a file by leaving the list out (go-dap's clients do), and pydevd
+// before debugpy 1.8.8 ends the whole session on a request without one, so
+// the executor must get an empty list.
+func TestClearedBreakpointsReachExecutorsAsEmptyList(t *testing.T) {
+	p := startProxy(t, nil)
+	c := p.ide(false, nil)
+	f := p.executor(3, nil)
+	if _, err := c.SetBreakpoints(p.ctx, "/job/udf.py", 5); err != nil {
+		t.Fatal(err)
+	}
+	f.waitRequest("setBreakpoints", func(m Message) bool {
+		bps, _ := m.Arguments()["breakpoints"].([]any)
+		return len(bps) == 1
+	})
+	// No lines: go-dap omits the empty "breakpoints".
+	if _, err := c.SetBreakpoints(p.ctx, "/job/udf.py"); err != nil {
+		t.Fatal(err)
+	}
+	m := f.waitRequest("setBreakpoints", func(m Message) bool {
+		bps, _ := m.Arguments()["breakpoints"].([]any)
+		return len(bps) == 0
+	})
+	if bps, ok := m.Arguments()["breakpoints"].([]any); !ok || bps == nil {
+		t.Fatalf("executor got setBreakpoints %v: want an empty \"breakpoints\" list", m.Arguments())
+	}
+	if _, err := c.Request(p.ctx, "setFunctionBreakpoints", map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	m = f.waitRequest("setFunctionBreakpoints", nil)
+	if bps, ok := m.Arguments()["breakpoints"].([]any); !ok || len(bps) != 0 {
+		t.Fatalf("executor got setFunctionBreakpoints %v: want an empty \"breakpoints\" list", m.Arguments())
+	}
+}
+
 // TestUnknownRequestsPassThroughIntact: requests the proxy does not know
 // reach pydevd, and their answers the IDE, with only the ids translated.
 func TestUnknownRequestsPassThroughIntact(t *testing.T) {
