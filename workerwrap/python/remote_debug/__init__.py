@@ -24,6 +24,7 @@ MODULES = (
     "state",
     "config",
     "backoff",
+    "support",
     "pydevd_compat",
     "task",
     "hello",

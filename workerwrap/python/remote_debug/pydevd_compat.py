@@ -1,18 +1,18 @@
 """Every use the wrapper makes of pydevd's and debugpy's private internals:
 the patches and the fields it reads, here and nowhere else.
 
-They were written for, and are tested with, the debugger versions in
-_WRITTEN_FOR: the pins of requirements-*.txt (tests/test_compat.py keeps
-the two in step, so a new pin comes with a look at this module). The two
-guarantees that keep a debugger from holding a task forever rest on these
-internals: the connect guard (_ConnectGuard: PyDB.ready_to_run, the frames
-of the connecting thread) and the lease on stops (_around_stops and
-_reader_socket: PyDB.do_wait_suspend, the reader's socket, _let_go). On a
-version it was not written for, neither can be trusted, so the worker runs
-undebugged and says so in one line (_load_debugger raises
-_UnsupportedDebugger); SPARKDAP_UNTESTED_DEBUGGER=1 on the executors tries
-that version anyway. Each patch also checks what it touches, and when
-that is not there:
+The two guarantees that keep a debugger from holding a task forever rest
+on these internals: the connect guard (_ConnectGuard: PyDB.ready_to_run,
+the frames of the connecting thread) and the lease on stops (_around_stops
+and _reader_socket: PyDB.do_wait_suspend, the reader's socket, _let_go);
+output batching rests on pydevd's output redirection. support.py lists
+each internal they need and gives the verdict on the loaded debugger:
+_load_debugger raises _UnsupportedDebugger for one that lacks any, so the
+worker runs undebugged and says what is missing in one line
+(SPARKDAP_UNTESTED_DEBUGGER=1 on the executors tries it anyway), and a
+release outside the tested ranges that has them all is debugged with one
+line naming it untested. Each patch also checks what it touches, and when
+that is not there (forced, or a behaviour the names do not show):
 
 - connect guard: falls back to the global debugger; past the handshake
   timeout the worker tears pydevd down and runs undebugged;
@@ -36,47 +36,30 @@ import sys
 
 from .state import _say, _st
 from .config import _pycharm
+from .support import _forced, _missing_internals, _verdict, UNTESTED_ENV
 
-# The debugger versions this module was written for: requirements-test.txt
-# and requirements-spark*.txt pin them.
-_WRITTEN_FOR = {
-    "debugpy": ("1.8.22",),
-    "pydevd-pycharm": ("263.7307.50",),
-}
-
-_UNTESTED_ENV = "SPARKDAP_UNTESTED_DEBUGGER"
-_untested_said = []  # the untested version this process already named
+_said = []  # the lines about the debugger this process already wrote
 
 
 class _UnsupportedDebugger(Exception):
-    """The debugger is a version this module was not written for."""
+    """The debugger lacks an internal the wrapper's promises rest on."""
 
 
-def _version_problem(name, version):
-    """None if this module was written for version of name, else why not,
-    in words for the one line a worker writes."""
-    known = _WRITTEN_FOR[name]
-    if version in known:
-        return None
-    return "%s %s is not a version sparkdap's wrapper was written for (%s)" % (
-        name,
-        version,
-        ", ".join(known),
-    )
-
-
-def _check_version(name, version):
-    """Raises _UnsupportedDebugger for a version this module was not
-    written for, unless SPARKDAP_UNTESTED_DEBUGGER=1 asks to try it; then
-    says so, once per process."""
-    problem = _version_problem(name, version)
-    if problem is None:
+def _check_debugger(name, version, pycharm):
+    """Takes support.py's verdict on the loaded debugger: raises
+    _UnsupportedDebugger for one that lacks an internal (unless
+    SPARKDAP_UNTESTED_DEBUGGER=1 asks to try it), and says once per
+    process that a release outside the tested ranges is untested."""
+    kind, words = _verdict(name, version, _missing_internals(pycharm))
+    if kind == "supported":
         return
-    if os.environ.get(_UNTESTED_ENV, "").strip().lower() not in ("1", "true", "yes", "on"):
-        raise _UnsupportedDebugger("%s; %s=1 tries it anyway" % (problem, _UNTESTED_ENV))
-    if problem not in _untested_said:
-        _untested_said.append(problem)
-        _say("%s; trying it (%s=1)" % (problem, _UNTESTED_ENV))
+    if kind == "unusable":
+        if not _forced():
+            raise _UnsupportedDebugger("%s; %s=1 tries it anyway" % (words, UNTESTED_ENV))
+        words = "%s; trying it (%s=1)" % (words, UNTESTED_ENV)
+    if words not in _said:
+        _said.append(words)
+        _say(words)
 
 
 def _load_debugger(pycharm):
@@ -88,7 +71,9 @@ def _load_debugger(pycharm):
         import pydevd_pycharm
         import pydevd  # pydevd-pycharm's, which _trust_code_paths patches
 
-        _check_version("pydevd-pycharm", str(getattr(pydevd_pycharm, "__version__", "unknown")))
+        _check_debugger(
+            "pydevd-pycharm", str(getattr(pydevd_pycharm, "__version__", "unknown")), True
+        )
         _skip_network_start_sleep()
         return pydevd_pycharm
     import debugpy
@@ -99,7 +84,7 @@ def _load_debugger(pycharm):
     import debugpy.server.api
     import pydevd  # noqa: F401
 
-    _check_version("debugpy", str(getattr(debugpy, "__version__", "unknown")))
+    _check_debugger("debugpy", str(getattr(debugpy, "__version__", "unknown")), False)
     _describe_environment_only_when_logged()
     _skip_network_start_sleep()
     return debugpy

@@ -448,9 +448,9 @@ def test_connect_to_a_squatter_fails_open(rd, baked, proxy, capsys):
     assert len(err) == 1 and "did not prove it knows the access token" in err[0], err
 
 
-def test_connect_with_another_debugpy_fails_open(rd, baked, proxy, fake_debugpy, capsys):
-    """A debugpy the wrapper's pydevd patches were not written for: the
-    worker does not connect it and says one line."""
+def test_connect_with_an_unusable_debugpy_fails_open(rd, baked, proxy, fake_debugpy, capsys):
+    """A debugpy without the internals the wrapper's promises rest on: the
+    worker does not connect it and says one line naming what it lacks."""
     baked.update(proxy="127.0.0.1:%d" % proxy.port, token=TOKEN)
     rd._connect(rd._load_config(), task(0, 0))
     proxy.done()
@@ -458,11 +458,13 @@ def test_connect_with_another_debugpy_fails_open(rd, baked, proxy, fake_debugpy,
     assert fake_debugpy.connects == []
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
-    assert err[0] == (
-        "sparkdap: [pid %d] debugger unavailable (debugpy 9.9.9 is not a version sparkdap's "
-        "wrapper "
-        "was written for (1.8.22); SPARKDAP_UNTESTED_DEBUGGER=1 tries it anyway); task runs "
-        "undebugged" % os.getpid()
+    assert err[0].startswith(
+        "sparkdap: [pid %d] debugger unavailable (debugpy 9.9.9 lacks " % os.getpid()
+    )
+    assert "PyDB.pydb_disposed (for the connect guard)" in err[0]
+    assert err[0].endswith(
+        " more; sparkdap supports debugpy 1.6.7 to 1.8.x; SPARKDAP_UNTESTED_DEBUGGER=1 tries it "
+        "anyway); task runs undebugged"
     )
 
 
