@@ -193,6 +193,12 @@ var ErrProxyUnproven = errors.New("the peer did not prove it knows the access to
 // worker's debugger must present. Bytes the proxy sent before its hello
 // lines (pydevd's first request) are skipped.
 func Introduce(rw io.ReadWriter, token string, info TaskInfo) (reply, pydevdToken string, err error) {
+	return IntroduceHello(rw, token, Hello{TaskInfo: info})
+}
+
+// IntroduceHello is Introduce with the whole description: h's TaskInfo and
+// Undebugged (its Proof is made here).
+func IntroduceHello(rw io.ReadWriter, token string, h Hello) (reply, pydevdToken string, err error) {
 	wn, err := NewNonce()
 	if err != nil {
 		return "", "", err
@@ -229,10 +235,8 @@ func Introduce(rw io.ReadWriter, token string, info TaskInfo) (reply, pydevdToke
 		return "", "", fmt.Errorf("%w: %q", ErrProxyUnproven, line)
 	}
 	pn := f[1]
-	b, err := json.Marshal(struct {
-		Proof string `json:"proof"`
-		TaskInfo
-	}{WorkerProof(token, wn, pn), info})
+	h.Proof = WorkerProof(token, wn, pn)
+	b, err := json.Marshal(h)
 	if err != nil {
 		return "", "", err
 	}

@@ -44,6 +44,11 @@ const DefaultHelloTTL = 30 * time.Second
 type Hello struct {
 	Proof string `json:"proof"`
 	TaskInfo
+	// Undebugged, when set, is why the worker cannot load a debugger (none
+	// installed, or one lacking what the wrapper needs): the hello then
+	// only tells the proxy that, so that serve and the IDE say it, and is
+	// refused (ErrUndebugged).
+	Undebugged string `json:"undebugged,omitempty"`
 
 	// Set by Registry.Handshake once Proof checked out (and Proof cleared):
 	// Accept takes nothing else, and a pending hello admits only a pydevd
@@ -125,6 +130,7 @@ func ReadHello(br *bufio.Reader) (Hello, error) {
 	// What the cluster says is cleaned here, where it enters the proxy,
 	// before any refusal line or view shows it.
 	h.TaskInfo = h.TaskInfo.Clean()
+	h.Undebugged = Clean(h.Undebugged, MaxMessageRunes)
 	return h, nil
 }
 

@@ -21,7 +21,16 @@ type HelloConn struct {
 	// Log gets one line per hello: Warn for a refusal the RefusalLog
 	// printed, else Debug.
 	Log zerolog.Logger
+	// Undebugged, if set, gets the line of a worker that said it cannot
+	// load a debugger, when the RefusalLog printed it: the front end tells
+	// the IDE. It runs on the caller's goroutine, under no lock of this
+	// package.
+	Undebugged func(line string)
 }
+
+// ErrUndebugged refuses a hello that said the worker cannot load a
+// debugger (Hello.Undebugged): it is told, and holds no session.
+var ErrUndebugged = errors.New("noted: the worker runs undebugged")
 
 // Admit admits a verified hello from ip (RemoteIP of the connection): it
 // returns the nonce for the reply ("" for none) or the refusal. The front
@@ -62,6 +71,18 @@ func ServeHello(c HelloConn, reg *Registry, refusals *RefusalLog, admit Admit) e
 			c.Send(Reply("", err))
 		}
 		return err
+	}
+	if hello.Undebugged != "" {
+		// hello's fields are clean (ReadHello).
+		line := fmt.Sprintf("worker %s pid %d runs undebugged: %s", hello.Host, hello.PID, hello.Undebugged)
+		printed := refusals.Undebugged(ip, hello.Undebugged, line)
+		level(c.Log, printed).Str("reason", hello.Undebugged).Int64("pid", hello.PID).Str("host", hello.Host).
+			Msg("worker cannot load a debugger; it runs undebugged")
+		if printed && c.Undebugged != nil {
+			c.Undebugged(line)
+		}
+		c.Send(Reply("", ErrUndebugged))
+		return ErrUndebugged
 	}
 	nonce, err := admit(ip, hello)
 	if err != nil {

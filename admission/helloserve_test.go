@@ -53,15 +53,27 @@ func TestServeHello(t *testing.T) {
 		reply, _, err := Introduce(c, token, TaskInfo{PID: 7, Host: "node-1", Label: "stage 1"})
 		return HelloPrefix + reply, err
 	}
+	// A worker whose debugger cannot load, as the wrapper says it: the
+	// reason carries a terminal escape, which must not reach any line.
+	undebuggedWorker := func(c net.Conn) (string, error) {
+		reply, _, err := IntroduceHello(c, token, Hello{TaskInfo: TaskInfo{PID: 7, Host: "node-1"},
+			Undebugged: "debugpy is not installed in /usr/bin/python3\x1b[2J"})
+		return HelloPrefix + reply, err
+	}
 	for _, tc := range []struct {
-		name      string
-		worker    func(net.Conn) (string, error)
-		refuse    error
-		wantReply string
-		wantLine  string
-		wantCount int64
-		wantErr   error
+		name           string
+		worker         func(net.Conn) (string, error)
+		refuse         error
+		wantReply      string
+		wantLine       string
+		wantCount      int64
+		wantUndebugged int64
+		wantErr        error
 	}{
+		{name: "cannot load a debugger", worker: undebuggedWorker,
+			wantReply:      "SPARKDAP/2 REFUSED " + ErrUndebugged.Error(),
+			wantLine:       "worker node-1 pid 7 runs undebugged: debugpy is not installed in /usr/bin/python3",
+			wantUndebugged: 1, wantErr: ErrUndebugged},
 		{name: "admitted", worker: goodWorker, wantReply: "SPARKDAP/2 OK nonce-1"},
 		{name: "admission refused", worker: goodWorker, refuse: &SessionLimitError{Max: 1},
 			wantReply: "SPARKDAP/2 REFUSED session limit reached (1 debugged at once)",
@@ -89,6 +101,7 @@ func TestServeHello(t *testing.T) {
 			refusals := NewRefusalLog(out.add, time.Hour, 0)
 			defer refusals.Close()
 			var admittedFrom string
+			var told []string
 			admit := func(ip string, h Hello) (string, error) {
 				admittedFrom = ip
 				if tc.refuse != nil {
@@ -104,7 +117,8 @@ func TestServeHello(t *testing.T) {
 			go func() {
 				defer c.Close()
 				served <- ServeHello(HelloConn{Remote: c.remote, Reader: bufio.NewReader(c), Log: zerolog.Nop(),
-					Send: func(p []byte) { _, _ = c.Write(p) }}, reg, refusals, admit)
+					Send: func(p []byte) { _, _ = c.Write(p) }, Undebugged: func(l string) { told = append(told, l) }},
+					reg, refusals, admit)
 			}()
 			reply, werr := tc.worker(a)
 			a.Close()
@@ -121,7 +135,24 @@ func TestServeHello(t *testing.T) {
 			if n := refusals.Count(); n != tc.wantCount {
 				t.Errorf("%d refusals counted, want %d", n, tc.wantCount)
 			}
+			if n := refusals.UndebuggedCount(); n != tc.wantUndebugged {
+				t.Errorf("%d workers without a debugger counted, want %d", n, tc.wantUndebugged)
+			}
 			got := out.get()
+			if tc.wantUndebugged > 0 {
+				// The IDE is told what serve's log says.
+				if len(told) != 1 || len(got) != 1 || told[0] != got[0] {
+					t.Errorf("told the IDE %q, serve's log %q: want the same one line", told, got)
+				}
+				if last := refusals.LastUndebugged(); !strings.HasPrefix(last, "debugpy is not installed") || Clean(last, len(last)) != last {
+					t.Errorf("LastUndebugged %q: want the cleaned reason", last)
+				}
+				if len(reg.Pending()) != 0 {
+					t.Errorf("%d hellos pending: a worker without a debugger must hold no session", len(reg.Pending()))
+				}
+			} else if len(told) != 0 {
+				t.Errorf("told the IDE %q, want nothing", told)
+			}
 			switch {
 			case tc.wantLine == "" && len(got) != 0:
 				t.Errorf("summary %q, want none", got)

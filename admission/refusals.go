@@ -32,10 +32,12 @@ const DefaultMaxRefusalAddrs = 256
 // caller's goroutine for a first line; it must not call back into the
 // RefusalLog. count is atomic.
 type RefusalLog struct {
-	out      func(line string)
-	maxAddrs int
-	limit    *connbudget.Limiter
-	count    atomic.Int64
+	out        func(line string)
+	maxAddrs   int
+	limit      *connbudget.Limiter
+	count      atomic.Int64
+	undebugged atomic.Int64
+	lastReason atomic.Pointer[string] // the latest Undebugged reason
 }
 
 // NewRefusalLog writes refusal lines with out (one line each, without its
@@ -72,6 +74,27 @@ func (l *RefusalLog) Noted(addr, line string) bool {
 	}
 	l.out(line)
 	return true
+}
+
+// Undebugged notes a worker at addr that cannot load a debugger, for the
+// reason given (cleaned): it counts it (UndebuggedCount), keeps the reason
+// (LastUndebugged) and prints line as Noted does. It reports whether it
+// printed.
+func (l *RefusalLog) Undebugged(addr, reason, line string) bool {
+	l.undebugged.Add(1)
+	l.lastReason.Store(&reason)
+	return l.Noted(addr, line)
+}
+
+// UndebuggedCount is how many workers Undebugged noted.
+func (l *RefusalLog) UndebuggedCount() int64 { return l.undebugged.Load() }
+
+// LastUndebugged is the reason Undebugged noted last, or "".
+func (l *RefusalLog) LastUndebugged() string {
+	if p := l.lastReason.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // sum prints what the limiter held back from addr in the last interval.

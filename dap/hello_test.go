@@ -29,22 +29,24 @@ func helloTokenKey(addr string, pid int) string { return fmt.Sprintf("%s/%d", ad
 // sayHello plays the worker wrapper's hello (with hello["token"] as the
 // worker's token, the rest as its TaskInfo) and returns the proxy's
 // verdict, or "UNPROVEN" when the proxy could not prove the token.
+// hello["undebugged"] says the worker cannot load a debugger.
 func sayHello(t testing.TB, addr string, hello map[string]any) string {
 	t.Helper()
 	token, _ := hello["token"].(string)
 	delete(hello, "token")
 	b, _ := json.Marshal(hello)
-	var info admission.TaskInfo
-	if err := json.Unmarshal(b, &info); err != nil {
+	var h admission.Hello
+	if err := json.Unmarshal(b, &h); err != nil {
 		t.Fatal(err)
 	}
+	info := h.TaskInfo
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	reply, derived, err := admission.Introduce(c, token, info)
+	reply, derived, err := admission.IntroduceHello(c, token, h)
 	if errors.Is(err, admission.ErrProxyUnproven) {
 		return "UNPROVEN"
 	}
@@ -55,6 +57,41 @@ func sayHello(t testing.TB, addr string, hello map[string]any) string {
 		helloTokens.Store(helloTokenKey(addr, int(info.PID)), derived)
 	}
 	return reply
+}
+
+// TestWorkerWithoutDebuggerIsToldToIDE: a worker that cannot load a
+// debugger says why in its hello; the IDE's console and serve's log and
+// live view show it, and it holds no session.
+func TestWorkerWithoutDebuggerIsToldToIDE(t *testing.T) {
+	var summary syncbuf.Buffer
+	p := startProxy(t, func(c *Config) { c.Summary = &summary; c.MaxSessions = 1 })
+	c := p.ide(false, nil)
+	addr := p.srv.ExecutorAddr().String()
+	why := "debugpy is not installed in /usr/bin/python3 (No module named 'debugpy'): pip install 'debugpy>=1.6.7,<1.9'"
+	got := sayHello(t, addr, map[string]any{"token": testToken, "pid": 31, "host": "node-3", "undebugged": why})
+	if got != "REFUSED "+admission.ErrUndebugged.Error() {
+		t.Errorf("reply %q", got)
+	}
+	want := "sparkdap: worker node-3 pid 31 runs undebugged: " + why + "\n"
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.WaitEvent(ctx, "output", func(b json.RawMessage) bool {
+		var body godap.OutputEventBody
+		return json.Unmarshal(b, &body) == nil && body.Output == want && body.Category == "console"
+	}); err != nil {
+		t.Fatalf("the IDE's console never showed %q: %v", want, err)
+	}
+	if !strings.Contains(summary.String(), strings.TrimPrefix(want, "sparkdap: ")) {
+		t.Errorf("serve's log %q lacks the line", summary.String())
+	}
+	st := p.hub.Stats()
+	if st.Undebugged != 1 || st.LastUndebugged != why {
+		t.Errorf("stats: %d undebugged, last %q", st.Undebugged, st.LastUndebugged)
+	}
+	// It held no session: the one slot is free for a worker that debugs.
+	if got := sayHello(t, addr, map[string]any{"token": testToken, "pid": 32}); got != "OK" {
+		t.Errorf("next worker: %q, want OK", got)
+	}
 }
 
 func TestHelloRefusals(t *testing.T) {

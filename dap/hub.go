@@ -325,6 +325,18 @@ func (h *Hub) summary(format string, args ...any) {
 	fmt.Fprintf(h.cfg.Summary, "sparkdap: "+format+"\n", args...)
 }
 
+// tellIDE shows line in the attached IDE's debug console, as "sparkdap:
+// line": for what the user should know about workers that never became a
+// session (one that cannot load a debugger). serve's log has it from the
+// RefusalLog.
+func (h *Hub) tellIDE(line string) {
+	tx := h.lock()
+	defer tx.unlock()
+	if root := tx.root; root != nil && tx.ide(root).configured {
+		_ = root.w.send(newEvent("output", map[string]any{"category": "console", "output": "sparkdap: " + line + "\n"}), nil)
+	}
+}
+
 // Executors lists the executors that finished their handshake, by id.
 func (h *Hub) Executors() []ExecutorStatus {
 	tx := h.lock()
@@ -367,11 +379,16 @@ type Stats struct {
 	// Refused counts workers let go undebugged: wrong or missing token,
 	// session limit.
 	Refused int64
+	// Undebugged counts workers that said they cannot load a debugger;
+	// LastUndebugged is the latest one's reason.
+	Undebugged     int64
+	LastUndebugged string
 }
 
 // Stats returns a snapshot of the Hub.
 func (h *Hub) Stats() Stats {
-	st := Stats{Executors: h.Executors(), Refused: h.refusals.Count()}
+	st := Stats{Executors: h.Executors(), Refused: h.refusals.Count(),
+		Undebugged: h.refusals.UndebuggedCount(), LastUndebugged: h.refusals.LastUndebugged()}
 	tx := h.lock()
 	st.IDEAttached = tx.root != nil
 	tx.unlock()

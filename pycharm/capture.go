@@ -207,8 +207,7 @@ func (p *Proxy) consoleCommand(ide *peer, m Message, thread, frame, line string)
 		if failed {
 			ctx = "2"
 		}
-		io := `<xml><io s="` + xmlEscape(PyQuote(text+"\n", "/>_= ")) + `" ctx="` + ctx + `"/></xml>`
-		ide.send(Message{ID: CmdWriteToConsole, Seq: p.nextIDESeq(), Payload: PyQuote(io, payloadSafe)})
+		ide.send(writeToConsole(p.nextIDESeq(), text+"\n", ctx))
 		ide.send(Message{ID: CmdEvaluateExpression, Seq: m.Seq, Payload: PyQuote(`<xml><var name="" type="bool" qualifier="builtins" value="False" />`+"\n"+
 			`<var name="exception_occurred" type="bool" qualifier="builtins" value="False" />`+"\n</xml>", payloadSafe)})
 	}
@@ -237,6 +236,13 @@ func (p *Proxy) consoleCommand(ide *peer, m Message, thread, frame, line string)
 	default:
 		go reply(fmt.Sprintf("%s is not a sparkdap command; !help lists them (Python never sees a line starting with %q)", name, capture.ConsolePrefix), true)
 	}
+}
+
+// writeToConsole is the CMD_WRITE_TO_CONSOLE that shows text in PyCharm's
+// console as pydevd shows a worker's output: ctx "1" stdout, "2" stderr.
+func writeToConsole(seq int, text, ctx string) Message {
+	io := `<xml><io s="` + xmlEscape(PyQuote(text, "/>_= ")) + `" ctx="` + ctx + `"/></xml>`
+	return Message{ID: CmdWriteToConsole, Seq: seq, Payload: PyQuote(io, payloadSafe)}
 }
 
 func xmlEscape(s string) string {

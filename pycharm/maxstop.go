@@ -73,8 +73,7 @@ func (p *Proxy) maxStopExpired(e *executor) {
 	stoppedFor := p.now().Sub(e.stopSince).Round(time.Second)
 	why := fmt.Sprintf("worker %s pid %d (%s) resumed: stopped %s with no request from PyCharm about it (serve --max-stop %s)",
 		e.hello.Host, e.pid, e.hello.Label, stoppedFor, p.cfg.MaxStop)
-	io := `<xml><io s="` + xmlEscape(PyQuote("sparkdap: "+why+"\n", "/>_= ")) + `" ctx="2"/></xml>`
-	p.ide.send(Message{ID: CmdWriteToConsole, Seq: p.nextIDESeq(), Payload: PyQuote(io, payloadSafe)})
+	p.ide.send(writeToConsole(p.nextIDESeq(), "sparkdap: "+why+"\n", "2"))
 	for _, id := range ids {
 		p.forward(e, Message{ID: CmdThreadRun, Payload: id}, request{swallow: true})
 		p.ide.send(Message{ID: CmdThreadRun, Seq: p.nextIDESeq(), Payload: PyQuote(id+"\t-1", payloadSafe)})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/pycharm"
@@ -100,5 +101,38 @@ func TestMaxStopClockRestartsOnCommands(t *testing.T) {
 	check(51*time.Minute, false)
 	if m := w.waitFor(t, pycharm.CmdThreadRun); m.Payload != tid {
 		t.Fatalf("worker resumed %q, want %q", m.Payload, tid)
+	}
+}
+
+// A worker that cannot load a debugger says why in its hello: PyCharm's
+// console (connected for another worker) and serve's terminal show it.
+func TestWorkerWithoutDebuggerIsToldToPyCharm(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var summary syncbuf.Buffer
+	px, ide := startProxy(t, ctx, pycharm.Config{Summary: &summary})
+	suspendWorker(t, ctx, px, ide, 402)
+	why := "pydevd_pycharm is not installed in /usr/bin/python3 (No module named 'pydevd_pycharm')"
+	hc := dialFrom(t, "", px.Addr().String())
+	defer hc.Close()
+	_ = hc.SetDeadline(time.Now().Add(10 * time.Second))
+	reply, _, err := admission.IntroduceHello(hc, "tok", admission.Hello{
+		TaskInfo: admission.TaskInfo{PID: 403, Host: "node-2"}, Undebugged: why})
+	if err != nil || reply != "REFUSED "+admission.ErrUndebugged.Error() {
+		t.Fatalf("hello reply %q, %v", reply, err)
+	}
+	want := "sparkdap: worker node-2 pid 403 runs undebugged: " + why + "\n"
+	out, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdWriteToConsole })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := pycharm.PyUnquote(pycharm.PyUnquote(out.Payload)); !strings.Contains(s, `s="`+want+`" ctx="2"`) {
+		t.Fatalf("console output %q: want %q on stderr", s, want)
+	}
+	if s := summary.String(); !strings.Contains(s, "worker node-2 pid 403 runs undebugged: "+why) {
+		t.Fatalf("serve's terminal was not told: %q", s)
+	}
+	if a := ide.Anomalies(); len(a) > 0 {
+		t.Errorf("PyCharm would log: %q", a)
 	}
 }

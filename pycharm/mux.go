@@ -489,8 +489,20 @@ func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) 
 		_, _ = conn.Write(b)
 	}
 	_ = conn.SetDeadline(time.Now().Add(identifyTimeout))
-	_ = admission.ServeHello(admission.HelloConn{Remote: conn.RemoteAddr().String(), Reader: br, Send: send, Log: log},
-		p.admission, p.refusals, p.acceptHello)
+	_ = admission.ServeHello(admission.HelloConn{Remote: conn.RemoteAddr().String(), Reader: br, Send: send, Log: log,
+		Undebugged: p.tellPyCharm}, p.admission, p.refusals, p.acceptHello)
+}
+
+// tellPyCharm shows line in PyCharm's console, as pydevd's stderr output
+// would appear there: for what the user should know about workers that
+// never became a session (one that cannot load a debugger). serve's log
+// has it from the RefusalLog.
+func (p *Proxy) tellPyCharm(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ide != nil {
+		p.ide.send(writeToConsole(p.nextIDESeq(), "sparkdap: "+line+"\n", "2"))
+	}
 }
 
 // errPIDElsewhere refuses a hello whose pid another host's worker already

@@ -41,6 +41,11 @@ func Render(s Snapshot, width int) string {
 	// Counts first: when the terminal is narrow, the addresses are cut.
 	line(&b, width, "── sparkdap: %d debugged · %d stopped · %d refused │ IDE %s %s │ executor port %s",
 		len(s.Executors), stopped, s.Refused, admission.Clean(s.IDEAddr, width), ide, admission.Clean(s.ExecutorAddr, width))
+	if s.Undebugged > 0 {
+		// Not a refusal the user can wait out: a debugger to install.
+		line(&b, width, "   %d worker(s) run undebugged, cannot load a debugger: %s",
+			s.Undebugged, admission.Clean(s.LastUndebugged, width))
+	}
 	rows := append([]dap.ExecutorStatus(nil), s.Executors...)
 	// Stopped first, then by id: what needs the user is on top.
 	for i := 1; i < len(rows); i++ {

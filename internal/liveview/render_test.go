@@ -37,6 +37,9 @@ func TestRender(t *testing.T) {
 			}}}, 100},
 		{"narrow terminal clips", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678", Stats: dap.Stats{
 			Executors: []dap.ExecutorStatus{exec(1, "exec 1 · a-very-long-host-name.example.com · pid 1", "", 0)}}}, 50},
+		{"workers without a debugger", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678", Stats: dap.Stats{
+			IDEAttached: true, Undebugged: 4,
+			LastUndebugged: "debugpy is not installed in /usr/bin/python3 (No module named 'debugpy'): pip install 'debugpy>=1.6.7,<1.9'"}}, 100},
 		{"many executors are capped", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678",
 			Stats: dap.Stats{IDEAttached: true, Executors: many}}, 100},
 	}

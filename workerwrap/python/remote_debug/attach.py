@@ -20,7 +20,7 @@ from .pydevd_compat import (
 )
 from .task import _read_archive_sources, _task_body
 from .hello import _hello, _NoHelloReply, _ProxyUnproven
-from .debugger import _import_debugger
+from .debugger import _debugger_problem, _import_debugger
 from .lease import _hold_stops_on_lease
 from .output import _batch_output
 
@@ -40,6 +40,17 @@ def _connect(cfg, task):
     skip = _skip_reason(cfg)
     if skip is not None:
         return _unavailable(skip)
+
+    problem = _debugger_problem()
+    if problem is not None:
+        # Worth the hello: serve and the IDE learn why this worker runs
+        # undebugged, not only this executor's log. Whatever happens to
+        # the hello, the line is about the debugger.
+        try:
+            _hello(cfg, task, undebugged=problem)
+        except Exception:
+            pass
+        return _unavailable(problem)
 
     try:
         refused = _hello(cfg, task)

@@ -93,6 +93,17 @@ def _warnings_mutated():
 # debugger's import made in the daemon and the daemon took back.
 _preload_redo = None
 
+# Set by _preload_debugger in the daemon when the debugger cannot be used
+# at all (not installed, or lacking an internal): why, in words. Workers
+# inherit it through fork and tell the proxy instead of trying again.
+_preload_problem = None
+
+
+def _debugger_problem():
+    """Why this worker's debugger cannot be used, as the daemon found when
+    it loaded it; None when it loaded or was not tried."""
+    return _preload_problem
+
 
 def _import_debugger():
     """Imports the debugger this wrapper was generated for, inside _QuietPydevd
@@ -146,7 +157,12 @@ def _preload_debugger():
         quiet.restore()
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        if not isinstance(exc, _UnsupportedDebugger):  # each worker that attaches says it
+        global _preload_problem
+        if isinstance(exc, _UnsupportedDebugger):
+            _preload_problem = str(exc)
+        elif isinstance(exc, ImportError) and getattr(exc, "name", None) in _DEBUGGER_MODULES:
+            _preload_problem = _not_installed(exc)
+        else:  # each worker that attaches says it
             _say(
                 "could not load the debugger in the daemon (%s); each worker that attaches loads it"
                 % (_describe(exc),)
@@ -168,6 +184,21 @@ def _preload_debugger():
     if loaded:
         _freeze_for_fork()
     return loaded
+
+
+# The modules whose absence means the debugger is not installed, rather
+# than broken.
+_DEBUGGER_MODULES = ("debugpy", "pydevd_pycharm", "pydevd")
+
+
+def _not_installed(exc):
+    """The words for a debugger that is not installed where the workers'
+    Python looks (exc: the ImportError)."""
+    if _pycharm():
+        what, fix = "pydevd_pycharm", "pip install 'pydevd-pycharm~=<your PyCharm build>'"
+    else:
+        what, fix = "debugpy", "pip install 'debugpy>=1.6.7,<1.9'"
+    return "%s is not installed in %s (%s): %s" % (what, sys.executable, _describe(exc), fix)
 
 
 def _freeze_for_fork():

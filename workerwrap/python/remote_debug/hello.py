@@ -109,17 +109,21 @@ def _hello_accepted(reply):
     return False, reply.replace("REFUSED ", "", 1)
 
 
-def _hello(cfg, task):
+def _hello(cfg, task, undebugged=None):
     """Introduces this worker to the proxy before any debugger is loaded:
     each side proves it knows the token, then the proxy checks its session
     limit and learns the task label and where this worker loads code from
     (see admission/hello.go). Returns None if accepted, else the reason.
     Raises OSError if unreachable, _ProxyUnproven if the peer is no proxy
-    of this token."""
+    of this token. With undebugged (why this worker cannot load a
+    debugger), the hello only tells the proxy that, and the proxy refuses
+    it: it holds no session."""
     import socket
 
     host, port = cfg["proxy"]
     body = _task_body(cfg, task)
+    if undebugged is not None:
+        body["undebugged"] = undebugged
     sock = socket.create_connection((host, port), timeout=cfg["connect_timeout"])
     try:
         reply, pydevd_token = _hello_exchange(sock, cfg["token"], body, cfg["handshake_timeout"])

@@ -31,11 +31,13 @@ def rd():
     remote_debug._user_file_cache.clear()
     remote_debug._library_prefixes = None
     remote_debug._backoff_dir = None
+    remote_debug._preload_problem = None
     yield remote_debug
     remote_debug._state = remote_debug._State(None)
     remote_debug._user_file_cache.clear()
     remote_debug._library_prefixes = None
     remote_debug._backoff_dir = None
+    remote_debug._preload_problem = None
 
 
 @pytest.fixture

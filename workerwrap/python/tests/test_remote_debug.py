@@ -468,6 +468,56 @@ def test_connect_with_an_unusable_debugpy_fails_open(rd, baked, proxy, fake_debu
     )
 
 
+def test_unusable_debugger_found_by_the_daemon_is_told_to_the_proxy(
+    rd, baked, proxy, fake_debugpy, capsys
+):
+    """The daemon found the debugger unusable: each worker that would
+    attach tells the proxy why in its hello (so serve and the IDE can say
+    it), loads nothing and says one line."""
+    baked.update(proxy="127.0.0.1:%d" % proxy.port, token=TOKEN)
+    proxy.reply = b"SPARKDAP/2 REFUSED the worker runs undebugged\n"
+    assert rd._preload_debugger() is False
+    problem = rd._debugger_problem()
+    assert problem is not None and problem.startswith("debugpy 9.9.9 lacks ")
+    rd._connect(rd._load_config(), task(2, 5))
+    got = proxy.done()
+    assert got.proof_ok and got.hello["undebugged"] == problem
+    assert (got.hello["stageId"], got.hello["partitionId"]) == (2, 5)
+    assert rd._st().debugger == "failed"
+    assert fake_debugpy.connects == []
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "sparkdap: [pid %d] debugger unavailable (%s); task runs undebugged"
+        % (os.getpid(), problem)
+    ]
+
+
+def test_missing_debugger_found_by_the_daemon_is_told_to_the_proxy(
+    rd, baked, proxy, monkeypatch, capsys
+):
+    baked.update(proxy="127.0.0.1:%d" % proxy.port, token=TOKEN)
+    proxy.reply = b"SPARKDAP/2 REFUSED the worker runs undebugged\n"
+    # None in sys.modules makes `import debugpy` raise ModuleNotFoundError.
+    monkeypatch.setitem(sys.modules, "debugpy", None)
+    assert rd._preload_debugger() is False
+    problem = rd._debugger_problem()
+    assert problem.startswith("debugpy is not installed in %s " % sys.executable), problem
+    assert problem.endswith(": pip install 'debugpy>=1.6.7,<1.9'")
+    rd._connect(rd._load_config(), task(0, 1))
+    got = proxy.done()
+    assert got.hello["undebugged"] == problem
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and problem in err[0], err
+
+
+def test_unusable_debugger_line_stays_when_proxy_is_away(rd, baked, fake_debugpy, capsys):
+    baked.update(proxy="127.0.0.1:%d" % closed_port(), token=TOKEN)
+    assert rd._preload_debugger() is False
+    rd._connect(rd._load_config(), task(0, 0))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "debugpy 9.9.9 lacks " in err[0], err
+
+
 # --- sparkdap doctor's probe ----------------------------------------------------
 
 
