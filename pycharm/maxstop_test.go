@@ -105,13 +105,14 @@ func TestMaxStopClockRestartsOnCommands(t *testing.T) {
 }
 
 // A worker that cannot load a debugger says why in its hello: PyCharm's
-// console (connected for another worker) and serve's terminal show it.
+// console and serve's terminal show it, though no worker ever connected.
 func TestWorkerWithoutDebuggerIsToldToPyCharm(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var summary syncbuf.Buffer
 	px, ide := startProxy(t, ctx, pycharm.Config{Summary: &summary})
-	suspendWorker(t, ctx, px, ide, 402)
+	accepted := make(chan error, 1)
+	go func() { accepted <- ide.Accept(ctx) }()
 	why := "pydevd_pycharm is not installed in /usr/bin/python3 (No module named 'pydevd_pycharm')"
 	hc := dialFrom(t, "", px.Addr().String())
 	defer hc.Close()
@@ -122,6 +123,9 @@ func TestWorkerWithoutDebuggerIsToldToPyCharm(t *testing.T) {
 		t.Fatalf("hello reply %q, %v", reply, err)
 	}
 	want := "sparkdap: worker node-2 pid 403 runs undebugged: " + why + "\n"
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
 	out, err := ide.WaitFor(ctx, func(m pycharm.Message) bool { return m.ID == pycharm.CmdWriteToConsole })
 	if err != nil {
 		t.Fatal(err)

@@ -495,9 +495,14 @@ func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) 
 
 // tellPyCharm shows line in PyCharm's console, as pydevd's stderr output
 // would appear there: for what the user should know about workers that
-// never became a session (one that cannot load a debugger). serve's log
-// has it from the RefusalLog.
+// never became a session (one that cannot load a debugger). It connects
+// to PyCharm's debug server for it, as a worker's hello would: a job whose
+// every worker lacks a debugger should not leave PyCharm waiting in
+// silence. serve's log has the line from the RefusalLog either way.
 func (p *Proxy) tellPyCharm(line string) {
+	if err := p.ensurePyCharm(); err != nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ide != nil {
