@@ -134,3 +134,21 @@ func dropRelativeImports(src []byte) ([]byte, error) {
 	}
 	return out.Bytes(), nil
 }
+
+// DebuggerReportScript is Python source for `python -c` that prints the
+// wrapper's verdict on the debugger that Python loads (pydevd-pycharm if
+// pycharm, else debugpy) as one tab-separated line: kind (supported,
+// untested, unusable or absent), name, version, Python version, words.
+// It is support.py itself, so `sparkdap doctor` reaches the verdict a
+// worker would, from the same code.
+func DebuggerReportScript(pycharm bool) string {
+	src, err := fs.ReadFile(moduleFS, path.Join(packageDir, "support.py"))
+	if err != nil {
+		panic("workerwrap: " + err.Error()) // embedded: present in every build
+	}
+	call := "_report(False)"
+	if pycharm {
+		call = "_report(True)"
+	}
+	return string(src) + "\n" + call + "\n"
+}

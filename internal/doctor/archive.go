@@ -290,7 +290,7 @@ func (d *doctor) checkGatewayPython(ctx context.Context, client *ssh.Client) {
 	ctx, cancel := context.WithTimeout(ctx, d.f.Timeout)
 	defer cancel()
 	done := make(chan error, 1) // the session's Close (deferred) ends Run if it is late
-	go func() { done <- sess.Run(shellquote.Quote(py) + " -c " + shellquote.Quote(pythonCheckCode)) }()
+	go func() { done <- sess.Run(shellquote.Quote(py) + " -c " + shellquote.Quote(d.debuggerProbe())) }()
 	var runErr error
 	select {
 	case runErr = <-done:
@@ -302,18 +302,20 @@ func (d *doctor) checkGatewayPython(ctx context.Context, client *ssh.Client) {
 		if last := lastLine(stderr.String()); last != "" {
 			detail = last
 		}
-		fix := fmt.Sprintf("on the cluster's nodes: %s -m pip install debugpy, or set %s to an interpreter that has it", shellquote.Quote(py), ConfPySparkPython)
-		if strings.Contains(detail, "No module named 'debugpy'") {
-			detail = "cannot import debugpy: " + detail
+		d.report(checkResult{name: name, v: vFail, detail: "cannot run the debugger check: " + detail,
+			fix: fmt.Sprintf("set %s to the path of a working Python 3 on the cluster's nodes", ConfPySparkPython)})
+		return
+	}
+	rep, ok := parseDebuggerReport(stdout.String())
+	if !ok {
+		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("unexpected answer %q", clean(stdout.String()))})
+		return
+	}
+	d.report(d.debuggerResult(name, rep, rep.String(), func(req string) string {
+		fix := fmt.Sprintf("on the cluster's nodes: %s -m pip install %s", shellquote.Quote(py), shellquote.Quote(req))
+		if rep.kind == kindAbsent {
+			fix += fmt.Sprintf(", or set %s to an interpreter that has it", ConfPySparkPython)
 		}
-		d.report(checkResult{name: name, v: vFail, detail: detail, fix: fix})
-		return
-	}
-	f := strings.Fields(stdout.String())
-	if len(f) < 3 {
-		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("unexpected answer %q", stdout.String())})
-		return
-	}
-	d.report(d.debugpyResult(name, f[0], fmt.Sprintf("debugpy %s, Python %s (%s)", f[0], f[1], strings.Join(f[2:], " ")),
-		fmt.Sprintf("on the cluster's nodes: %s -m pip install debugpy==%s", shellquote.Quote(py), TestedDebugpy)))
+		return fix
+	}))
 }

@@ -199,7 +199,7 @@ func probeExecutorPort(ctx context.Context, addr string) (bool, string) {
 func (d *doctor) checkTestConnection(ctx context.Context, py string, pyOK bool, ide, exe portState) {
 	name := "test connection (hello → debugpy.connect → proxy → IDE port)"
 	if !pyOK {
-		d.report(checkResult{name: name, v: vSkip, detail: "needs a Python with debugpy " + TestedDebugpy + " (see above)"})
+		d.report(checkResult{name: name, v: vSkip, detail: "needs a Python with a debugger the wrapper uses (see above)"})
 		return
 	}
 	ideAddr, exeAddr, token := d.f.IDE, d.f.Executors, d.f.Token

@@ -29,6 +29,15 @@ type Config struct {
 	// Kubernetes, if set: the executors are pods of its image, and the
 	// gateway is a pod without Python, reached through a port-forward.
 	Kubernetes *Kubernetes
+	// PyCharmBuild, if set (as ParsePyCharmBuild returns it), is the
+	// user's PyCharm: the executors load pydevd-pycharm, not debugpy, and
+	// it should be that build's.
+	PyCharmBuild string
+	// ShipsDebugger says the job brings a debugger to the executors,
+	// which the wrapper loads when theirs is missing or unusable: such an
+	// installed debugger is then only a warning. doctor does not check
+	// the shipped one, and its test connections use the installed one.
+	ShipsDebugger bool
 }
 
 // Gateway is the SSH gateway to check, as serve's tunnel would reach it.
@@ -89,6 +98,11 @@ var doctorChecks = []doctorCheck{
 	{"executor port", func(ctx context.Context, d *doctor) {
 		d.exeState = d.checkPort(ctx, "executor port", d.f.Executors, "--executors", probeExecutorPort)
 	}},
+	{"PyCharm build", func(ctx context.Context, d *doctor) {
+		if d.pycharm() {
+			d.checkPyCharmBuild()
+		}
+	}},
 	{"Python", func(ctx context.Context, d *doctor) { d.py, d.pyOK = d.checkPython(ctx) }},
 	{"Spark", func(ctx context.Context, d *doctor) {
 		if !d.pyOK {
@@ -108,10 +122,16 @@ var doctorChecks = []doctorCheck{
 		}
 	}},
 	{"test connection", func(ctx context.Context, d *doctor) {
+		if d.pycharm() {
+			d.report(checkResult{name: "test connection", v: vSkip, detail: notWithPyCharm})
+			return
+		}
 		d.checkTestConnection(ctx, d.py, d.pyOK, d.ideState, d.exeState)
 	}},
 	{"test connection through the gateway", func(ctx context.Context, d *doctor) {
 		switch {
+		case d.gateway != nil && d.pycharm():
+			d.report(checkResult{name: "test connection through the gateway", v: vSkip, detail: notWithPyCharm})
 		case d.gateway != nil && d.f.Kubernetes != nil:
 			d.report(checkResult{name: "test connection through the gateway", v: vSkip,
 				detail: "not checked: a test worker runs where executors run, and neither the gateway pod (no Python) nor this machine is one; " +
@@ -121,6 +141,11 @@ var doctorChecks = []doctorCheck{
 		}
 	}},
 }
+
+// notWithPyCharm is why the test connections do not run for PyCharm: the
+// test worker connects with debugpy, and a PyCharm proxy has no DAP
+// port to list it on.
+const notWithPyCharm = "not run with --pycharm-build: the test worker connects with debugpy and must be listed on a DAP IDE port, and a proxy serving PyCharm has none"
 
 func (d *doctor) report(r checkResult) {
 	d.results = append(d.results, r)

@@ -280,9 +280,9 @@ func TestDoctorPythonWithoutDebugpy(t *testing.T) {
 		t.Fatalf("exit %d, want 1", code)
 	}
 	wantCheck(t, out, "Python "+shim+" ($PYSPARK_PYTHON)", vFail,
-		"cannot import debugpy: ModuleNotFoundError: No module named 'debugpy'", "fix: "+shim+" -m pip install debugpy")
+		"cannot import debugpy: ModuleNotFoundError: No module named 'debugpy'", "fix: "+shim+" -m pip install 'debugpy>=1.6.7,<1.9'")
 	wantCheck(t, out, "Spark version", vSkip)
-	wantCheck(t, out, "test connection", vSkip, "needs a Python with debugpy")
+	wantCheck(t, out, "test connection", vSkip, "needs a Python with a debugger the wrapper uses")
 
 	t.Setenv("PYSPARK_PYTHON", filepath.Join(t.TempDir(), "no-such-python"))
 	code, out = runDoctor(t, Config{IDE: freeAddr(t), Executors: freeAddr(t)})
@@ -292,58 +292,11 @@ func TestDoctorPythonWithoutDebugpy(t *testing.T) {
 	wantCheck(t, out, "Python", vFail, "not found", "set PYSPARK_PYTHON")
 }
 
-// TestDoctorPythonWithAnotherDebugpy: the executors' Python imports a
-// debugpy other than the one the wrapper attaches with. The wrapper would
-// run every worker undebugged, so doctor fails the check and says how to
-// install the right one, unless the job lets the wrapper try it.
-func TestDoctorPythonWithAnotherDebugpy(t *testing.T) {
-	py := debugpyPython(t)
-	dir := t.TempDir()
-	fake := filepath.Join(dir, "site", "debugpy")
-	if err := os.MkdirAll(fake, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(fake, "__init__.py"), []byte("__version__ = \"1.8.0\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	shim := filepath.Join(dir, "python-old-debugpy")
-	script := "#!/bin/sh\nPYTHONPATH=" + shellquote.Quote(filepath.Dir(fake)) + " exec " + shellquote.Quote(py) + " \"$@\"\n"
-	if err := os.WriteFile(shim, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PYSPARK_PYTHON", shim)
-	t.Setenv(UntestedDebuggerEnv, "")
-	code, out := runDoctor(t, Config{IDE: freeAddr(t), Executors: freeAddr(t)})
-	if code != 1 {
-		t.Fatalf("exit %d, want 1", code)
-	}
-	wantCheck(t, out, "Python "+shim, vFail, "debugpy 1.8.0: the wrapper attaches only with debugpy "+TestedDebugpy,
-		"fix: "+shim+" -m pip install debugpy=="+TestedDebugpy, "spark.executorEnv."+UntestedDebuggerEnv+"=1")
-	wantCheck(t, out, "test connection", vSkip, "needs a Python with debugpy "+TestedDebugpy)
-
-	_, out = runDoctor(t, Config{IDE: freeAddr(t), Executors: freeAddr(t),
-		Confs: []string{"spark.executorEnv." + UntestedDebuggerEnv + "=1"}})
-	wantCheck(t, out, "Python "+shim, vWarn, "debugpy 1.8.0 is not the release sparkdap is tested with",
-		"spark.executorEnv."+UntestedDebuggerEnv+" lets the wrapper try it")
-}
-
-// TestTestedDebugpyIsTheWrappers: the release doctor asks for is the one
-// the wrapper attaches with.
-func TestTestedDebugpyIsTheWrappers(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "workerwrap", "python", "remote_debug", "pydevd_compat.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `"debugpy": ("` + TestedDebugpy + `",)`; !strings.Contains(string(data), want) {
-		t.Errorf("pydevd_compat.py's versions lack %s", want)
-	}
-}
-
 func TestDoctorSparkVersionAndJava(t *testing.T) {
 	dir := t.TempDir()
 	// A fake Python whose pyspark is old, and a java that is missing.
 	fake := filepath.Join(dir, "python")
-	script := "#!/bin/sh\ncase \"$2\" in *pyspark*) echo 3.3.2;; *) echo '" + TestedDebugpy + " 3.11.0 /fake/python';; esac\n"
+	script := "#!/bin/sh\ncase \"$2\" in *pyspark*) echo 3.3.2;; *) printf 'supported\\tdebugpy\\t1.8.22\\t3.11.0\\tdebugpy 1.8.22\\n';; esac\n"
 	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

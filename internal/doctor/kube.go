@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/admission"
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 )
 
 // Kubernetes is the cluster whose executor pods doctor checks.
@@ -25,19 +26,8 @@ type Kubernetes struct {
 	Kubectl   string // "" is kubectl from PATH
 }
 
-// imageCheckCode prints what the executor pod's Python has; a missing
-// debugpy is said on its own line, not as a traceback.
-const imageCheckCode = `import sys
-try:
-    import debugpy
-except ImportError:
-    print("no-debugpy", sys.version.split()[0])
-else:
-    print(debugpy.__version__, sys.version.split()[0])
-`
-
-// checkImage runs python3 in a pod of the executors' image, as Spark's
-// executors run it, and compares its debugpy with the tested one.
+// checkImage runs the wrapper's debugger probe with python3 in a pod of
+// the executors' image, as Spark's executors run it.
 func (d *doctor) checkImage(ctx context.Context) {
 	k := d.f.Kubernetes
 	name := "executor image " + k.Image
@@ -48,7 +38,7 @@ func (d *doctor) checkImage(ctx context.Context) {
 	path, err := exec.LookPath(kubectl)
 	if err != nil {
 		d.report(checkResult{name: name, v: vWarn, detail: "not checked: no kubectl to start a pod of it (" + err.Error() + ")",
-			fix: "install kubectl with access to the cluster, or check by hand that the image's python3 imports debugpy " + TestedDebugpy})
+			fix: "install kubectl with access to the cluster, or check by hand that the image's python3 imports " + d.debuggerModule()})
 		return
 	}
 	suffix := make([]byte, 4)
@@ -70,7 +60,7 @@ func (d *doctor) checkImage(ctx context.Context) {
 	// loses its output there. The pod runs to its end, then its log is read.
 	phase := ""
 	stdout, stderr, err := kc("run", pod, "--image", k.Image, "--restart=Never", "--labels", "app.kubernetes.io/name=sparkdap-doctor",
-		"--command", "--", "python3", "-c", imageCheckCode)
+		"--command", "--", "python3", "-c", d.debuggerProbe())
 	if err == nil {
 		defer func() {
 			// Its own bound: the checks' context may be spent.
@@ -103,7 +93,10 @@ func (d *doctor) checkImage(ctx context.Context) {
 			stderr += logErr
 		}
 	}
-	f := strings.Fields(stdout)
+	dockerfile := func(req string) string {
+		return "in the image's Dockerfile: RUN pip install --no-cache-dir " + shellquote.Quote(req)
+	}
+	rep, found := parseDebuggerReport(stdout)
 	switch {
 	case err != nil && ctx.Err() != nil && (phase == "Pending" || phase == ""):
 		d.report(checkResult{name: name, v: vWarn, detail: fmt.Sprintf("not checked: a pod of it had not started after %s (pulling the image?)", d.f.Timeout),
@@ -114,18 +107,14 @@ func (d *doctor) checkImage(ctx context.Context) {
 			detail = err.Error()
 		}
 		d.report(checkResult{name: name, v: vFail, detail: "a pod of it did not run python3: " + clean(detail),
-			fix: fmt.Sprintf("check the image name and that 'kubectl run' may start pods there; the image needs python3 (Spark's -python3 images) with debugpy==%s", TestedDebugpy)})
-	case len(f) < 2 && phase == "Failed":
+			fix: "check the image name and that 'kubectl run' may start pods there; the image needs python3 (Spark's -python3 images) with " + d.debuggerRequirement()})
+	case !found && phase == "Failed":
 		d.report(checkResult{name: name, v: vFail, detail: "python3 failed in a pod of it: " + clean(lastLine(stdout+"\n"+stderr)),
-			fix: fmt.Sprintf("the image needs python3 (Spark's -python3 images) with debugpy==%s", TestedDebugpy)})
-	case len(f) < 2:
+			fix: "the image needs python3 (Spark's -python3 images) with " + d.debuggerRequirement()})
+	case !found:
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("unexpected answer %q", clean(stdout))})
-	case f[0] == "no-debugpy":
-		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("its python3 (%s) cannot import debugpy", clean(f[1])),
-			fix: fmt.Sprintf("in the image's Dockerfile: RUN pip install --no-cache-dir debugpy==%s", TestedDebugpy)})
 	default:
-		d.report(d.debugpyResult(name, f[0], fmt.Sprintf("a pod of it has debugpy %s (python %s)", f[0], clean(f[1])),
-			fmt.Sprintf("in the image's Dockerfile: RUN pip install --no-cache-dir debugpy==%s", TestedDebugpy)))
+		d.report(d.debuggerResult(name, rep, fmt.Sprintf("a pod of it has %s %s (python %s)", rep.name, rep.version, rep.python), dockerfile))
 	}
 }
 

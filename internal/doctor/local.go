@@ -61,9 +61,6 @@ func lastLine(s string) string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
-// pythonCheckCode is what a Python runs to show it can host the debugger.
-const pythonCheckCode = "import sys, debugpy; print(debugpy.__version__, sys.version.split()[0], sys.executable)"
-
 func (d *doctor) checkPython(ctx context.Context) (string, bool) {
 	py, why := d.pythonFor()
 	if v, ok := d.f.jobConf("spark.executorEnv.PYSPARK_PYTHON"); ok && why != ConfPySparkPython && why != "--python" {
@@ -93,27 +90,34 @@ func (d *doctor) checkPython(ctx context.Context) (string, bool) {
 	return d.checkPythonAt(ctx, name, py, path)
 }
 
-// checkPythonAt checks that the interpreter at path (shown as py) imports
-// debugpy, reporting under name.
+// checkPythonAt runs the wrapper's debugger probe with the interpreter at
+// path (shown as py), reporting under name. The Python is usable when the
+// wrapper would debug with its debugger, forced or not.
 func (d *doctor) checkPythonAt(ctx context.Context, name, py, path string) (string, bool) {
-	out, err := d.runPython(ctx, path, pythonCheckCode)
+	out, err := d.runPython(ctx, path, d.debuggerProbe())
 	if err != nil {
-		d.report(checkResult{name: name, v: vFail, detail: "cannot import debugpy: " + err.Error(),
-			fix: fmt.Sprintf("%s -m pip install debugpy   (on every executor too), or point %s at an interpreter that has it", shellquote.Quote(py), pythonSetting(name))})
+		d.report(checkResult{name: name, v: vFail, detail: "cannot run the debugger check: " + err.Error(),
+			fix: fmt.Sprintf("repair that Python, or point %s at a working Python 3", pythonSetting(name))})
 		return path, false
 	}
-	f := strings.Fields(out)
-	if len(f) < 3 {
-		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("unexpected answer %q", out)})
+	rep, ok := parseDebuggerReport(out)
+	if !ok {
+		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("unexpected answer %q", clean(out))})
 		return path, false
 	}
-	install := fmt.Sprintf("%s -m pip install debugpy==%s   (on every executor too)", shellquote.Quote(py), TestedDebugpy)
-	if d.pyPacked {
-		install = fmt.Sprintf("pip install debugpy==%s in the environment, then pack it again", TestedDebugpy)
+	install := func(req string) string {
+		if d.pyPacked {
+			return fmt.Sprintf("pip install %s in the environment, then pack it again", shellquote.Quote(req))
+		}
+		fix := fmt.Sprintf("%s -m pip install %s   (on every executor too)", shellquote.Quote(py), shellquote.Quote(req))
+		if rep.kind == kindAbsent {
+			fix += fmt.Sprintf(", or point %s at an interpreter that has it", pythonSetting(name))
+		}
+		return fix
 	}
-	r := d.debugpyResult(name, f[0], fmt.Sprintf("debugpy %s, Python %s (%s)", f[0], f[1], strings.Join(f[2:], " ")), install)
+	r := d.debuggerResult(name, rep, rep.String(), install)
 	d.report(r)
-	return path, r.v != vFail
+	return path, d.debuggerUsable(rep)
 }
 
 // pythonSetting names what chose the Python a check is named after.
