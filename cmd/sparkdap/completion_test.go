@@ -36,9 +36,9 @@ func TestCompletionModel(t *testing.T) {
 		"submit":     {"n", "partitions", "proxy", "spark-submit", "ide-kind"},
 		"wrap":       {"o", "proxy", "partitions", "ide-kind"},
 		"vscode":     {"dir", "ide", "name", "path-mapping", "ide-token-env", "n"},
-		"doctor":     {"ide", "executors", "python", "ssh", "ssh-identity"},
+		"doctor":     {"ide", "executors", "python", "ssh", "ssh-identity", "pycharm-build"},
 		"paths":      {"ide", "json"},
-		"pycharm":    {"pycharm", "build"},
+		"pycharm":    {"pycharm", "pycharm-build"},
 		"completion": nil,
 	}
 	for cmd, flags := range want {
@@ -76,7 +76,7 @@ func TestCompletionModel(t *testing.T) {
 func TestCompletionOmitsDeprecated(t *testing.T) {
 	deprecated := map[string][]string{
 		"vscode":  {"host", "port", "map", "ide-token"},
-		"pycharm": {"host", "port"},
+		"pycharm": {"host", "port", "build"},
 		"wrap":    {"ide"},
 		"conf":    {"ide"},
 		"submit":  {"ide"},

@@ -30,6 +30,8 @@
 //	                        the job's own spark-submit settings, spark-submit's
 //	                        meaning (doctor: they choose the executors' Python)
 //	--python PY             the executors' Python, overriding the job's (doctor)
+//	--pycharm-build BUILD   your PyCharm's build, whose pydevd-pycharm the executors
+//	                        need (doctor checks it, pycharm's steps install it)
 //	--image IMAGE, --namespace NS
 //	                        Kubernetes: the executors' image, checked in a pod
 //	                        of it, and the job's namespace (doctor)
@@ -48,7 +50,8 @@
 // --host/--port (use --ide HOST:PORT), --map (use --path-mapping) and the
 // boolean --ide-token (use --ide-token-env SPARKDAP_IDE_TOKEN: launch.json
 // is often committed, so it names the variable VS Code reads the token
-// from, never the token); pycharm --host/--port (use --pycharm HOST:PORT).
+// from, never the token); pycharm --host/--port (use --pycharm HOST:PORT)
+// and --build (use --pycharm-build).
 //
 // # Structure
 //

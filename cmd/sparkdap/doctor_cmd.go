@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	register("doctor", "check ports, Python, debugpy, Spark, Java, the SSH gateway and a test connection", newDoctorCmd)
+	register("doctor", "check ports, Python, the executors' debugger, Spark, Java, the SSH gateway and a test connection", newDoctorCmd)
 }
 
 // doctorFlags are doctor's options. The SSH ones are serve's (sshFlags),
@@ -30,6 +30,11 @@ type doctorFlags struct {
 	confs, archives stringList
 	// remoteListenGiven: --remote-listen is on the command line, not the default.
 	remoteListenGiven bool
+	pycharmBuild      string
+	// shipDebugger says the job ships its own debugger to the executors.
+	// No flag sets it yet: it is for the option that makes a job do so,
+	// once submit, conf and wrap have one.
+	shipDebugger bool
 }
 
 func newDoctorCmd(stderr io.Writer) *cmdSpec {
@@ -46,18 +51,22 @@ func newDoctorCmd(stderr io.Writer) *cmdSpec {
 	defString(fs, &f.ideToken, "ide-token", "", "the running proxy's, if it has one")
 	bindSSHFlags(fs, &f.sshFlags, "doctor checks it", "with --ssh, the test worker on the gateway connects there")
 	fs.StringVar(&f.remotePython, "remote-python", "python3", "with --ssh: the Python with debugpy on the gateway, for the test connection through the tunnel")
-	fs.StringVar(&f.image, "image", "", "Kubernetes: the executors' container `image` (spark.kubernetes.container.image); doctor runs python3 in a pod of it for debugpy, instead of on the gateway")
+	fs.StringVar(&f.image, "image", "", "Kubernetes: the executors' container `image` (spark.kubernetes.container.image); doctor checks the debugger of python3 in a pod of it, instead of on the gateway")
 	fs.StringVar(&f.ns, "namespace", "", "Kubernetes, with --image: the `namespace` the job's pods run in (default: kubectl's current one)")
+	defString(fs, &f.pycharmBuild, "pycharm-build", "", "doctor checks the executors' pydevd-pycharm against it, instead of their debugpy")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on each other check")
 	c.usage(stderr, `usage: sparkdap doctor [--ide HOST:PORT] [--executors HOST:PORT] [--python PYTHON] [--ssh user@host] [flags]
 
 Checks, each with a verdict (OK, WARN, FAIL with the reason and the fix):
   - the IDE and executor ports are free, or a sparkdap is already serving there
-  - the Python the executors run imports debugpy: --python, else the job's
-    --conf spark.pyspark.python (an interpreter in the job's --archives is
-    unpacked to a temp dir and run there), else $PYSPARK_PYTHON, else python3;
-    with --ssh also on the gateway; on Kubernetes (--image), in a pod of the
-    executors' image instead, compared with the debugpy sparkdap is tested with
+  - the debugger the executors' Python loads (debugpy; pydevd-pycharm with
+    --pycharm-build), and whether the worker wrapper debugs with it: a
+    supported release, an untested one it debugs with (WARN), or one that
+    lacks what the wrapper needs (FAIL: the workers would run undebugged).
+    The Python is --python, else the job's --conf spark.pyspark.python (an
+    interpreter in the job's --archives is unpacked to a temp dir and run
+    there), else $PYSPARK_PYTHON, else python3; with --ssh also on the
+    gateway; on Kubernetes (--image), in a pod of the executors' image instead
   - the Spark version (pyspark, in that Python), Java
   - the SSH gateway, if --ssh is given (host key checked against known_hosts)
   - a test connection along the whole path: a throwaway Python process says
@@ -68,6 +77,9 @@ Checks, each with a verdict (OK, WARN, FAIL with the reason and the fix):
     run on the gateway (--remote-python) against --remote-listen (give
     serve's): through the tunnel to the proxy, as executors connect (not
     on Kubernetes: the gateway pod has no Python, and doctor says so)
+  - with --pycharm-build, whether sparkdap is tested with that PyCharm, and
+    that the executors' pydevd-pycharm is its build; the test connections,
+    which need debugpy and a DAP proxy, are skipped
 Exits 0 only if no check fails.
 
 Examples:
@@ -77,6 +89,7 @@ Examples:
   sparkdap doctor --archives pyenv.tar.gz#pyenv --conf spark.pyspark.python=./pyenv/bin/python
   SPARKDAP_TOKEN=... sparkdap doctor --ssh me@edge.example.com --remote-listen 0.0.0.0:5678
   sparkdap doctor --ssh dev@127.0.0.1:2222 --image registry.example.com/spark-debugpy:4.3.0 --namespace spark
+  sparkdap doctor --pycharm-build 253.33813.30 --python /opt/venvs/spark/bin/python
 
 Flags:
 `)
@@ -93,6 +106,13 @@ func doctorRun(f *doctorFlags, args []string, stdout io.Writer) error {
 	}
 	if f.ns != "" && f.image == "" {
 		return fmt.Errorf("--namespace: only with --image (the executors' image on Kubernetes)")
+	}
+	if f.pycharmBuild != "" {
+		build, err := doctor.ParsePyCharmBuild(f.pycharmBuild)
+		if err != nil {
+			return flagError("pycharm-build", err)
+		}
+		f.pycharmBuild = build
 	}
 	if f.token == "" {
 		f.token = os.Getenv(tokenEnv)
@@ -112,6 +132,7 @@ func (f *doctorFlags) config() doctor.Config {
 		TokenEnv: tokenEnv, IDETokenEnv: ideTokenEnv,
 		Timeout: f.timeout,
 		Confs:   f.confs, Archives: f.archives,
+		PyCharmBuild: f.pycharmBuild, ShipsDebugger: f.shipDebugger,
 	}
 	if f.ssh != "" {
 		cfg.Gateway = &doctor.Gateway{

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"strconv"
+
+	"github.com/sparkdap/sparkdap/internal/doctor"
 )
 
 func init() {
@@ -21,18 +23,19 @@ func newPyCharmHelpCmd(stderr io.Writer) *cmdSpec {
 	c := &cmdSpec{fs: newFlagSet("pycharm", stderr)}
 	fs := c.fs
 	defAddr(fs, &o.pycharm, "pycharm", defaultPyCharmAddr, "as sparkdap serve reaches it")
-	fs.StringVar(&o.build, "build", "<build>", "your PyCharm build (Help → About, e.g. 251.23774.444), to pin pydevd-pycharm")
+	defString(fs, &o.build, "pycharm-build", "", "the steps install that pydevd-pycharm")
 	defAddr(fs, &o.executors, "executors", defaultExecutorAddr, "")
 	c.deprecate("host", "--pycharm HOST:PORT", funcValue{set: func(v string) error { o.host = &v; return nil }}, stderr)
 	c.deprecate("port", "--pycharm HOST:PORT", funcValue{set: func(v string) error { o.port = &v; return nil }}, stderr)
-	c.usage(stderr, `usage: sparkdap pycharm [--pycharm 127.0.0.1:12345] [--build BUILD] [--executors HOST:PORT]
+	c.deprecate("build", "--pycharm-build BUILD", funcValue{set: func(v string) error { o.build = v; return nil }}, stderr)
+	c.usage(stderr, `usage: sparkdap pycharm [--pycharm 127.0.0.1:12345] [--pycharm-build BUILD] [--executors HOST:PORT]
 
 Prints the steps to debug Spark executors from PyCharm's "Python Debug
 Server" through 'sparkdap serve --ide-kind pycharm'. Writes nothing.
 
 Examples:
   sparkdap pycharm
-  sparkdap pycharm --pycharm 127.0.0.1:5005 --build 251.23774.444
+  sparkdap pycharm --pycharm 127.0.0.1:5005 --pycharm-build 253.33813.30
 
 Flags:
 `)
@@ -60,9 +63,15 @@ func pycharmHelpRun(o *pycharmHelpOptions, args []string, stdout io.Writer) erro
 		return fmt.Errorf("%s %s: want 1..65535", portFlag, portStr)
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	build, executors := &o.build, &o.executors
+	build, untested := "<build>", ""
+	if o.build != "" {
+		if build, err = doctor.ParsePyCharmBuild(o.build); err != nil {
+			return flagError("pycharm-build", err)
+		}
+		untested = untestedBuildNote(build)
+	}
 	_, err = fmt.Fprintf(stdout, `PyCharm (Professional) debugs Spark executors through sparkdap like this:
-
+%[7]s
 1. Run → Edit Configurations… → + → Python Debug Server.
      Name:           sparkdap: Spark workers
      IDE host name:  %[1]s
@@ -87,9 +96,27 @@ func pycharmHelpRun(o *pycharmHelpOptions, args []string, stdout io.Writer) erro
    Each selected task appears in PyCharm's Threads & Variables view, its
    threads prefixed with the executor's label (exec · host · pid · stage · partition).
 
-Check the set-up with:  sparkdap doctor --executors %[5]s
-`, host, port, addr, *build, *executors, wrapperNote())
+Check the set-up (the executors' pydevd-pycharm among it) with:
+  sparkdap doctor --executors %[5]s --pycharm-build %[4]s
+`, host, port, addr, build, o.executors, wrapperNote(), untested)
 	return err
+}
+
+// untestedBuildNote says, for a PyCharm build outside the ones sparkdap
+// is tested with, what the wrapper will do with its pydevd-pycharm, so
+// the steps after it are not taken for a promise.
+func untestedBuildNote(build string) string {
+	r := doctor.SupportedDebuggers["pydevd-pycharm"]
+	if r.Contains(build) {
+		return ""
+	}
+	return fmt.Sprintf(`
+PyCharm build %[1]s is untested: sparkdap supports %[2]s.
+The worker wrapper debugs with its pydevd-pycharm if that has every pydevd
+internal the wrapper uses; if one is missing, each worker runs undebugged
+and names what is missing in one line of its log. After step 3, see which:
+  sparkdap doctor --pycharm-build %[1]s
+`, build, r.Words)
 }
 
 // wrapperNote says so when this build's wrapper has no PyCharm flavour yet

@@ -36,8 +36,9 @@ var vocab = map[string]string{
 	"ssh-identity":    "private key `file` for --ssh, like ssh -i (repeatable; default: ssh-agent, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)",
 	"ssh-known-hosts": "known_hosts `file` the gateway's host key is checked against",
 	"ssh-timeout":     "bound on reaching the gateway and the SSH handshake",
-	// Interpreters.
-	"python": "the Python `interpreter`",
+	// Interpreters and debuggers.
+	"python":        "the Python `interpreter`",
+	"pycharm-build": "your PyCharm's `build` (Help → About, e.g. 253.33813.30): the executors need the pydevd-pycharm of that build",
 	// Logging.
 	"log-level":  "debug, info, warn or error",
 	"log-format": "console or json",

@@ -117,6 +117,8 @@ func TestDeprecatedSpellings(t *testing.T) {
 			[]string{"vscode", "--dir", dir, "-n", "--ide-token-env", ideTokenEnv}, "use --ide-token-env " + ideTokenEnv, 1},
 		{"pycharm --host/--port", []string{"pycharm", "--host", "10.0.0.7", "--port", "5005"},
 			[]string{"pycharm", "--pycharm", "10.0.0.7:5005"}, "use --pycharm HOST:PORT", 2},
+		{"pycharm --build", []string{"pycharm", "--build", "253.33813.30"},
+			[]string{"pycharm", "--pycharm-build", "253.33813.30"}, "use --pycharm-build BUILD", 1},
 		{"wrap --ide pycharm", []string{"wrap", "-o", "-", "--ide", "pycharm"},
 			[]string{"wrap", "-o", "-", "--ide-kind", "pycharm"}, "use --ide-kind", 1},
 		{"submit --ide pycharm", []string{"submit", "-n", "--spark-submit", "/bin/true", "--ide", "pycharm", "--", "app.py"},
