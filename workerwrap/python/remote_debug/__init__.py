@@ -26,6 +26,7 @@ MODULES = (
     "backoff",
     "support",
     "pydevd_compat",
+    "shipped",
     "task",
     "hello",
     "debugger",

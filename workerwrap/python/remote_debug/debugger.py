@@ -6,7 +6,8 @@ import sys
 
 from .state import _describe, _say
 from .config import _disabled_by_env, _load_config, _may_select, _pycharm
-from .pydevd_compat import _load_debugger, _QuietPydevd, _UnsupportedDebugger
+from .pydevd_compat import _QuietPydevd, _UnsupportedDebugger
+from .shipped import _load_own_or_shipped
 
 
 class _ImportEffects:
@@ -105,15 +106,17 @@ def _debugger_problem():
     return _preload_problem
 
 
-def _import_debugger():
+def _import_debugger(in_daemon=False):
     """Imports the debugger this wrapper was generated for, inside _QuietPydevd
-    so that its import-time chatter stays off stderr. Returns the module
-    whose settrace/connect attaches, or raises."""
+    so that its import-time chatter stays off stderr: the executors' own,
+    or the one shipped with the job (shipped.py), which only the daemon
+    unpacks (in_daemon). Returns the module whose settrace/connect
+    attaches, or raises."""
     global _preload_redo
     if _preload_redo is not None:
         redo, _preload_redo = _preload_redo, None
         redo()
-    return _load_debugger(_pycharm())
+    return _load_own_or_shipped(_pycharm(), in_daemon)
 
 
 def _preload_debugger():
@@ -151,7 +154,7 @@ def _preload_debugger():
         if set_env:
             os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
         with quiet:
-            _import_debugger()
+            _import_debugger(in_daemon=True)
         loaded = True
     except BaseException as exc:
         quiet.restore()

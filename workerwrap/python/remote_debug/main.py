@@ -4,6 +4,7 @@ import sys
 
 from .config import _disabled_by_env
 from .backoff import _close_backoff, _open_backoff
+from .shipped import _close_shipped
 from .debugger import _preload_debugger
 from .hooks import _install
 from .probe import _probe, _PROBE_FLAG
@@ -23,6 +24,7 @@ def _main(argv):
         daemon.manager()
     finally:
         _close_backoff()
+        _close_shipped()
 
 
 if __name__ == "__main__":

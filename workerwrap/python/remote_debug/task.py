@@ -5,6 +5,7 @@ import os
 import sys
 
 from .state import _st
+from .shipped import _is_shipped_path
 
 
 def _selected(cfg, task):
@@ -47,7 +48,9 @@ def _executor_id():
 def _roots():
     """Where this worker loads code from, for the proxy's path mapping."""
     st = _st()
-    roots = {"cwd": os.getcwd(), "sysPath": [p for p in sys.path if p]}
+    # The shipped debugger is never the user's code: leave it out of the
+    # roots the proxy maps paths with.
+    roots = {"cwd": os.getcwd(), "sysPath": [p for p in sys.path if p and not _is_shipped_path(p)]}
     try:
         from pyspark.files import SparkFiles
 
