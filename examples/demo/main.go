@@ -31,13 +31,28 @@ func main() {
 	example := flag.String("example", "examples/loans", "directory of the loans example")
 	partitions := flag.String("partitions", "0", "partitions to debug")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
+	var confs sparkConfs
+	flag.Var(&confs, "conf", "a Spark setting KEY=VALUE for the job (repeatable), as spark-submit's --conf")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := run(ctx, *sparkdap, *example, *partitions); err != nil {
+	if err := run(ctx, *sparkdap, *example, *partitions, confs); err != nil {
 		fmt.Fprintf(os.Stderr, "\ndemo: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// sparkConfs collects --conf flags.
+type sparkConfs []string
+
+func (c *sparkConfs) String() string { return strings.Join(*c, " ") }
+
+func (c *sparkConfs) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("%q: want KEY=VALUE", v)
+	}
+	*c = append(*c, v)
+	return nil
 }
 
 // prefixed copies a child's output line by line behind a label, so the
@@ -74,7 +89,7 @@ func logLevel() string {
 
 func say(format string, args ...any) { fmt.Printf("\n▶ "+format+"\n", args...) }
 
-func run(ctx context.Context, sparkdap, example, partitions string) error {
+func run(ctx context.Context, sparkdap, example, partitions string, confs []string) error {
 	example, _ = filepath.Abs(example)
 	sparkdap, _ = filepath.Abs(sparkdap)
 	tmp, err := os.MkdirTemp("", "sparkdap-demo-")
@@ -147,8 +162,12 @@ func run(ctx context.Context, sparkdap, example, partitions string) error {
 
 	// 3. The job, with only the chosen partitions debugged.
 	out := filepath.Join(tmp, "result.json")
-	submit := exec.CommandContext(ctx, sparkdap, "submit", "--proxy", addrs.Executors, "--partitions", partitions, "--",
-		"--master", "local[2]", "--py-files", lib, main, "--output", out)
+	args := []string{"submit", "--proxy", addrs.Executors, "--partitions", partitions, "--", "--master", "local[2]"}
+	for _, c := range confs {
+		args = append(args, "--conf", c)
+	}
+	args = append(args, "--py-files", lib, main, "--output", out)
+	submit := exec.CommandContext(ctx, sparkdap, args...)
 	submit.Dir = example
 	submit.Env = append(os.Environ(), "SPARKDAP_TOKEN="+token)
 	so, _ := submit.StdoutPipe()
