@@ -36,15 +36,26 @@ type Setting struct{ Key, Value string }
 //     sys.path when the daemon starts;
 //   - spark.executorEnv.SPARKDAP_DRIVER_DIR: closures pickled from the
 //     driver's script name it as their file; the wrapper and the proxy
-//     need its directory to bind breakpoints there before a task runs one.
-func JobSettings(wrapperPath, driverDir string) []Setting {
+//     need its directory to bind breakpoints there before a task runs one;
+//   - the shipped debugger's wheel (ship.Wheel, which must sit next to the
+//     wrapper) after the wrapper in spark.submit.pyFiles: the wrapper
+//     finds it in its own directory, on the executors as in local mode;
+//     with ship.Always, spark.executorEnv.SPARKDAP_SHIP_DEBUGGER=always.
+func JobSettings(wrapperPath, driverDir string, ship Shipped) []Setting {
+	pyFiles := wrapperPath
+	if ship.Wheel != "" {
+		pyFiles += "," + ship.Wheel
+	}
 	out := []Setting{
 		{ConfDaemonModule, ModuleName},
-		{confPyFiles, wrapperPath},
+		{confPyFiles, pyFiles},
 		{confExecutorEnv + "PYTHONPATH", filepath.Dir(wrapperPath)},
 	}
 	if driverDir != "" {
 		out = append(out, Setting{confExecutorEnv + EnvDriverDir, driverDir})
+	}
+	if ship.Wheel != "" && ship.Always {
+		out = append(out, Setting{confExecutorEnv + EnvShipDebugger, ShipAlways})
 	}
 	return out
 }
@@ -60,6 +71,8 @@ type Injection struct {
 	// keeps it off the command line.
 	TokenEnv string
 	Token    string
+	// Shipped is the debugger shipped with the job, if any.
+	Shipped Shipped
 }
 
 // spark-submit options that take no value (SparkSubmitOptionParser's
@@ -180,10 +193,13 @@ func (in Injection) Apply(args []string) ([]string, error) {
 		}
 	}
 	var add []string
-	for _, st := range JobSettings(in.WrapperPath, driverDir) {
+	if in.Shipped.Wheel != "" && filepath.Dir(in.Shipped.Wheel) != filepath.Dir(in.WrapperPath) {
+		return nil, fmt.Errorf("shipped debugger %s: must sit next to the wrapper %s", in.Shipped.Wheel, in.WrapperPath)
+	}
+	for _, st := range JobSettings(in.WrapperPath, driverDir, in.Shipped) {
 		switch {
 		case st.Key == confPyFiles && pyFiles != nil:
-			merged, err := appendPyFile(pyFiles.value, st.Value)
+			merged, err := appendPyFiles(pyFiles.value, st.Value)
 			if err != nil {
 				return nil, fmt.Errorf("--py-files: %w", err)
 			}
@@ -191,7 +207,7 @@ func (in Injection) Apply(args []string) ([]string, error) {
 		case st.Key == confPyFiles && confPyFilesOpt != nil:
 			// spark-submit's --py-files would replace this conf, not add to it.
 			_, value, _ := confKV(confPyFilesOpt.value)
-			merged, err := appendPyFile(value, st.Value)
+			merged, err := appendPyFiles(value, st.Value)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", confPyFiles, err)
 			}
@@ -231,6 +247,17 @@ func IsLocalMaster(master string) bool {
 	return m == "local" || strings.HasPrefix(m, "local[")
 }
 
+// appendPyFiles appends each of the comma-separated paths to list.
+func appendPyFiles(list, paths string) (string, error) {
+	for _, p := range strings.Split(paths, ",") {
+		var err error
+		if list, err = appendPyFile(list, p); err != nil {
+			return "", err
+		}
+	}
+	return list, nil
+}
+
 func appendPyFile(list, path string) (string, error) {
 	var parts []string
 	for _, p := range strings.Split(list, ",") {
@@ -238,7 +265,7 @@ func appendPyFile(list, path string) (string, error) {
 		if p == "" {
 			continue
 		}
-		if filepath.Base(p) == FileName && p != path {
+		if filepath.Base(p) == FileName && filepath.Base(path) == FileName && p != path {
 			return "", fmt.Errorf("already ships a %s (%s); it would shadow the one sparkdap generates", FileName, p)
 		}
 		if p == path {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -69,8 +70,12 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 	} else if !fi.Mode().IsRegular() {
 		return fmt.Errorf("--wrapper %s: not a regular file", o.wrapper)
 	}
+	ship, err := wf.shipped(context.Background(), filepath.Dir(path))
+	if err != nil {
+		return err
+	}
 	if o.connect {
-		_, err := io.WriteString(stdout, connectScript(path, wf))
+		_, err := io.WriteString(stdout, connectScript(path, wf, ship))
 		return err
 	}
 	driverDir := ""
@@ -85,9 +90,14 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 	// overrides, so one generated file can be retargeted per job; then the
 	// token, which submit bakes into the wrapper it generates instead.
 	type kv struct{ key, value, shell string }
-	var confs []kv
-	for _, st := range workerwrap.JobSettings(path, driverDir) {
-		if st.Key != "spark.submit.pyFiles" {
+	var (
+		confs   []kv
+		pyFiles string
+	)
+	for _, st := range workerwrap.JobSettings(path, driverDir, ship) {
+		if st.Key == "spark.submit.pyFiles" {
+			pyFiles = st.Value
+		} else {
 			confs = append(confs, kv{key: st.Key, value: st.Value})
 		}
 	}
@@ -99,7 +109,7 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 
 	var b strings.Builder
 	fmt.Fprintln(&b, "# spark-submit options (put them before the application .py file):")
-	fmt.Fprintf(&b, "--py-files %s\n", shellquote.Quote(path))
+	fmt.Fprintf(&b, "--py-files %s\n", shellquote.Quote(pyFiles))
 	for _, c := range confs {
 		if c.shell != "" {
 			fmt.Fprintf(&b, "--conf %s=%s\n", c.key, c.shell)
@@ -120,8 +130,12 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(&b, "# spark.executorEnv.PYTHONPATH matters in local mode: shipped files are not on sys.path when the daemon starts.")
 	fmt.Fprintf(&b, "# %s: where the driver's script is (--driver-dir), so its breakpoints bind before a task runs its functions.\n", workerwrap.EnvDriverDir)
-	fmt.Fprintf(&b, "# With an existing --py-files, append %s to it (comma separated).\n", path)
-	fmt.Fprintf(&b, "# The Python workers need debugpy: set PYSPARK_PYTHON to an interpreter that has it.\n\n")
+	fmt.Fprintf(&b, "# With an existing --py-files, append %s to it (comma separated).\n", pyFiles)
+	if ship.Wheel != "" {
+		fmt.Fprintf(&b, "# %s ships with the job: workers whose Python has no usable debugpy use it.\n\n", filepath.Base(ship.Wheel))
+	} else {
+		fmt.Fprintf(&b, "# The Python workers need %s: set PYSPARK_PYTHON to an interpreter that has it.\n\n", map[bool]string{true: "pydevd-pycharm", false: "debugpy"}[wf.ide == ideKindPyCharm])
+	}
 
 	fmt.Fprintln(&b, "# PySpark, before the first SparkSession or SparkContext of the process.")
 	fmt.Fprintln(&b, "# Not for Spark Connect (builder.remote(...), SPARK_REMOTE): the server's workers never")
@@ -134,7 +148,7 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 	fmt.Fprintf(&b, "if os.path.isfile(%s):\n", strconv.Quote(path))
 	fmt.Fprintln(&b, "    builder = (")
 	fmt.Fprintln(&b, "        builder")
-	fmt.Fprintf(&b, "        .config(%s, %s)\n", strconv.Quote("spark.submit.pyFiles"), strconv.Quote(path))
+	fmt.Fprintf(&b, "        .config(%s, %s)\n", strconv.Quote("spark.submit.pyFiles"), strconv.Quote(pyFiles))
 	for _, c := range confs {
 		if c.shell != "" {
 			fmt.Fprintf(&b, "        .config(%s, os.environ.get(%s, \"\"))\n", strconv.Quote(c.key), strconv.Quote(wf.tokenEnv))

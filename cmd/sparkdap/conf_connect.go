@@ -25,7 +25,10 @@ import (
 // workers' Python can import it with that environment; otherwise the server
 // starts with PySpark's own daemon and UDFs run undebugged. With the module
 // set but not importable, every Python UDF of every client would fail.
-func connectScript(path string, wf *wrapFlags) string {
+//
+// A shipped debugger (ship) sits next to the wrapper, where the local-mode
+// daemon finds it; only --ship-debugger always needs a variable of its own.
+func connectScript(path string, wf *wrapFlags, ship workerwrap.Shipped) string {
 	dir := filepath.Dir(path)
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
@@ -39,11 +42,19 @@ func connectScript(path string, wf *wrapFlags) string {
 	w("# Local mode only: executors started elsewhere do not inherit this environment.")
 	w("set -eu")
 	w(`: "${SPARK_HOME:?set SPARK_HOME (pip install: python3 -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"`)
-	w("# The Python the workers run; it needs debugpy (without, tasks run undebugged).")
+	if ship.Wheel != "" {
+		w("# The Python the workers run; without a usable debugpy of its own it uses")
+		w("# %s, next to the wrapper.", filepath.Base(ship.Wheel))
+	} else {
+		w("# The Python the workers run; it needs debugpy (without, tasks run undebugged).")
+	}
 	w(`export PYSPARK_PYTHON="${PYSPARK_PYTHON:-python3}"`)
 	w(`export PYTHONPATH=%s"${PYTHONPATH:+:$PYTHONPATH}"`, shellquote.Quote(dir))
 	for _, e := range wf.envOverrides() {
 		w("export %s", shellquote.Quote(e[0]+"="+e[1]))
+	}
+	if ship.Wheel != "" && ship.Always {
+		w("export %s", shellquote.Quote(workerwrap.EnvShipDebugger+"="+workerwrap.ShipAlways))
 	}
 	tok := wf.tokenEnv
 	w(`export %s="${%s:-}"`, tok, tok)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -111,7 +112,11 @@ func submitRun(o *submitOptions, sparkArgs []string, stdout, stderr io.Writer) e
 	if err := workerwrap.WriteFile(wrapper, opts); err != nil {
 		return err
 	}
-	inj := workerwrap.Injection{WrapperPath: wrapper, TokenEnv: opts.TokenEnv}
+	ship, err := wf.shipped(context.Background(), dir)
+	if err != nil {
+		return err
+	}
+	inj := workerwrap.Injection{WrapperPath: wrapper, TokenEnv: opts.TokenEnv, Shipped: ship}
 	finalArgs, err := inj.Apply(sparkArgs)
 	if err != nil {
 		return fmt.Errorf("spark-submit arguments: %w", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,14 @@ func wrapRun(o *wrapOptions, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := workerwrap.WriteFile(path, opts); err != nil {
 		return err
+	}
+	ship, err := o.wrap.shipped(context.Background(), filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	if ship.Wheel != "" {
+		fmt.Fprintf(stderr, "sparkdap: wrote %s and, next to it, %s (the debugger the job ships); `sparkdap conf --wrapper %s` prints the Spark settings that use them\n", path, filepath.Base(ship.Wheel), path)
+		return nil
 	}
 	fmt.Fprintf(stderr, "sparkdap: wrote %s; `sparkdap conf --wrapper %s` prints the Spark settings that use it\n", path, path)
 	return nil

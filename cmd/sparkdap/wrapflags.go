@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,7 @@ type wrapFlags struct {
 	proxyBackoff     time.Duration
 	ide              string
 	allowWeakToken   bool
+	shipDebugger     string
 	stderr           io.Writer // takes the weak-token warning
 }
 
@@ -51,6 +53,8 @@ func addWrapFlags(c *cmdSpec, stderr io.Writer) *wrapFlags {
 	defDuration(fs, &w.lease, "lease", d.Lease, "")
 	defDuration(fs, &w.proxyBackoff, "proxy-backoff", d.ProxyBackoff, "")
 	defKind(fs, &w.ide, "the wrapper loads the matching debugger")
+	w.shipDebugger = workerwrap.ShipAuto
+	fs.Var((*shipValue)(&w.shipDebugger), "ship-debugger", usageOf("ship-debugger", ""))
 	// Until this release --ide was the kind here; everywhere else it is
 	// the IDE address. A kind is never HOST:PORT, so the old spelling
 	// stays unambiguous for its last release.
@@ -108,7 +112,7 @@ var wrapSettingFlags = map[string]string{
 	"Proxy": "proxy", "IDE": "ide-kind", "TokenEnv": "token-env", "Token": "embed-token",
 	"Partitions": "partitions", "Stages": "stages", "SampleRate": "sample-rate",
 	"ConnectTimeout": "connect-timeout", "HandshakeTimeout": "handshake-timeout", "Lease": "lease",
-	"ProxyBackoff": "proxy-backoff",
+	"ProxyBackoff": "proxy-backoff", "ShipDebugger": "ship-debugger",
 }
 
 // withWrapFlagNames rewrites workerwrap's setting errors to name the flags
@@ -201,4 +205,63 @@ func (w *wrapFlags) leaseGiven() bool {
 	given := false
 	w.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "lease" })
 	return given
+}
+
+// shipValue is --ship-debugger's value.
+type shipValue string
+
+func (v *shipValue) String() string { return string(*v) }
+func (v *shipValue) Get() any       { return string(*v) }
+
+func (v *shipValue) Set(s string) error {
+	mode, err := workerwrap.ParseShipMode(s)
+	if err != nil {
+		return errors.New("want auto, always or never")
+	}
+	*v = shipValue(mode)
+	return nil
+}
+
+// wheelSource fetches the wheel to ship into sparkdap's cache and returns
+// its path there ("" and no error: nothing to ship); a variable so that
+// tests need no pip.
+var wheelSource = func(ctx context.Context) (string, error) {
+	dir, err := workerwrap.DebuggerCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return workerwrap.DebugpyWheel(ctx, "python3", dir)
+}
+
+// shipped puts the debugger to ship next to the wrapper in dir, as
+// --ship-debugger asks. With auto a debugger that cannot be had is a
+// warning (the executors may have their own), with always an error.
+// PyCharm's pydevd-pycharm is published only as source with compiled
+// parts, so there is no one wheel to ship for it.
+func (w *wrapFlags) shipped(ctx context.Context, dir string) (workerwrap.Shipped, error) {
+	mode := w.shipDebugger
+	if mode == workerwrap.ShipNever {
+		return workerwrap.Shipped{}, nil
+	}
+	if w.ide == ideKindPyCharm {
+		if mode == workerwrap.ShipAlways {
+			return workerwrap.Shipped{}, flagError("ship-debugger", errors.New("always: pydevd-pycharm is published only as source with compiled parts, there is no wheel to ship; install the pydevd-pycharm of your PyCharm build on the executors"))
+		}
+		return workerwrap.Shipped{}, nil
+	}
+	wheel, err := wheelSource(ctx)
+	if err == nil && wheel == "" {
+		return workerwrap.Shipped{}, nil
+	}
+	if err == nil {
+		wheel, err = workerwrap.PlaceWheel(wheel, dir)
+	}
+	if err != nil {
+		if mode == workerwrap.ShipAlways {
+			return workerwrap.Shipped{}, flagError("ship-debugger", err)
+		}
+		fmt.Fprintf(w.stderr, "sparkdap: warning: shipping no debugger with the job (%v); workers need debugpy on the executors (--ship-debugger never silences this)\n", err)
+		return workerwrap.Shipped{}, nil
+	}
+	return workerwrap.Shipped{Wheel: wheel, Always: mode == workerwrap.ShipAlways}, nil
 }

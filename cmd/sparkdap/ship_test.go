@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sparkdap/sparkdap/workerwrap"
+)
+
+// realWheel makes the commands ship the real debugpy wheel, fetched once
+// into a private cache with the machine's pip.
+func realWheel(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs pip")
+	}
+	cache := t.TempDir()
+	path, err := workerwrap.DebugpyWheel(context.Background(), "python3", cache)
+	if err != nil {
+		t.Skipf("pip cannot get the wheel here: %v", err)
+	}
+	old := wheelSource
+	wheelSource = func(context.Context) (string, error) { return path, nil }
+	t.Cleanup(func() { wheelSource = old })
+}
+
+// pyFilesOf returns the value after --py-files in a printed command line
+// or conf listing.
+func pyFilesOf(t *testing.T, out string) string {
+	t.Helper()
+	fields := strings.Fields(out)
+	for i, f := range fields {
+		if f == "--py-files" && i+1 < len(fields) {
+			return strings.Trim(fields[i+1], `'"`)
+		}
+	}
+	t.Fatalf("no --py-files in:\n%s", out)
+	return ""
+}
+
+// shippedConfs returns the file names --py-files ships and the
+// spark.executorEnv.SPARKDAP_SHIP_DEBUGGER setting, if any.
+func shippedConfs(t *testing.T, out string) (names []string, env string) {
+	for _, p := range strings.Split(pyFilesOf(t, out), ",") {
+		names = append(names, filepath.Base(p))
+	}
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(strings.Trim(f, `'"`), "spark.executorEnv."+workerwrap.EnvShipDebugger+"="); ok {
+			env = v
+		}
+	}
+	return names, env
+}
+
+// TestConfAndSubmitShipTheSameDebugger: what `conf` prints and what
+// `submit` runs spark-submit with ship the same files and settings, for
+// every --ship-debugger.
+func TestConfAndSubmitShipTheSameDebugger(t *testing.T) {
+	realWheel(t)
+	t.Setenv("SPARKDAP_TOKEN", "5ec4e7d1a90b2f6c83e0d5a7b1c94f20")
+	fake := filepath.Join(t.TempDir(), "spark-submit")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"auto", "always", "never"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			var stdout, stderr bytes.Buffer
+			if code := run([]string{"wrap", "-o", dir, "--ship-debugger", mode}, &stdout, &stderr); code != 0 {
+				t.Fatalf("wrap: %s", stderr.String())
+			}
+			_, err := os.Stat(filepath.Join(dir, workerwrap.ShippedDebugpyWheel))
+			if (err == nil) != (mode != "never") {
+				t.Errorf("wrap --ship-debugger %s: wheel next to the wrapper: %v", mode, err)
+			}
+			stdout.Reset()
+			if code := run([]string{"conf", "--wrapper", filepath.Join(dir, "remote_debug.py"), "--ship-debugger", mode}, &stdout, &stderr); code != 0 {
+				t.Fatalf("conf: %s", stderr.String())
+			}
+			confNames, confEnv := shippedConfs(t, stdout.String())
+			stdout.Reset()
+			if code := run([]string{"submit", "-n", "--spark-submit", fake, "--ship-debugger", mode, "--", "--master", "yarn", "app.py"}, &stdout, &stderr); code != 0 {
+				t.Fatalf("submit: %s", stderr.String())
+			}
+			subNames, subEnv := shippedConfs(t, stdout.String())
+			want := []string{"remote_debug.py"}
+			if mode != "never" {
+				want = append(want, workerwrap.ShippedDebugpyWheel)
+			}
+			if strings.Join(confNames, ",") != strings.Join(want, ",") || strings.Join(subNames, ",") != strings.Join(want, ",") {
+				t.Errorf("--py-files: conf %v, submit %v, want %v", confNames, subNames, want)
+			}
+			wantEnv := map[bool]string{true: "always"}[mode == "always"]
+			if confEnv != wantEnv || subEnv != wantEnv {
+				t.Errorf("%s: conf %q, submit %q, want %q", workerwrap.EnvShipDebugger, confEnv, subEnv, wantEnv)
+			}
+		})
+	}
+}
+
+func TestShipDebuggerFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"wrap", "-o", "-", "--ship-debugger", "sometimes"}, &stdout, &stderr); code == 0 ||
+		!strings.Contains(stderr.String(), "want auto, always or never") {
+		t.Errorf("--ship-debugger sometimes: exit %d, %s", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"wrap", "-o", t.TempDir(), "--ide-kind", "pycharm", "--ship-debugger", "always"}, &stdout, &stderr); code == 0 ||
+		!strings.Contains(stderr.String(), "--ship-debugger: always: pydevd-pycharm is published only as source") {
+		t.Errorf("pycharm, always: exit %d, %s", code, stderr.String())
+	}
+}
+
+// TestShipDebuggerFailures: a wheel that cannot be had is a warning with
+// auto (the executors may have debugpy) and an error with always.
+func TestShipDebuggerFailures(t *testing.T) {
+	old := wheelSource
+	t.Cleanup(func() { wheelSource = old })
+	cause := &workerwrap.WheelError{Wheel: workerwrap.ShippedDebugpyWheel, Problem: "python3 has no pip", Err: workerwrap.ErrNoPip}
+	wheelSource = func(context.Context) (string, error) { return "", cause }
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"wrap", "-o", t.TempDir()}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stderr.String(), "sparkdap: warning: shipping no debugger with the job (debugger to ship (") ||
+		!strings.Contains(stderr.String(), "python3 has no pip") {
+		t.Errorf("auto: exit %d, %s", code, stderr.String())
+	}
+	stderr.Reset()
+	w := &wrapFlags{shipDebugger: "always", ide: ideKindDAP, stderr: &stderr}
+	_, err := w.shipped(context.Background(), t.TempDir())
+	if !errors.Is(err, workerwrap.ErrNoPip) || !strings.HasPrefix(err.Error(), "--ship-debugger: ") {
+		t.Errorf("always: %v", err)
+	}
+}
