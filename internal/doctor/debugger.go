@@ -268,7 +268,7 @@ func (d *doctor) checkPyCharmBuild() {
 	d.report(checkResult{name: name, v: vWarn,
 		detail: fmt.Sprintf("untested: sparkdap supports %s; the wrapper debugs with its pydevd-pycharm if that has every internal the wrapper uses, else runs workers undebugged and says what is missing (the check below says which)",
 			r.Words),
-		fix: "use a PyCharm from 2025.3 to 2026.3 for a tested set-up"})
+		fix: "for a tested set-up, a PyCharm of a tested line, and its pydevd-pycharm on the executors"})
 }
 
 // debuggerUsable says whether the wrapper would debug with what the probe
