@@ -128,6 +128,7 @@ func checkPythonOnly(t *testing.T, cfg Config) (string, bool) {
 // undebugged (an internal missing: FAIL, unless the job forces it or ships
 // its own debugger), or nothing to load (FAIL).
 func TestDoctorDebuggerVerdicts(t *testing.T) {
+	testenv.SkipIfShort(t, "runs the doctor's Python check with each debugger")
 	py := testenv.Python(t)
 	oldest := debuggerDir(t, "debugpy-1.6.7")
 	newest := debuggerDir(t, "debugpy-1.8.22")
@@ -189,6 +190,7 @@ func TestDoctorDebuggerVerdicts(t *testing.T) {
 // TestDoctorPyCharmDebugger: with --pycharm-build, the executors' Python is
 // checked for pydevd-pycharm, and for the build of the user's PyCharm.
 func TestDoctorPyCharmDebugger(t *testing.T) {
+	testenv.SkipIfShort(t, "runs the doctor's Python check with each build")
 	py := testenv.Python(t)
 	dir := debuggerDir(t, "pydevd-pycharm-253.33813.30")
 	withPyCharm := pythonWith(t, py, dir)
