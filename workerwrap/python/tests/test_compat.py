@@ -1,10 +1,8 @@
 """support and pydevd_compat: which debuggers a worker debugs with, decided
 by the internals the wrapper's promises need, and what it says otherwise.
 
-The cases marked real_debugger load a real debugger in a subprocess: the
-one installed, or the one in $SPARKDAP_TEST_DEBUGGER_DIR (a `pip install
---target` directory of the debugger matrix, scripts/test-debuggers), first
-on its path."""
+The cases marked real_debugger load a real debugger in a subprocess
+(real_debugger.py says which)."""
 
 import glob
 import os
@@ -16,20 +14,10 @@ import types
 
 import flat
 import pytest
+import real_debugger
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-DEBUGGER_DIR = os.environ.get("SPARKDAP_TEST_DEBUGGER_DIR", "")
-
-
-def _debugger_kinds():
-    """The debuggers a real_debugger case may load: the one in
-    DEBUGGER_DIR, or both installed ones."""
-    base = os.path.basename(DEBUGGER_DIR.rstrip("/"))
-    if base.startswith("pydevd-pycharm"):
-        return ["pydevd-pycharm"]
-    if base.startswith("debugpy"):
-        return ["debugpy"]
-    return ["debugpy", "pydevd-pycharm"]
+DEBUGGER_DIR = real_debugger.DIR
 
 
 def run_real(code, pycharm, **env):
@@ -67,7 +55,7 @@ def real(kind):
     return pytest.param(kind, marks=pytest.mark.real_debugger, id=kind)
 
 
-REAL = [real(k) for k in _debugger_kinds()]
+REAL = [real(k) for k in real_debugger.kinds()]
 
 # What each debugger's module is called, and what importing it as a worker
 # does first (so that a case can change the loaded debugger before the
@@ -184,15 +172,16 @@ def test_real_debugger_is_supported(kind):
     internal, is in the supported ranges, and loads without a word."""
     code, pycharm = IMPORT[kind]
     proc = run_real(
-        "mod = rd._load_debugger(%r)\nprint(mod.__name__)\n"
+        "mod = rd._load_debugger(%r)\nprint(mod.__name__)\nprint(mod.__file__)\n"
         "print('\\t'.join(rd._verdict(%r, mod.__version__, rd._missing_internals(%r))))\n"
         % (pycharm, kind, pycharm),
         pycharm,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
-    name, verdict = proc.stdout.splitlines()
+    name, path, verdict = proc.stdout.splitlines()
     assert name == ("pydevd_pycharm" if pycharm else "debugpy")
+    real_debugger.check_loaded_from_dir(path)
     assert verdict.startswith("supported\t%s " % kind), verdict
 
 
@@ -240,18 +229,17 @@ def test_lease_internal_missing_runs_undebugged(kind):
     assert len(err) == 1 and err[0].endswith("trying it (SPARKDAP_UNTESTED_DEBUGGER=1)"), err
 
 
-@pytest.mark.parametrize("kind", REAL)
-def test_report_for_doctor(kind):
-    """doctor's line, from support.py's source alone, as doctor runs it."""
-    code, pycharm = IMPORT[kind]
+def run_report(pycharm, pythonpath):
+    """Runs support.py's source alone with _report, as doctor does with the
+    executors' Python; returns the line's tab-separated fields."""
     with open(
         os.path.join(REPO, "workerwrap/python/remote_debug/support.py"), encoding="utf-8"
     ) as f:
         source = f.read()
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
-    if DEBUGGER_DIR:
-        env["PYTHONPATH"] = DEBUGGER_DIR
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     proc = subprocess.run(
         [sys.executable, "-c", source + "\n_report(%r)\n" % (pycharm,)],
         capture_output=True,
@@ -260,32 +248,25 @@ def test_report_for_doctor(kind):
         env=env,
     )
     assert proc.returncode == 0, proc.stderr
-    fields = proc.stdout.rstrip("\n").split("\t")
+    return proc.stdout.rstrip("\n").split("\t")
+
+
+@pytest.mark.parametrize("kind", REAL)
+def test_report_for_doctor(kind):
+    """doctor's line, from support.py's source alone."""
+    fields = run_report(IMPORT[kind][1], DEBUGGER_DIR)
     assert fields[0] == "supported" and fields[1] == kind, fields
     assert fields[3] == sys.version.split()[0]
 
 
 def test_report_without_a_debugger(tmp_path):
     """A Python with no debugpy: doctor reads "absent" and the reason."""
-    with open(
-        os.path.join(REPO, "workerwrap/python/remote_debug/support.py"), encoding="utf-8"
-    ) as f:
-        source = f.read()
     # A module named debugpy that cannot be imported stands for none at all,
     # whatever site-packages holds.
     (tmp_path / "debugpy").mkdir()
     (tmp_path / "debugpy" / "__init__.py").write_text(
         "raise ImportError('No module named debugpy')\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    proc = subprocess.run(
-        [sys.executable, "-c", source + "\n_report(False)\n"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
-    assert proc.returncode == 0, proc.stderr
-    fields = proc.stdout.rstrip("\n").split("\t")
+    fields = run_report(False, str(tmp_path))
     assert fields[:3] == ["absent", "debugpy", "-"], fields
     assert "No module named debugpy" in fields[4]

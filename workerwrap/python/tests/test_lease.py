@@ -6,6 +6,7 @@ import threading
 
 import flat
 import pytest
+import real_debugger
 
 
 class FakeClock:
@@ -290,6 +291,7 @@ sys.path.insert(0, %(module_dir)r)
 os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
 import debugpy
 import remote_debug as rd
+print("loaded", debugpy.__file__, flush=True)
 debugpy.configure(subProcess=False)
 debugpy.connect(("127.0.0.1", %(port)d))
 rd._hold_stops_on_lease({"lease": %(lease)r})
@@ -303,6 +305,7 @@ import sys
 sys.path.insert(0, %(module_dir)r)
 import pydevd_pycharm
 import remote_debug as rd
+print("loaded", pydevd_pycharm.__file__, flush=True)
 pydevd_pycharm.settrace("127.0.0.1", port=%(port)d, suspend=False, stdout_to_server=False,
                         stderr_to_server=False, patch_multiprocessing=False)
 rd._hold_stops_on_lease({"lease": %(lease)r})
@@ -347,7 +350,10 @@ def _pycharm_stand_in(conn, stopped):
     stopped.set()
 
 
-@pytest.mark.parametrize("mode", ["dap", "pycharm"])
+@pytest.mark.real_debugger
+@pytest.mark.parametrize(
+    "mode", [{"debugpy": "dap", "pydevd-pycharm": "pycharm"}[k] for k in real_debugger.kinds()]
+)
 def test_real_debugger_let_go_when_the_proxy_falls_silent(mode, tmp_path):
     import subprocess
     import sys
@@ -368,7 +374,10 @@ def test_real_debugger_let_go_when_the_proxy_falls_silent(mode, tmp_path):
         child % {"module_dir": module_dir, "port": listener.getsockname()[1], "lease": 1.0}
     )
     proc = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=real_debugger.env(),
     )
     conns = []
     try:
@@ -393,6 +402,9 @@ def test_real_debugger_let_go_when_the_proxy_falls_silent(mode, tmp_path):
     # that failed once the lease lapsed would say "Connection error".
     assert out.splitlines()[-1:] == ["resumed"], out
     assert "Connection error" not in out, out
+    loaded = [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("loaded ")]
+    assert len(loaded) == 1, out
+    real_debugger.check_loaded_from_dir(loaded[0])
     lines = [line for line in err.splitlines() if "no word from the proxy" in line]
     assert len(lines) == 1, err
     assert "no word from the proxy for 1s while stopped at a breakpoint (--lease)" in lines[0]

@@ -3,7 +3,6 @@ sees in the IDE's output is every line, in order, in few events, and a line
 saying how much was dropped when the debugger connection could not keep up."""
 
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import time
 
 import flat
 import pytest
+import real_debugger
 
 
 class FakeFactory:
@@ -164,7 +164,7 @@ _SCRIPT = textwrap.dedent(
     import json, os, queue, sys
     sys.path.insert(0, sys.argv[1])
     import remote_debug as rd
-    rd._import_debugger()
+    debugger = rd._import_debugger()
     from _pydevd_bundle import pydevd_io
     from _pydevd_bundle.pydevd_net_command_factory_json import NetCommandFactoryJson
 
@@ -194,7 +194,8 @@ _SCRIPT = textwrap.dedent(
     events = []
     while not pydb.writer._cmd_queue.empty():
         events.append(pydb.writer._cmd_queue.get())
-    result = {"batched": batcher is not None, "stops": pydb.stops, "events": events}
+    result = {"batched": batcher is not None, "stops": pydb.stops, "events": events,
+              "file": debugger.__file__}
     real_stdout.write("RESULT " + json.dumps(result) + "\\n")
     real_stdout.flush()
     """
@@ -202,7 +203,7 @@ _SCRIPT = textwrap.dedent(
 
 
 def _run_redirected(rd, n, env_extra):
-    env = dict(os.environ, **env_extra)
+    env = real_debugger.env(**env_extra)
     proc = subprocess.run(
         [sys.executable, "-c", _SCRIPT, flat.directory(), str(n)],
         capture_output=True,
@@ -218,9 +219,11 @@ def _run_redirected(rd, n, env_extra):
             result = json.loads(line[len("RESULT ") :])
         else:
             printed.append(line)
+    real_debugger.check_loaded_from_dir(result["file"])
     return printed, result
 
 
+@real_debugger.only("debugpy")
 def test_real_pydevd_redirection_is_batched(rd):
     pytest.importorskip("debugpy")
     printed, result = _run_redirected(rd, 1000, {"SPARKDAP_OUTPUT_BATCHING": ""})
@@ -235,6 +238,7 @@ def test_real_pydevd_redirection_is_batched(rd):
     assert result["stops"] == [len(events)]
 
 
+@real_debugger.only("debugpy")
 def test_batching_can_be_turned_off(rd):
     pytest.importorskip("debugpy")
     printed, result = _run_redirected(rd, 10, {"SPARKDAP_OUTPUT_BATCHING": "0"})

@@ -12,6 +12,7 @@ import sys
 
 import flat
 import pytest
+import real_debugger
 from wrapper_settings import default_settings as settings
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -63,6 +64,7 @@ def manager():
         "recursion": [recursion_before, sys.getrecursionlimit()],
         "filters": [repr(f) for f in warnings.filters if f not in filters_before],
         "gc_frozen": gc.get_freeze_count(),
+        "debugger_file": getattr(sys.modules.get(WATCH[0]), "__file__", None),
         "gc_tracked": len(gc.get_objects()),
         "start_sleep_skipped": getattr(
             getattr(getattr(sys.modules.get("pydevd"), "PyDB", None), "initialize_network", None),
@@ -148,7 +150,7 @@ def run_daemon(tmp_path, cfg, port=0, env=None, watch=DEBUGGER_MODULES, setup=""
         for k, v in os.environ.items()
         if not k.startswith(("SPARKDAP_", "PYDEVD_", "DEBUGPY_"))
     }
-    full_env.update(env or {})
+    full_env = real_debugger.env(full_env, **(env or {}))
     code = setup + _DAEMON % {"watch": watch}
     proc = subprocess.run(
         [sys.executable, "-c", code, flat.directory(), str(out), json.dumps(cfg), str(port)],
@@ -164,9 +166,11 @@ def run_daemon(tmp_path, cfg, port=0, env=None, watch=DEBUGGER_MODULES, setup=""
 
 
 @pytest.mark.slow
+@real_debugger.only("debugpy")
 def test_daemon_loads_debugpy_before_it_forks(tmp_path, adapter):
     state, stderr = run_daemon(tmp_path, settings(), port=adapter)
     assert state["loaded"] == list(DEBUGGER_MODULES)
+    real_debugger.check_loaded_from_dir(state["debugger_file"])
     # Nothing that a fork would not carry: no thread, no descriptor, no tracing.
     assert state["threads"] == state["threads_before"] == ["MainThread"]
     assert state["fds"] == state["fds_before"]
@@ -202,10 +206,13 @@ def test_daemon_loads_debugpy_before_it_forks(tmp_path, adapter):
 
 
 @pytest.mark.slow
+@real_debugger.only("pydevd-pycharm")
 def test_daemon_loads_pydevd_pycharm_before_it_forks(tmp_path):
-    pytest.importorskip("pydevd_pycharm")
+    if not real_debugger.DIR:
+        pytest.importorskip("pydevd_pycharm")
     state, _ = run_daemon(tmp_path, settings(ide="pycharm"), watch=PYCHARM_MODULES)
     assert state["loaded"] == list(PYCHARM_MODULES)
+    real_debugger.check_loaded_from_dir(state["debugger_file"])
     assert state["start_sleep_skipped"]
     # pydevd-pycharm's breakpoint() would connect to localhost:5678, and
     # IPython, which it imports, raises the recursion limit.

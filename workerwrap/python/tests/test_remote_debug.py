@@ -20,6 +20,7 @@ import zlib
 
 import flat
 import pytest
+import real_debugger
 
 # --- settings -----------------------------------------------------------------
 
@@ -635,10 +636,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(debugpy.__file__), "_vendored", 
 import pydevd_file_utils
 frame = pydevd_file_utils.canonical_normalized_path(fn.__code__.co_filename)
 bp = pydevd_file_utils.canonical_normalized_path(os.path.join(work, "lib.zip", "zmod.py"))
-print(repr((fn.__code__.co_filename, frame, bp, sum(p.endswith("lib.zip") for p in sys.path))))
+entries = sum(p.endswith("lib.zip") for p in sys.path)
+print(repr((fn.__code__.co_filename, frame, bp, entries, debugpy.__file__)))
 """
 
 
+@real_debugger.only("debugpy")
 @pytest.mark.parametrize("wrap", [True, False])
 def test_zip_on_relative_sys_path_binds(tmp_path, wrap):
     pytest.importorskip("debugpy")
@@ -647,7 +650,7 @@ def test_zip_on_relative_sys_path_binds(tmp_path, wrap):
     with zipfile.ZipFile(work / "lib.zip", "w") as z:
         z.writestr("zmod.py", "def payment(x):\n    return x * 2\n")
     module_dir = flat.directory()
-    env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
+    env = real_debugger.env(PYDEVD_DISABLE_FILE_VALIDATION="1")
     proc = subprocess.run(
         [sys.executable, "-c", _ZIP_PROBE, str(work), module_dir, "1" if wrap else "0"],
         capture_output=True,
@@ -656,7 +659,8 @@ def test_zip_on_relative_sys_path_binds(tmp_path, wrap):
         env=env,
     )
     assert proc.returncode == 0, proc.stderr
-    co_filename, frame, bp, entries = eval(proc.stdout.strip().splitlines()[-1])
+    co_filename, frame, bp, entries, loaded = eval(proc.stdout.strip().splitlines()[-1])
+    real_debugger.check_loaded_from_dir(loaded)
     if wrap:
         assert co_filename == str(work / "lib.zip" / "zmod.py")
         assert frame == bp, "a breakpoint in the archive's file would not bind"
@@ -705,20 +709,24 @@ _DESCRIBE_PROBE = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
 import remote_debug
-remote_debug._import_debugger()
-from debugpy.common import log
+debugger = remote_debug._import_debugger()
+print(debugger.__file__)
+# Every debugpy release's description walks sysconfig's path names, and
+# nothing else of debugpy's start does.
+import sysconfig
 calls = []
-real = log.get_environment_description
-def counting(header):
-    calls.append(header)
-    return real(header)
-log.get_environment_description = counting
+real = sysconfig.get_path_names
+def counting():
+    calls.append(1)
+    return real()
+sysconfig.get_path_names = counting
 import debugpy.server.api as api
 api.ensure_logging()
 print(len(calls))
 """
 
 
+@real_debugger.only("debugpy")
 @pytest.mark.parametrize("log_dir", [False, True])
 def test_debugpy_environment_described_only_when_logged(tmp_path, log_dir):
     # Without a debugpy log, the wrapper's worker skips debugpy's
@@ -726,7 +734,7 @@ def test_debugpy_environment_described_only_when_logged(tmp_path, log_dir):
     # DEBUGPY_LOG_DIR it is still written to the log, as debugpy does.
     pytest.importorskip("debugpy")
     module_dir = flat.directory()
-    env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
+    env = real_debugger.env(PYDEVD_DISABLE_FILE_VALIDATION="1")
     env.pop("DEBUGPY_LOG_DIR", None)
     if log_dir:
         env["DEBUGPY_LOG_DIR"] = str(tmp_path)
@@ -739,6 +747,7 @@ def test_debugpy_environment_described_only_when_logged(tmp_path, log_dir):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[-1] == ("1" if log_dir else "0"), proc.stdout + proc.stderr
+    real_debugger.check_loaded_from_dir(proc.stdout.split()[0])
     if log_dir:
         logs = [p.read_text() for p in tmp_path.glob("debugpy.server*.log")]
         assert any("Initial environment:" in text for text in logs), logs
