@@ -43,7 +43,7 @@ func TestSparkDebuggerWithoutLeaseInternalRunsUndebugged(t *testing.T) {
 	// local mode: the workers inherit spark-submit's PYTHONPATH, so the
 	// crippled copy shadows site-packages' debugpy.
 	r := startSpark(t, ctx, dir, []string{"SPARKDAP_TOKEN=" + p.Token, "PYTHONPATH=" + crippled}, sparkdapBinary(t),
-		"submit", "--proxy", p.Executors, "--partitions", "1", "--", "--master", "local[2]", job, out)
+		"submit", "--proxy", p.Executors, "--partitions", "1", "--ship-debugger", "never", "--", "--master", "local[2]", job, out)
 	r.wait(t, ctx)
 	if got := readJSON(t, out)["total"]; got != float64(20540) {
 		t.Errorf("total = %v, want 20540 (the plain result)", got)

@@ -1,0 +1,137 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sparkdap/sparkdap/internal/testenv"
+)
+
+// pythonWithoutDebugpy returns an interpreter for the executors whose
+// Python has no debugpy at all: the tests' Python run with -S (no
+// site-packages, so no debugpy), with only pyspark and py4j put back on
+// its path through a directory of their own. It checks that debugpy is
+// not importable there.
+func pythonWithoutDebugpy(t *testing.T) string {
+	t.Helper()
+	py := python(t)
+	out, err := exec.Command(py, "-c", "import pyspark, py4j, os; print(os.path.dirname(pyspark.__file__)); print(os.path.dirname(py4j.__file__))").Output()
+	if err != nil {
+		t.Fatalf("find pyspark: %v", err)
+	}
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "lib")
+	if err := os.Mkdir(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if err := os.Symlink(pkg, filepath.Join(lib, filepath.Base(pkg))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := filepath.Join(dir, "python-without-debugpy")
+	body := "#!/bin/sh\nexport PYTHONPATH=\"" + lib + "${PYTHONPATH:+:$PYTHONPATH}\"\nexec \"" + py + "\" -S \"$@\"\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	check := exec.Command(script, "-c", "import importlib.util, pyspark.daemon, pyspark.worker; assert importlib.util.find_spec('debugpy') is None")
+	check.Env = append(os.Environ(), "PYTHONPATH=")
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("the debugpy-free Python is not: %v\n%s", err, out)
+	}
+	return script
+}
+
+// TestSparkShipsDebuggerToExecutorsWithoutOne: a real local-mode job
+// under `sparkdap submit` (--ship-debugger auto, the default), whose
+// executors' Python has no debugpy ("none") or one the wrapper calls
+// unusable ("unusable": its pydevd lacks PyDB.do_wait_suspend), stops at a
+// breakpoint with the task's real values, using the debugpy wheel that
+// submit shipped; the executor log says so in one line, no frame shows
+// the shipped debugger's files, the result is the plain one, and the
+// daemon removes what it unpacked as it exits.
+func TestSparkShipsDebuggerToExecutorsWithoutOne(t *testing.T) {
+	testenv.SkipIfShort(t, "runs a Spark job")
+	requireSpark(t)
+	for _, own := range []string{"none", "unusable"} {
+		t.Run(own, func(t *testing.T) {
+			ctx := testContext(t, 6*time.Minute)
+			tmp := t.TempDir()
+			env := []string{"TMPDIR=" + tmp}
+			why := "this Python has no debugpy"
+			if own == "none" {
+				env = append(env, "PYSPARK_PYTHON="+pythonWithoutDebugpy(t), "PYSPARK_DRIVER_PYTHON="+python(t))
+			} else {
+				// Local mode: workers inherit spark-submit's PYTHONPATH, so
+				// the crippled copy shadows site-packages' debugpy.
+				env = append(env, "PYTHONPATH="+debugpyWithout(t, "do_wait_suspend"))
+				why = "lacks PyDB.do_wait_suspend (for the lease on stops)"
+			}
+
+			// The developer's copy (src) and the one Spark runs (dir).
+			src, dir := t.TempDir(), t.TempDir()
+			job, srcJob := filepath.Join(dir, "four_partitions.py"), filepath.Join(src, "four_partitions.py")
+			copyFile(t, filepath.Join("testdata", "four_partitions.py"), job)
+			copyFile(t, filepath.Join("testdata", "four_partitions.py"), srcJob)
+			p := startProxy(t, ctx, "--root", src)
+			ide := dialIDE(t, ctx, p.IDE)
+			if _, err := ide.Initialize(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			line := testenv.MarkedLine(t, job, "square")
+			err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
+				_, err := ide.SetBreakpoints(ctx, srcJob, line)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "out.json")
+			r := startSpark(t, ctx, dir, append(env, "SPARKDAP_TOKEN="+p.Token), sparkdapBinary(t),
+				"submit", "--proxy", p.Executors, "--partitions", "1", "--", "--master", "local[2]", job, out)
+
+			s := nextStop(t, ctx, ide, r)
+			if s.path != srcJob || s.line != line {
+				t.Errorf("stopped at %s:%d, want %s:%d", s.path, s.line, srcJob, line)
+			}
+			if x := s.locals["x"]; x < "10" || x > "19" || len(x) != 2 {
+				t.Errorf("x = %q, want one of partition 1's values (10..19)", x)
+			}
+			if r, err := ide.Evaluate(ctx, s.frameID, "__import__('debugpy').__file__"); err != nil {
+				t.Errorf("evaluate debugpy's file: %v", err)
+			} else if !strings.Contains(r.Result, filepath.Join(tmp, "sparkdap-debugger-")) {
+				t.Errorf("the worker's debugpy is %s, not the one unpacked under $TMPDIR", r.Result)
+			}
+			for _, f := range s.frames {
+				if f.Source != nil && strings.Contains(f.Source.Path, "sparkdap-debugger-") {
+					t.Errorf("frame %s shows the shipped debugger's file %s", f.Name, f.Source.Path)
+				}
+			}
+			if _, err := ide.SetBreakpoints(ctx, srcJob); err != nil {
+				t.Fatal(err)
+			}
+			if err := ide.Continue(ctx, s.threadID); err != nil {
+				t.Fatal(err)
+			}
+			r.wait(t, ctx)
+			if got := readJSON(t, out)["total"]; got != float64(20540) {
+				t.Errorf("total = %v, want 20540 (the plain result)", got)
+			}
+			lines := regexp.MustCompile(`(?m)^sparkdap: \[pid \d+\] .*$`).FindAllString(r.out.String(), -1)
+			if len(lines) != 1 || !strings.Contains(lines[0], "using debugpy 1.8.21 shipped with the job (") ||
+				!strings.Contains(lines[0], why) {
+				t.Errorf("executor log's sparkdap lines %q: want one, saying the shipped debugpy is used and why", lines)
+			}
+			left, _ := filepath.Glob(filepath.Join(tmp, "sparkdap-debugger-*"))
+			if len(left) != 0 {
+				t.Errorf("the daemon left %v behind", left)
+			}
+		})
+	}
+}
