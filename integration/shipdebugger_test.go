@@ -135,3 +135,51 @@ func TestSparkShipsDebuggerToExecutorsWithoutOne(t *testing.T) {
 		})
 	}
 }
+
+// TestSparkConnectShipsDebuggerToWorkersWithoutOne: a Connect server
+// started with the script `sparkdap conf --connect` prints, whose workers'
+// debugpy is one the wrapper calls unusable, stops in a client's UDF
+// through the debugpy `sparkdap wrap` put next to the wrapper.
+func TestSparkConnectShipsDebuggerToWorkersWithoutOne(t *testing.T) {
+	testenv.SkipIfShort(t, "starts a Spark Connect server")
+	ce := requireConnect(t)
+	ctx := testContext(t, 8*time.Minute)
+	l := newConnectLayout(t)
+	p := startProxy(t, ctx, "--root", filepath.Dir(l.client))
+	ide := dialIDE(t, ctx, p.IDE)
+	if _, err := ide.Initialize(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	line := testenv.MarkedLine(t, l.client, "connect-udf")
+	if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
+		_, err := ide.SetBreakpoints(ctx, l.client, line)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	script := connectScript(t, ctx, l, "--proxy", p.Executors, "--partitions", "0")
+	if _, err := os.Stat(filepath.Join(l.wrapDir, "debugpy-1.8.21-py2.py3-none-any.whl")); err != nil {
+		t.Fatalf("sparkdap wrap put no debugger next to the wrapper: %v", err)
+	}
+	server := startConnectServer(t, ctx, ce, l.server,
+		[]string{"SPARKDAP_TOKEN=" + p.Token, "PYTHONPATH=" + debugpyWithout(t, "do_wait_suspend")}, "bash", script)
+	out := filepath.Join(t.TempDir(), "debugged.json")
+	job := startSpark(t, ctx, filepath.Dir(l.client), ce.env, ce.py, l.client, server.url, out)
+	s := nextStop(t, ctx, ide, job)
+	if s.path != l.client || s.line != line {
+		t.Fatalf("stopped at %s:%d (%s), want the client's %s:%d", s.path, s.line, s.function, l.client, line)
+	}
+	if _, ok := s.locals["x"]; !ok {
+		t.Errorf("no x among the UDF's locals %v", s.locals)
+	}
+	if _, err := ide.SetBreakpoints(ctx, l.client); err != nil {
+		t.Fatal(err)
+	}
+	if err := ide.Continue(ctx, s.threadID); err != nil {
+		t.Fatal(err)
+	}
+	job.wait(t, ctx)
+	if !strings.Contains(server.out.String(), "using debugpy 1.8.21 shipped with the job (debugpy ") {
+		t.Errorf("the server's workers never said they use the shipped debugpy")
+	}
+}
