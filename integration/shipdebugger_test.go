@@ -183,3 +183,79 @@ func TestSparkConnectShipsDebuggerToWorkersWithoutOne(t *testing.T) {
 		t.Errorf("the server's workers never said they use the shipped debugpy")
 	}
 }
+
+// TestYARNShipsDebuggerToExecutorsWithoutOne: a client-mode job on a real
+// YARN under `sparkdap submit`, whose containers' Python has no debugpy
+// (PYSPARK_PYTHON, the debugpy-free interpreter: what a cluster without
+// debugpy, or a packed environment built without it, gives), stops at a
+// breakpoint through the debugpy shipped in --py-files, which the
+// container finds next to the wrapper in its working directory.
+func TestYARNShipsDebuggerToExecutorsWithoutOne(t *testing.T) {
+	testenv.SkipIfShort(t, "starts YARN and a Spark job on it")
+	py := python(t)
+	sparkHome, _ := requireStandalone(t, py)
+	ctx := testContext(t, 10*time.Minute)
+	y := sharedYARN(t)
+	confDir := filepath.Join(t.TempDir(), "spark-conf")
+	defaults := strings.Join([]string{
+		"spark.yarn.jars local:" + filepath.Join(sparkHome, "jars", "*"),
+		"spark.yarn.stagingDir file://" + filepath.Join(y.Dir, "staging"),
+		"spark.driver.host 127.0.0.1",
+		"spark.driver.bindAddress 127.0.0.1",
+		"spark.ui.enabled false",
+		"spark.executor.instances 1",
+		"spark.executor.cores 1",
+		"spark.executor.memory 512m",
+		"spark.yarn.am.memory 512m",
+	}, "\n") + "\n"
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(confDir, "spark-defaults.conf"), []byte(defaults), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, dir := t.TempDir(), t.TempDir()
+	job, srcJob := filepath.Join(dir, "four_partitions.py"), filepath.Join(src, "four_partitions.py")
+	copyFile(t, filepath.Join("testdata", "four_partitions.py"), job)
+	copyFile(t, filepath.Join("testdata", "four_partitions.py"), srcJob)
+	line := testenv.MarkedLine(t, job, "square")
+	p := startProxy(t, ctx, "--root", src)
+	ide := dialIDE(t, ctx, p.IDE)
+	if _, err := ide.Initialize(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
+		_, err := ide.SetBreakpoints(ctx, srcJob, line)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HADOOP_CONF_DIR=" + y.ConfDir, "YARN_CONF_DIR=" + y.ConfDir, "SPARK_CONF_DIR=" + confDir,
+		"SPARK_HOME=" + sparkHome, "SPARK_LOCAL_IP=127.0.0.1", "PYSPARK_ARCHIVES_PATH=local:" + yarnPySparkOnly(t, py),
+		"PYSPARK_PYTHON=" + pythonWithoutDebugpy(t), "PYSPARK_DRIVER_PYTHON=" + py, "SPARKDAP_TOKEN=" + p.Token}
+	out := filepath.Join(dir, "out.json")
+	r := startSpark(t, ctx, dir, env, sparkdapBinary(t), "submit", "--proxy", p.Executors, "--partitions", "1", "--",
+		"--master", "yarn", "--deploy-mode", "client", job, out)
+	s := nextStop(t, ctx, ide, r)
+	if s.path != srcJob || s.line != line {
+		t.Errorf("stopped at %s:%d, want %s:%d", s.path, s.line, srcJob, line)
+	}
+	if x := s.locals["x"]; len(x) != 2 || x < "10" || x > "19" {
+		t.Errorf("x = %q, want one of partition 1's values (10..19)", x)
+	}
+	if res, err := ide.Evaluate(ctx, s.frameID, "__import__('debugpy').__file__"); err != nil {
+		t.Errorf("evaluate debugpy's file: %v", err)
+	} else if !strings.Contains(res.Result, "sparkdap-debugger-") {
+		t.Errorf("the container's debugpy is %s, not the shipped one", res.Result)
+	}
+	if _, err := ide.SetBreakpoints(ctx, srcJob); err != nil {
+		t.Fatal(err)
+	}
+	if err := ide.Continue(ctx, s.threadID); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t, ctx)
+	if got := readJSON(t, out)["total"]; got != float64(20540) {
+		t.Errorf("total = %v, want 20540 (the plain result)", got)
+	}
+}
