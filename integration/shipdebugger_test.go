@@ -2,10 +2,12 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -247,6 +249,76 @@ func TestYARNShipsDebuggerToExecutorsWithoutOne(t *testing.T) {
 		t.Errorf("evaluate debugpy's file: %v", err)
 	} else if !strings.Contains(res.Result, "sparkdap-debugger-") {
 		t.Errorf("the container's debugpy is %s, not the shipped one", res.Result)
+	}
+	if _, err := ide.SetBreakpoints(ctx, srcJob); err != nil {
+		t.Fatal(err)
+	}
+	if err := ide.Continue(ctx, s.threadID); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t, ctx)
+	if got := readJSON(t, out)["total"]; got != float64(20540) {
+		t.Errorf("total = %v, want 20540 (the plain result)", got)
+	}
+}
+
+// TestStandaloneShipsDebuggerToExecutorsWithoutOne: a job on a real
+// standalone master and worker under `sparkdap submit`, whose executors'
+// Python has no debugpy, stops in the worker's executor through the
+// debugpy shipped in --py-files (in the executor's work directory, next
+// to the wrapper).
+func TestStandaloneShipsDebuggerToExecutorsWithoutOne(t *testing.T) {
+	testenv.SkipIfShort(t, "starts a Spark standalone cluster")
+	py := python(t)
+	sparkHome, _ := requireStandalone(t, py)
+	ctx := testContext(t, 8*time.Minute)
+	root := t.TempDir()
+	src, dir := filepath.Join(root, "src"), filepath.Join(root, "ship")
+	job, srcJob := filepath.Join(dir, "four_partitions.py"), filepath.Join(src, "four_partitions.py")
+	copyFile(t, filepath.Join("testdata", "four_partitions.py"), job)
+	copyFile(t, filepath.Join("testdata", "four_partitions.py"), srcJob)
+	line := testenv.MarkedLine(t, job, "square")
+	env := []string{"PYSPARK_PYTHON=" + pythonWithoutDebugpy(t), "PYSPARK_DRIVER_PYTHON=" + py,
+		"SPARK_LOCAL_IP=127.0.0.1", "SPARK_HOME=" + sparkHome}
+
+	masterPort, masterUI, workerUI := standaloneFreePort(t), standaloneFreePort(t), standaloneFreePort(t)
+	sparkClass := filepath.Join(sparkHome, "bin", "spark-class")
+	master := standaloneStart(t, root, append(env, "SPARK_MASTER_OPTS=-Dspark.master.rest.enabled=false"), "master",
+		sparkClass, "org.apache.spark.deploy.master.Master",
+		"--host", "127.0.0.1", "--port", strconv.Itoa(masterPort), "--webui-port", strconv.Itoa(masterUI))
+	master.waitFor(t, ctx, "I have been elected leader", 3*time.Minute)
+	masterURL := fmt.Sprintf("spark://127.0.0.1:%d", masterPort)
+	worker := standaloneStart(t, root, env, "worker", sparkClass, "org.apache.spark.deploy.worker.Worker", masterURL,
+		"--host", "127.0.0.1", "--cores", "1", "--memory", "1g", "--work-dir", filepath.Join(root, "work"),
+		"--webui-port", strconv.Itoa(workerUI))
+	worker.waitFor(t, ctx, "Successfully registered with master", 3*time.Minute)
+
+	p := startProxy(t, ctx, "--root", src)
+	ide := dialIDE(t, ctx, p.IDE)
+	if _, err := ide.Initialize(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
+		_, err := ide.SetBreakpoints(ctx, srcJob, line)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.json")
+	r := startSpark(t, ctx, dir, append(env, "SPARKDAP_TOKEN="+p.Token), sparkdapBinary(t),
+		"submit", "--proxy", p.Executors, "--partitions", "1", "--",
+		"--master", masterURL, "--conf", "spark.executor.memory=512m", "--conf", "spark.ui.enabled=false", job, out)
+	s := nextStop(t, ctx, ide, r)
+	if s.path != srcJob || s.line != line {
+		t.Errorf("stopped at %s:%d, want %s:%d", s.path, s.line, srcJob, line)
+	}
+	if !strings.Contains(s.thread, "exec 0 ·") {
+		t.Errorf("thread %q: not the standalone worker's executor", s.thread)
+	}
+	if res, err := ide.Evaluate(ctx, s.frameID, "__import__('debugpy').__file__"); err != nil {
+		t.Errorf("evaluate debugpy's file: %v", err)
+	} else if !strings.Contains(res.Result, "sparkdap-debugger-") {
+		t.Errorf("the executor's debugpy is %s, not the shipped one", res.Result)
 	}
 	if _, err := ide.SetBreakpoints(ctx, srcJob); err != nil {
 		t.Fatal(err)
