@@ -24,6 +24,16 @@
 // objects (gc.freeze), so that the garbage collections of workers nobody
 // debugs do not walk the debugger's objects and copy the daemon's pages.
 //
+// The executors need no debugger installed: the job ships debugpy's
+// pure-Python wheel next to the wrapper (shipdebugger.go: one release,
+// ShippedDebugpyVersion, whose wheel runs on every Python from 3.8;
+// fetched once with pip into a private cache and checked against PyPI's
+// digest; JobSettings lists it in spark.submit.pyFiles). When the
+// executors' Python has no debugpy, or one the wrapper calls unusable, the
+// daemon unpacks the wheel before it forks (python/remote_debug/shipped.py)
+// into a private directory it removes as it exits, forgets the unusable
+// copy, and imports debugpy from there; workers inherit it.
+//
 // Debugging is strictly best effort. A missing debugpy, an unreachable proxy,
 // a wrong token or a proxy that never finishes the handshake costs at most the
 // configured timeouts, prints one "sparkdap:" line on the worker's stderr and
