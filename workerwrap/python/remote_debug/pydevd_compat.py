@@ -648,3 +648,30 @@ def _stop_at_frame(frame):
         stop_at_frame=frame,
         **kwargs,
     )
+
+
+def _library_root(path):
+    """Makes path one of pydevd's library roots, so that with justMyCode
+    its files are never the user's code (the shipped debugger, unpacked
+    outside site-packages). pydevd reads LIBRARY_ROOTS when a PyDB is
+    made, in the worker's settrace, and then uses it instead of its
+    defaults, so the defaults go in too. Skipped, silently, if the loaded
+    pydevd has no _get_default_library_roots: the shipped debugger's files
+    are then only pydevd's own, which pydevd never traces anyway."""
+    filtering = sys.modules.get("_pydevd_bundle.pydevd_filtering")
+    if filtering is None:
+        try:
+            from _pydevd_bundle import pydevd_filtering as filtering
+        except Exception:
+            return
+    try:
+        current = os.environ.get("LIBRARY_ROOTS")
+        if current is not None:
+            roots = current.split(os.pathsep)
+        else:
+            roots = list(filtering.FilesFiltering._get_default_library_roots())
+        if path not in roots:
+            roots.append(path)
+        os.environ["LIBRARY_ROOTS"] = os.pathsep.join(roots)
+    except Exception:
+        return

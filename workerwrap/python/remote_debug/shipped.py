@@ -13,7 +13,7 @@ import sys
 
 from .state import _describe, _say
 from .support import _version_tuple
-from .pydevd_compat import _load_debugger, _UnsupportedDebugger
+from .pydevd_compat import _library_root, _load_debugger, _UnsupportedDebugger
 
 # What an executor variable says about the shipped debugger
 # (workerwrap.EnvShipDebugger): "always" prefers it to the executors' own,
@@ -269,6 +269,7 @@ def _use_shipped(why, in_daemon, dirs=None, version_info=None, base=None):
             )
             _purge_debugger()
             raise _ShippedDebuggerError(_shipped_failure) from exc
+        _library_root(_shipped_dir)
         _say(
             "using debugpy %s shipped with the job (%s)"
             % (getattr(module, "__version__", "?"), why)

@@ -289,8 +289,12 @@ def test_real_wheel_in_a_python_without_debugpy(tmp_path, own):
         "sys.path[:0] = %r\n"
         "import remote_debug as rd\n"
         "d = rd._load_own_or_shipped(False, True)\n"
+        "from _pydevd_bundle.pydevd_filtering import FilesFiltering\n"
+        "f = FilesFiltering()\n"
         "out = {'file': d.__file__, 'dir': rd._shipped_dir, 'version': d.__version__,\n"
-        "       'mode': oct(os.stat(rd._shipped_dir).st_mode & 0o777)}\n"
+        "       'mode': oct(os.stat(rd._shipped_dir).st_mode & 0o777),\n"
+        "       'user': f.in_project_roots(d.__file__),\n"
+        "       'stdlib': f.in_project_roots(os.__file__)}\n"
         "rd._close_shipped()\n"
         "out['removed'] = not os.path.exists(out['dir'])\n"
         "print(json.dumps(out))\n"
@@ -307,6 +311,9 @@ def test_real_wheel_in_a_python_without_debugpy(tmp_path, own):
     assert out["version"] == "1.8.21"
     assert out["file"].startswith(out["dir"] + os.sep)
     assert out["mode"] == "0o700" and out["removed"]
+    # justMyCode: the shipped debugger's files are library code, as
+    # site-packages' would be, and the default library roots still hold.
+    assert out["user"] is False and out["stdlib"] is False
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
     want = "this Python has no debugpy" if own == "none" else "debugpy 1.5.0 lacks "
