@@ -187,13 +187,42 @@ func TestSparkConnectShipsDebuggerToWorkersWithoutOne(t *testing.T) {
 }
 
 // TestYARNShipsDebuggerToExecutorsWithoutOne: a client-mode job on a real
-// YARN under `sparkdap submit`, whose containers' Python has no debugpy
-// (PYSPARK_PYTHON, the debugpy-free interpreter: what a cluster without
-// debugpy, or a packed environment built without it, gives), stops at a
-// breakpoint through the debugpy shipped in --py-files, which the
-// container finds next to the wrapper in its working directory.
+// YARN under `sparkdap submit`, whose containers' Python has no debugpy,
+// stops at a breakpoint through the debugpy shipped in --py-files, which
+// the container finds next to the wrapper in its working directory. The
+// containers' Python is either the nodes' own ("python": the debugpy-free
+// interpreter as PYSPARK_PYTHON) or a packed environment without debugpy
+// ("packed": a plain venv, archived and shipped with --archives, chosen by
+// spark.pyspark.python, as the YARN recipe does).
 func TestYARNShipsDebuggerToExecutorsWithoutOne(t *testing.T) {
 	testenv.SkipIfShort(t, "starts YARN and a Spark job on it")
+	for _, form := range []string{"python", "packed"} {
+		t.Run(form, func(t *testing.T) { yarnWithoutDebugpy(t, form) })
+	}
+}
+
+// packedWithoutDebugpy archives a plain venv of py (no packages, so no
+// debugpy; pyspark comes from PYSPARK_ARCHIVES_PATH) as a packed
+// environment for --archives.
+func packedWithoutDebugpy(t *testing.T, py string) string {
+	t.Helper()
+	dir := t.TempDir()
+	env := filepath.Join(dir, "pyenv")
+	if out, err := exec.Command(py, "-m", "venv", "--without-pip", env).CombinedOutput(); err != nil {
+		t.Fatalf("venv: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(filepath.Join(env, "bin", "python"), "-c",
+		"import importlib.util, sys; assert importlib.util.find_spec('debugpy') is None, sys.path").CombinedOutput(); err != nil {
+		t.Fatalf("the venv has a debugpy: %v\n%s", err, out)
+	}
+	archive := filepath.Join(dir, "pyenv.tar.gz")
+	if out, err := exec.Command("tar", "-czf", archive, "-C", env, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	return archive
+}
+
+func yarnWithoutDebugpy(t *testing.T, form string) {
 	py := python(t)
 	sparkHome, _ := requireStandalone(t, py)
 	ctx := testContext(t, 10*time.Minute)
@@ -234,10 +263,19 @@ func TestYARNShipsDebuggerToExecutorsWithoutOne(t *testing.T) {
 	}
 	env := []string{"HADOOP_CONF_DIR=" + y.ConfDir, "YARN_CONF_DIR=" + y.ConfDir, "SPARK_CONF_DIR=" + confDir,
 		"SPARK_HOME=" + sparkHome, "SPARK_LOCAL_IP=127.0.0.1", "PYSPARK_ARCHIVES_PATH=local:" + yarnPySparkOnly(t, py),
-		"PYSPARK_PYTHON=" + pythonWithoutDebugpy(t), "PYSPARK_DRIVER_PYTHON=" + py, "SPARKDAP_TOKEN=" + p.Token}
+		"PYSPARK_DRIVER_PYTHON=" + py, "SPARKDAP_TOKEN=" + p.Token}
+	var sparkArgs []string
+	switch form {
+	case "python":
+		env = append(env, "PYSPARK_PYTHON="+pythonWithoutDebugpy(t))
+	case "packed":
+		sparkArgs = []string{"--archives", packedWithoutDebugpy(t, py) + "#pyenv",
+			"--conf", "spark.pyspark.python=./pyenv/bin/python", "--conf", "spark.pyspark.driver.python=" + py}
+	}
 	out := filepath.Join(dir, "out.json")
-	r := startSpark(t, ctx, dir, env, sparkdapBinary(t), "submit", "--proxy", p.Executors, "--partitions", "1", "--",
-		"--master", "yarn", "--deploy-mode", "client", job, out)
+	args := append([]string{"submit", "--proxy", p.Executors, "--partitions", "1", "--",
+		"--master", "yarn", "--deploy-mode", "client"}, sparkArgs...)
+	r := startSpark(t, ctx, dir, env, sparkdapBinary(t), append(args, job, out)...)
 	s := nextStop(t, ctx, ide, r)
 	if s.path != srcJob || s.line != line {
 		t.Errorf("stopped at %s:%d, want %s:%d", s.path, s.line, srcJob, line)
@@ -249,6 +287,11 @@ func TestYARNShipsDebuggerToExecutorsWithoutOne(t *testing.T) {
 		t.Errorf("evaluate debugpy's file: %v", err)
 	} else if !strings.Contains(res.Result, "sparkdap-debugger-") {
 		t.Errorf("the container's debugpy is %s, not the shipped one", res.Result)
+	}
+	if form == "packed" {
+		if res, err := ide.Evaluate(ctx, s.frameID, "__import__('sys').prefix"); err != nil || !strings.Contains(res.Result, "/pyenv") {
+			t.Errorf("the container's sys.prefix is %v (%v), not the packed environment ./pyenv", res, err)
+		}
 	}
 	if _, err := ide.SetBreakpoints(ctx, srcJob); err != nil {
 		t.Fatal(err)
