@@ -64,6 +64,10 @@ type Shipped struct {
 	// Always makes workers use it even when their Python has a usable
 	// debugger of its own (--ship-debugger always).
 	Always bool
+	// Never tells workers to ignore any wheel beside the wrapper
+	// (--ship-debugger never): in local mode the wrapper's directory may
+	// hold one from an earlier `sparkdap wrap`.
+	Never bool
 }
 
 // WheelError says why the debugger wheel to ship could not be had.

@@ -40,6 +40,9 @@ func TestJobSettingsShipTheWheelNextToTheWrapper(t *testing.T) {
 	if got := JobSettings("/w/remote_debug.py", "", Shipped{}); got[1].Value != "/w/remote_debug.py" || len(got) != 3 {
 		t.Errorf("JobSettings without a wheel = %v", got)
 	}
+	if got := JobSettings("/w/remote_debug.py", "", Shipped{Never: true}); got[len(got)-1] != (Setting{confExecutorEnv + EnvShipDebugger, ShipNever}) {
+		t.Errorf("JobSettings, never = %v", got)
+	}
 }
 
 func TestApplyShipsTheWheel(t *testing.T) {

@@ -40,7 +40,8 @@ type Setting struct{ Key, Value string }
 //   - the shipped debugger's wheel (ship.Wheel, which must sit next to the
 //     wrapper) after the wrapper in spark.submit.pyFiles: the wrapper
 //     finds it in its own directory, on the executors as in local mode;
-//     with ship.Always, spark.executorEnv.SPARKDAP_SHIP_DEBUGGER=always.
+//     with ship.Always, spark.executorEnv.SPARKDAP_SHIP_DEBUGGER=always
+//     (with ship.Never, =never).
 func JobSettings(wrapperPath, driverDir string, ship Shipped) []Setting {
 	pyFiles := wrapperPath
 	if ship.Wheel != "" {
@@ -54,8 +55,11 @@ func JobSettings(wrapperPath, driverDir string, ship Shipped) []Setting {
 	if driverDir != "" {
 		out = append(out, Setting{confExecutorEnv + EnvDriverDir, driverDir})
 	}
-	if ship.Wheel != "" && ship.Always {
+	switch {
+	case ship.Wheel != "" && ship.Always:
 		out = append(out, Setting{confExecutorEnv + EnvShipDebugger, ShipAlways})
+	case ship.Never:
+		out = append(out, Setting{confExecutorEnv + EnvShipDebugger, ShipNever})
 	}
 	return out
 }

@@ -53,8 +53,11 @@ func connectScript(path string, wf *wrapFlags, ship workerwrap.Shipped) string {
 	for _, e := range wf.envOverrides() {
 		w("export %s", shellquote.Quote(e[0]+"="+e[1]))
 	}
-	if ship.Wheel != "" && ship.Always {
+	switch {
+	case ship.Wheel != "" && ship.Always:
 		w("export %s", shellquote.Quote(workerwrap.EnvShipDebugger+"="+workerwrap.ShipAlways))
+	case ship.Never:
+		w("export %s", shellquote.Quote(workerwrap.EnvShipDebugger+"="+workerwrap.ShipNever))
 	}
 	tok := wf.tokenEnv
 	w(`export %s="${%s:-}"`, tok, tok)

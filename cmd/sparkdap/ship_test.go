@@ -95,7 +95,7 @@ func TestConfAndSubmitShipTheSameDebugger(t *testing.T) {
 			if strings.Join(confNames, ",") != strings.Join(want, ",") || strings.Join(subNames, ",") != strings.Join(want, ",") {
 				t.Errorf("--py-files: conf %v, submit %v, want %v", confNames, subNames, want)
 			}
-			wantEnv := map[bool]string{true: "always"}[mode == "always"]
+			wantEnv := map[string]string{"always": "always", "never": "never"}[mode]
 			if confEnv != wantEnv || subEnv != wantEnv {
 				t.Errorf("%s: conf %q, submit %q, want %q", workerwrap.EnvShipDebugger, confEnv, subEnv, wantEnv)
 			}

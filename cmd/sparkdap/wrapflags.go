@@ -241,7 +241,7 @@ var wheelSource = func(ctx context.Context) (string, error) {
 func (w *wrapFlags) shipped(ctx context.Context, dir string) (workerwrap.Shipped, error) {
 	mode := w.shipDebugger
 	if mode == workerwrap.ShipNever {
-		return workerwrap.Shipped{}, nil
+		return workerwrap.Shipped{Never: true}, nil
 	}
 	if w.ide == ideKindPyCharm {
 		if mode == workerwrap.ShipAlways {
