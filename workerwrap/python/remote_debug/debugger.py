@@ -163,7 +163,7 @@ def _preload_debugger():
         global _preload_problem
         if isinstance(exc, _UnsupportedDebugger):
             _preload_problem = str(exc)
-        elif isinstance(exc, ImportError) and getattr(exc, "name", None) in _DEBUGGER_MODULES:
+        elif isinstance(exc, ModuleNotFoundError) and exc.name in _DEBUGGER_MODULES:
             _preload_problem = _not_installed(exc)
         else:  # each worker that attaches says it
             _say(

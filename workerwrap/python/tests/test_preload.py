@@ -52,6 +52,7 @@ def manager():
     # What the daemon is when it starts forking workers.
     state = {
         "loaded": [m for m in WATCH if sys.modules.get(m) is not None],
+        "problem": remote_debug._debugger_problem(),
         "threads_before": before["threads"],
         "threads": [t.name for t in threading.enumerate()],
         "fds_before": before["fds"],
@@ -244,11 +245,27 @@ def test_daemon_leaves_the_debugger_alone(tmp_path, cfg, env):
 
 @pytest.mark.slow
 def test_daemon_fails_open_when_the_debugger_does_not_load(tmp_path):
-    # debugpy that cannot be imported: one line, and the daemon runs on.
+    # A debugpy whose import breaks: one line, the daemon runs on, and each
+    # worker that attaches tries again.
+    state, stderr = run_daemon(
+        tmp_path,
+        settings(),
+        setup="import sys, types\nsys.modules['debugpy'] = types.ModuleType('debugpy')\n",
+    )
+    assert state["loaded"] == ["debugpy"]
+    assert state["problem"] is None
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert "could not load the debugger in the daemon" in lines[0]
+
+
+@pytest.mark.slow
+def test_daemon_without_a_debugger_leaves_the_words_to_its_workers(tmp_path):
+    # No debugpy and none shipped: the daemon says nothing and keeps why,
+    # for each worker that would attach to tell the proxy in its hello.
     state, stderr = run_daemon(
         tmp_path, settings(), setup="import sys\nsys.modules['debugpy'] = None\n"
     )
     assert state["loaded"] == []
-    lines = stderr.splitlines()
-    assert len(lines) == 1, stderr
-    assert "could not load the debugger in the daemon" in lines[0]
+    assert stderr == ""
+    assert state["problem"].startswith("debugpy is not installed in "), state["problem"]
