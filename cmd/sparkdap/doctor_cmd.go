@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/doctor"
+	"github.com/sparkdap/sparkdap/workerwrap"
 )
 
 func init() {
@@ -31,10 +32,10 @@ type doctorFlags struct {
 	// remoteListenGiven: --remote-listen is on the command line, not the default.
 	remoteListenGiven bool
 	pycharmBuild      string
-	// shipDebugger says the job ships its own debugger to the executors.
-	// No flag sets it yet: it is for the option that makes a job do so,
-	// once submit, conf and wrap have one.
-	shipDebugger bool
+	// shipDebugger is the job's --ship-debugger (auto by default, as in
+	// submit, conf and wrap): unless never, the job brings debugpy for
+	// executors whose own is missing or unusable.
+	shipDebugger string
 }
 
 func newDoctorCmd(stderr io.Writer) *cmdSpec {
@@ -54,6 +55,9 @@ func newDoctorCmd(stderr io.Writer) *cmdSpec {
 	fs.StringVar(&f.image, "image", "", "Kubernetes: the executors' container `image` (spark.kubernetes.container.image); doctor checks the debugger of python3 in a pod of it, instead of on the gateway")
 	fs.StringVar(&f.ns, "namespace", "", "Kubernetes, with --image: the `namespace` the job's pods run in (default: kubectl's current one)")
 	defString(fs, &f.pycharmBuild, "pycharm-build", "", "doctor checks the executors' pydevd-pycharm against it, instead of their debugpy")
+	f.shipDebugger = workerwrap.ShipAuto
+	fs.Var((*shipValue)(&f.shipDebugger), "ship-debugger", usageOf("ship-debugger",
+		"doctor takes the job's: unless never, an executors' Python without a usable debugpy is only a warning"))
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on each other check")
 	c.usage(stderr, `usage: sparkdap doctor [--ide HOST:PORT] [--executors HOST:PORT] [--python PYTHON] [--ssh user@host] [flags]
 
@@ -132,7 +136,9 @@ func (f *doctorFlags) config() doctor.Config {
 		TokenEnv: tokenEnv, IDETokenEnv: ideTokenEnv,
 		Timeout: f.timeout,
 		Confs:   f.confs, Archives: f.archives,
-		PyCharmBuild: f.pycharmBuild, ShipsDebugger: f.shipDebugger,
+		PyCharmBuild: f.pycharmBuild,
+		// Nothing is shipped for PyCharm: pydevd-pycharm has no wheel.
+		ShipsDebugger: f.shipDebugger != workerwrap.ShipNever && f.pycharmBuild == "",
 	}
 	if f.ssh != "" {
 		cfg.Gateway = &doctor.Gateway{

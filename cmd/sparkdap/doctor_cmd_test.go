@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"net"
 	"path/filepath"
 	"strings"
@@ -33,5 +34,50 @@ func TestDoctorFlagErrors(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "FAIL  SSH gateway me@: --ssh: ") {
 		t.Errorf("a bad --ssh is not reported under its flag:\n%s", stdout.String())
+	}
+}
+
+// TestDoctorShipDebugger: doctor takes the job's --ship-debugger, auto by
+// default as in submit, conf and wrap, and counts on a shipped debugpy
+// unless the job ships none; PyCharm jobs ship none.
+func TestDoctorShipDebugger(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		ships bool
+		err   string
+	}{
+		{args: nil, ships: true},
+		{args: []string{"--ship-debugger", "always"}, ships: true},
+		{args: []string{"--ship-debugger", "never"}, ships: false},
+		{args: []string{"--pycharm-build", "253.33813.30"}, ships: false},
+		{args: []string{"--ship-debugger", "sometimes"}, err: "want auto, always or never"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stderr bytes.Buffer
+			c := newDoctorCmd(&stderr)
+			f := &doctorFlags{}
+			err := c.fs.Parse(tc.args)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("parse: %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The flags bound to the command's own doctorFlags: read them back.
+			c.fs.VisitAll(func(fl *flag.Flag) {
+				switch fl.Name {
+				case "ship-debugger":
+					f.shipDebugger = fl.Value.String()
+				case "pycharm-build":
+					f.pycharmBuild = fl.Value.String()
+				}
+			})
+			if got := f.config().ShipsDebugger; got != tc.ships {
+				t.Errorf("ShipsDebugger = %v, want %v", got, tc.ships)
+			}
+		})
 	}
 }
