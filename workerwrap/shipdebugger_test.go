@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sparkdap/sparkdap/internal/safefile"
+	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 func TestParseShipMode(t *testing.T) {
@@ -162,11 +163,9 @@ func TestDebugpyWheelErrors(t *testing.T) {
 // TestDebugpyWheelFromPip downloads the real wheel with the machine's pip
 // (from pip's cache when it has it), caches it, and places it.
 func TestDebugpyWheelFromPip(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs pip")
-	}
+	testenv.SkipIfShort(t, "runs pip")
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3")
+		testenv.Missing(t, "no python3: %v", err)
 	}
 	cache := t.TempDir()
 	path, err := DebugpyWheel(context.Background(), "python3", cache)

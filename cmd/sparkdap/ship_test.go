@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 
@@ -16,13 +17,11 @@ import (
 // into a private cache with the machine's pip.
 func realWheel(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs pip")
-	}
+	testenv.SkipIfShort(t, "runs pip")
 	cache := t.TempDir()
 	path, err := workerwrap.DebugpyWheel(context.Background(), "python3", cache)
 	if err != nil {
-		t.Skipf("pip cannot get the wheel here: %v", err)
+		testenv.Missing(t, "pip cannot get the debugpy wheel here: %v", err)
 	}
 	old := wheelSource
 	wheelSource = func(context.Context) (string, error) { return path, nil }
