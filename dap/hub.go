@@ -328,11 +328,13 @@ func (h *Hub) summary(format string, args ...any) {
 // tellIDE shows line in the attached IDE's debug console, as "sparkdap:
 // line": for what the user should know about workers that never became a
 // session (one that cannot load a debugger). serve's log has it from the
-// RefusalLog.
+// RefusalLog. Unlike a worker's events it does not wait for the IDE's
+// configurationDone: an output event is valid in any state of a session,
+// and the line would otherwise be lost to an IDE still configuring.
 func (h *Hub) tellIDE(line string) {
 	tx := h.lock()
 	defer tx.unlock()
-	if root := tx.root; root != nil && tx.ide(root).configured {
+	if root := tx.root; root != nil {
 		_ = root.w.send(newEvent("output", map[string]any{"category": "console", "output": "sparkdap: " + line + "\n"}), nil)
 	}
 }
