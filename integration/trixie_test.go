@@ -143,7 +143,10 @@ func TestTrixieExecutorsOnPython313AndJava21(t *testing.T) {
 	wrapDir := ""
 	for i := 0; i+1 < len(opts); i++ {
 		if opts[i] == "--py-files" {
-			wrapDir = filepath.Dir(opts[i+1])
+			// The wrapper comes first; what ships beside it (the debugpy
+			// wheel) lives in the same directory.
+			first, _, _ := strings.Cut(opts[i+1], ",")
+			wrapDir = filepath.Dir(first)
 			opts[i+1] += "," + jobDeps
 		}
 	}
