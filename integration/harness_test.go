@@ -257,7 +257,15 @@ func startWorker(t *testing.T, ctx context.Context, p *proxy, id int, o workerOp
 	cmd := exec.Command(py, args...)
 	// Keep pydevd's frozen-module warning out of the failure output.
 	cmd.Env = append(os.Environ(), "PYDEVD_DISABLE_FILE_VALIDATION=1")
-	w := &worker{ID: id, Iterations: o.iterations, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{},
+	return runWorker(t, cmd, id, o.iterations)
+}
+
+// runWorker starts cmd, a worker script that prints its progress lines on
+// stdout, as worker id; it is killed at the end of the test if still
+// running, and its output logged if the test failed.
+func runWorker(t *testing.T, cmd *exec.Cmd, id, iterations int) *worker {
+	t.Helper()
+	w := &worker{ID: id, Iterations: iterations, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{},
 		lines: make(chan string, 16), exited: make(chan struct{})}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/internal/vscodeclient"
 	"github.com/sparkdap/sparkdap/pycharm"
@@ -181,41 +180,7 @@ func (m *matrixRun) worker(t *testing.T, ctx context.Context, id int, lease stri
 	t.Helper()
 	cmd := exec.Command(m.py, "-X", "frozen_modules=off", m.script, "--wrapper", m.wrapper, "--id", strconv.Itoa(id))
 	cmd.Env = matrixEnv(m.d, "SPARKDAP_TOKEN="+testToken, "SPARKDAP_PROXY="+m.proxy.Executors, "SPARKDAP_LEASE="+lease)
-	w := &worker{ID: id, Iterations: 3, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{},
-		lines: make(chan string, 16), exited: make(chan struct{})}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = w.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start worker %d: %v", id, err)
-	}
-	w.PID = cmd.Process.Pid
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			fmt.Fprintln(w.stdout, sc.Text())
-			select {
-			case w.lines <- sc.Text():
-			default:
-			}
-		}
-		w.exitErr = cmd.Wait()
-		close(w.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-w.exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-w.exited
-		}
-		if t.Failed() {
-			t.Logf("worker %d (pid %d) stdout:\n%s\nstderr:\n%s", id, w.PID, w.stdout, w.stderr)
-		}
-	})
-	return w
+	return runWorker(t, cmd, id, 3)
 }
 
 // attached checks that the wrapper attached w with the matrix's copy of
