@@ -201,6 +201,24 @@ func dialIDE(t *testing.T, ctx context.Context, addr string) *dapclient.Client {
 	return c
 }
 
+// attachAtLine connects a DAP client to p's IDE port and attaches it as an
+// IDE does, justMyCode off, with one line breakpoint at path:line set
+// before configurationDone.
+func attachAtLine(t *testing.T, ctx context.Context, p *proxy, path string, line int) *dapclient.Client {
+	t.Helper()
+	ide := dialIDE(t, ctx, p.IDE)
+	if _, err := ide.Initialize(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
+		_, err := ide.SetBreakpoints(ctx, path, line)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ide
+}
+
 func traceClient(t *testing.T, c *dapclient.Client, name string) {
 	if os.Getenv("SPARKDAP_TRACE") == "1" {
 		c.SetTrace(func(format string, args ...any) { t.Logf(name+": "+format, args...) })

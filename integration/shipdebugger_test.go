@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -82,18 +81,8 @@ func TestSparkShipsDebuggerToExecutorsWithoutOne(t *testing.T) {
 			copyFile(t, filepath.Join("testdata", "four_partitions.py"), job)
 			copyFile(t, filepath.Join("testdata", "four_partitions.py"), srcJob)
 			p := startProxy(t, ctx, "--root", src)
-			ide := dialIDE(t, ctx, p.IDE)
-			if _, err := ide.Initialize(ctx, false); err != nil {
-				t.Fatal(err)
-			}
 			line := testenv.MarkedLine(t, job, "square")
-			err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
-				_, err := ide.SetBreakpoints(ctx, srcJob, line)
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ide := attachAtLine(t, ctx, p, srcJob, line)
 			out := filepath.Join(dir, "out.json")
 			r := startSpark(t, ctx, dir, append(env, "SPARKDAP_TOKEN="+p.Token), sparkdapBinary(t),
 				"submit", "--proxy", p.Executors, "--partitions", "1", "--", "--master", "local[2]", job, out)
@@ -148,17 +137,8 @@ func TestSparkConnectShipsDebuggerToWorkersWithoutOne(t *testing.T) {
 	ctx := testContext(t, 8*time.Minute)
 	l := newConnectLayout(t)
 	p := startProxy(t, ctx, "--root", filepath.Dir(l.client))
-	ide := dialIDE(t, ctx, p.IDE)
-	if _, err := ide.Initialize(ctx, false); err != nil {
-		t.Fatal(err)
-	}
 	line := testenv.MarkedLine(t, l.client, "connect-udf")
-	if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
-		_, err := ide.SetBreakpoints(ctx, l.client, line)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ide := attachAtLine(t, ctx, p, l.client, line)
 	script := connectScript(t, ctx, l, "--proxy", p.Executors, "--partitions", "0")
 	if _, err := os.Stat(filepath.Join(l.wrapDir, "debugpy-1.8.21-py2.py3-none-any.whl")); err != nil {
 		t.Fatalf("sparkdap wrap put no debugger next to the wrapper: %v", err)
@@ -251,16 +231,7 @@ func yarnWithoutDebugpy(t *testing.T, form string) {
 	copyFile(t, filepath.Join("testdata", "four_partitions.py"), srcJob)
 	line := testenv.MarkedLine(t, job, "square")
 	p := startProxy(t, ctx, "--root", src)
-	ide := dialIDE(t, ctx, p.IDE)
-	if _, err := ide.Initialize(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
-		_, err := ide.SetBreakpoints(ctx, srcJob, line)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ide := attachAtLine(t, ctx, p, srcJob, line)
 	env := []string{"HADOOP_CONF_DIR=" + y.ConfDir, "YARN_CONF_DIR=" + y.ConfDir, "SPARK_CONF_DIR=" + confDir,
 		"SPARK_HOME=" + sparkHome, "SPARK_LOCAL_IP=127.0.0.1", "PYSPARK_ARCHIVES_PATH=local:" + yarnPySparkOnly(t, py),
 		"PYSPARK_DRIVER_PYTHON=" + py, "SPARKDAP_TOKEN=" + p.Token}
@@ -337,16 +308,7 @@ func TestStandaloneShipsDebuggerToExecutorsWithoutOne(t *testing.T) {
 	worker.waitFor(t, ctx, "Successfully registered with master", 3*time.Minute)
 
 	p := startProxy(t, ctx, "--root", src)
-	ide := dialIDE(t, ctx, p.IDE)
-	if _, err := ide.Initialize(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
-		_, err := ide.SetBreakpoints(ctx, srcJob, line)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ide := attachAtLine(t, ctx, p, srcJob, line)
 	out := filepath.Join(dir, "out.json")
 	r := startSpark(t, ctx, dir, append(env, "SPARKDAP_TOKEN="+p.Token), sparkdapBinary(t),
 		"submit", "--proxy", p.Executors, "--partitions", "1", "--",

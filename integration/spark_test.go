@@ -381,17 +381,8 @@ func TestSparkZipModuleAndDriverClosureBind(t *testing.T) {
 		zipFiles(t, deps, l.shipLib)
 		os.Remove(l.shipLib)
 		p := startProxy(t, ctx, "--root", l.src)
-		ide := dialIDE(t, ctx, p.IDE)
-		if _, err := ide.Initialize(ctx, false); err != nil {
-			t.Fatal(err)
-		}
 		line := testenv.MarkedLine(t, l.srcLib, "loanlib-amortize")
-		if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
-			_, err := ide.SetBreakpoints(ctx, l.srcLib, line)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		ide := attachAtLine(t, ctx, p, l.srcLib, line)
 		out := filepath.Join(t.TempDir(), "out.json")
 		job := startSpark(t, ctx, l.ship, []string{"SPARKDAP_TOKEN=" + p.Token}, sparkdapBinary(t),
 			"submit", "--proxy", p.Executors, "--partitions", "1", "--",
@@ -426,16 +417,7 @@ func TestSparkZipModuleAndDriverClosureBind(t *testing.T) {
 		copyFile(t, filepath.Join("testdata", "closure_job.py"), ship)
 		line := testenv.MarkedLine(t, src, "closure-lambda")
 		p := startProxy(t, ctx, "--root", filepath.Dir(src))
-		ide := dialIDE(t, ctx, p.IDE)
-		if _, err := ide.Initialize(ctx, false); err != nil {
-			t.Fatal(err)
-		}
-		if err := ide.Attach(ctx, map[string]any{"justMyCode": false}, func(ctx context.Context) error {
-			_, err := ide.SetBreakpoints(ctx, src, line)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		ide := attachAtLine(t, ctx, p, src, line)
 		out := filepath.Join(t.TempDir(), "out.json")
 		job := startSpark(t, ctx, filepath.Dir(ship), []string{"SPARKDAP_TOKEN=" + p.Token}, sparkdapBinary(t),
 			"submit", "--proxy", p.Executors, "--partitions", "2", "--",
