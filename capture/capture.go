@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -281,8 +280,10 @@ func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrCapture, err)
 	}
-	if err := os.MkdirAll(req.Dir, 0o700); err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrCapture, err)
+	// The directory must be the user's alone: whoever else may write
+	// there could swap the capture replay runs.
+	if err := safefile.MkdirPrivate(req.Dir); err != nil {
+		return Result{}, fmt.Errorf("%w: capture directory: %w", ErrCapture, err)
 	}
 	path := filepath.Join(req.Dir, fmt.Sprintf("%s-e%v-%s.json", SafeName(name),
 		req.Executor, time.Now().UTC().Format("20060102T150405.000")))
