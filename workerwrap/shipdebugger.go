@@ -59,7 +59,9 @@ func ParseShipMode(s string) (string, error) {
 
 // Shipped is the debugger a job ships next to the wrapper.
 type Shipped struct {
-	// Wheel is the wheel's path on the submitting machine ("": none).
+	// Wheel is the path on the submitting machine of what ships ("":
+	// nothing): debugpy's wheel, or for PyCharm the zip of the
+	// pydevd-pycharm of the user's build (PyCharmArchive).
 	Wheel string
 	// Always makes workers use it even when their Python has a usable
 	// debugger of its own (--ship-debugger always).
@@ -101,30 +103,11 @@ func DebuggerCacheDir() (string, error) {
 	if err != nil {
 		return "", &WheelError{Wheel: ShippedDebugpyWheel, Problem: "no cache directory", Err: err}
 	}
-	return privateDir(filepath.Join(base, "sparkdap", "debuggers"))
-}
-
-// privateDir makes dir (and its parents) 0700 if missing, and refuses one
-// that is a symlink or not a directory; one that others may enter is made
-// private, which fails unless it is the user's own.
-func privateDir(dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", &WheelError{Wheel: ShippedDebugpyWheel, Problem: "cache directory " + dir, Err: err}
-	}
-	fi, err := os.Lstat(dir)
+	// Every level sparkdap made (sparkdap, sparkdap/debuggers) must be
+	// the user's alone, not a link: safefile.MkdirPrivateIn checks them.
+	dir, err := safefile.MkdirPrivateIn(base, filepath.Join("sparkdap", "debuggers"))
 	if err != nil {
-		return "", &WheelError{Wheel: ShippedDebugpyWheel, Problem: "cache directory " + dir, Err: err}
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return "", &WheelError{Wheel: ShippedDebugpyWheel, Problem: "cache directory " + dir, Err: safefile.ErrSymlink}
-	}
-	if !fi.IsDir() {
-		return "", &WheelError{Wheel: ShippedDebugpyWheel, Problem: "cache directory " + dir + " is not a directory"}
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return "", &WheelError{Wheel: ShippedDebugpyWheel, Problem: "cache directory " + dir + " is open to others and cannot be made private", Err: err}
-		}
+		return "", &WheelError{Wheel: ShippedDebugpyWheel, Problem: "cache directory", Err: err}
 	}
 	return dir, nil
 }
@@ -207,11 +190,17 @@ func lastLine(s string) string {
 // where Spark ships it from and a local-mode daemon finds it; a copy
 // already there is kept. Never writes through a symlink.
 func PlaceWheel(src, dir string) (string, error) {
+	return placeChecked(src, dir, readWheel)
+}
+
+// placeChecked copies src into dir unless a copy that read accepts is
+// there already; read checks the file (digest, contents).
+func placeChecked(src, dir string, read func(string) ([]byte, error)) (string, error) {
 	dst := filepath.Join(dir, filepath.Base(src))
-	if _, err := readWheel(dst); err == nil {
+	if _, err := read(dst); err == nil {
 		return dst, nil
 	}
-	data, err := readWheel(src)
+	data, err := read(src)
 	if err != nil {
 		return "", &WheelError{Wheel: filepath.Base(src), Problem: "reading it", Err: err}
 	}

@@ -34,9 +34,10 @@ import (
 var ErrUnsafeDir = errors.New("not a private directory")
 
 // DirError: Path is not a directory sparkdap may rely on. Problem says
-// why, Fix what to do.
+// why, Fix what to do; Err is ErrSymlink for a link, else nil.
 type DirError struct {
 	Path, Problem, Fix string
+	Err                error
 }
 
 func (e *DirError) Error() string {
@@ -45,6 +46,8 @@ func (e *DirError) Error() string {
 
 // Is makes errors.Is(err, ErrUnsafeDir) hold.
 func (e *DirError) Is(target error) bool { return target == ErrUnsafeDir }
+
+func (e *DirError) Unwrap() error { return e.Err }
 
 // WithFix adds a way out to err's fix when err is a *DirError (e.g. "set
 // XDG_RUNTIME_DIR", "give --control PATH"); other errors are returned as
@@ -73,7 +76,7 @@ func PrivateDir(path string) error {
 func checkDir(path string, fi fs.FileInfo) error {
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return &DirError{Path: path, Problem: "is a symbolic link (sparkdap does not follow links to its private directories)", Fix: "remove it"}
+		return &DirError{Path: path, Problem: "is a symbolic link (sparkdap does not follow links to its private directories)", Fix: "remove it", Err: ErrSymlink}
 	case !fi.IsDir():
 		return &DirError{Path: path, Problem: "is not a directory", Fix: "remove it"}
 	}
@@ -89,8 +92,9 @@ func checkDir(path string, fi fs.FileInfo) error {
 
 // MkdirPrivate makes path a private directory: the missing directories up
 // to it are made 0700 and checked (PrivateDir), as is path itself when it
-// was there already. The existing directories above it are the caller's
-// to vouch for.
+// was there already (then, being the user's, it is made 0700 if others
+// may read or enter it). The existing directories above it are the
+// caller's to vouch for.
 func MkdirPrivate(path string) error {
 	path = filepath.Clean(path)
 	top := path
@@ -109,7 +113,10 @@ func MkdirPrivate(path string) error {
 		top = up
 	}
 	if top == path {
-		return PrivateDir(path)
+		if err := PrivateDir(path); err != nil {
+			return err
+		}
+		return tighten(path)
 	}
 	rel, err := filepath.Rel(top, path)
 	if err != nil {
@@ -123,7 +130,8 @@ func MkdirPrivate(path string) error {
 // base is the caller's to vouch for (made, 0700, if missing, but not
 // checked: the user's home, $XDG_RUNTIME_DIR, the temp directory); every
 // directory of rel under it, from the first down to base/rel, is made 0700
-// if missing and checked (PrivateDir) whether made or found.
+// if missing and checked (PrivateDir) whether made or found; base/rel,
+// once checked, is made 0700 if others may read or enter it.
 func MkdirPrivateIn(base, rel string) (string, error) {
 	return privateIn(base, rel, true)
 }
@@ -162,7 +170,24 @@ func privateIn(base, rel string, create bool) (string, error) {
 			return "", err
 		}
 	}
+	if create {
+		if err := tighten(dir); err != nil {
+			return "", err
+		}
+	}
 	return dir, nil
+}
+
+// tighten makes the checked directory dir, the user's, 0700.
+func tighten(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return os.Chmod(dir, 0o700)
+	}
+	return nil
 }
 
 // UserDir is where sparkdap keeps its per-user directories unless told
