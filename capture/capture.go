@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -33,6 +34,17 @@ const DefaultTimeout = 5 * time.Minute
 // ChunkBytes is how much of the capture one evaluate fetches: its base64
 // (a third more) stays far below either wire's message limit.
 const ChunkBytes = 512 << 10
+
+// MaxHeaderBytes bounds the executor's header (the JSON object that
+// describes the call) as it arrives: it names a function and its
+// parameters, references and notes, far below this.
+const MaxHeaderBytes = 1 << 20
+
+// MaxHeaderDepth bounds how deep the executor's header nests (a scalar is
+// 0, the header object 1). The header sparkdap writes nests 3 deep; replay
+// reads the file with a recursive parser, which a header nested thousands
+// deep would overflow.
+const MaxHeaderDepth = 32
 
 // ErrCapture is the class of errors a capture fails with.
 var ErrCapture = errors.New("capture failed")
@@ -141,10 +153,56 @@ func Decode(v string) ([]byte, error) {
 
 // start is start()'s answer.
 type start struct {
-	Error  string         `json:"error"`
-	ID     int64          `json:"id"`
-	Chunks int            `json:"chunks"`
-	Header map[string]any `json:"header"`
+	Error  string          `json:"error"`
+	ID     int64           `json:"id"`
+	Chunks int             `json:"chunks"`
+	Header json.RawMessage `json:"header"`
+}
+
+// CheckHeader refuses an executor's header that is not a JSON object, is
+// over MaxHeaderBytes or nests deeper than MaxHeaderDepth, before any of
+// it is decoded into memory or written to a file.
+func CheckHeader(raw []byte) error {
+	if len(raw) > MaxHeaderBytes {
+		return fmt.Errorf("%w: the executor's header is %d bytes, over the limit of %d", ErrCapture, len(raw), MaxHeaderBytes)
+	}
+	if !json.Valid(raw) {
+		return fmt.Errorf("%w: the executor's header is not JSON", ErrCapture)
+	}
+	if d := jsonDepth(raw); d > MaxHeaderDepth {
+		return fmt.Errorf("%w: the executor's header nests %d deep, over the limit of %d", ErrCapture, d, MaxHeaderDepth)
+	}
+	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return fmt.Errorf("%w: the executor's header is not a JSON object", ErrCapture)
+	}
+	return nil
+}
+
+// jsonDepth is how deep valid JSON nests: the most arrays and objects open
+// at once, counted in one pass outside strings.
+func jsonDepth(raw []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // stopped is why ctx ended, as an ErrCapture.
@@ -210,9 +268,13 @@ func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 		// happened here.
 		_, _ = ev.Eval(context.WithoutCancel(ctx), CallExpr(fmt.Sprintf("drop(%d)", st.ID)))
 	}()
-	want, ok := toInt(st.Header["payloadBytes"])
+	header, err := decodeHeader(st.Header)
+	if err != nil {
+		return Result{}, err
+	}
+	want, ok := toInt(header["payloadBytes"])
 	if !ok || want < 0 || want > int64(maxBytes) {
-		return Result{}, fmt.Errorf("%w: the executor announced %v bytes, over the cap of %d bytes", ErrCapture, st.Header["payloadBytes"], maxBytes)
+		return Result{}, fmt.Errorf("%w: the executor announced %v bytes, over the cap of %d bytes", ErrCapture, header["payloadBytes"], maxBytes)
 	}
 	if st.Chunks < 0 || st.Chunks > MaxChunks(maxBytes) || int64(st.Chunks) > want || (want > 0 && st.Chunks == 0) {
 		return Result{}, fmt.Errorf("%w: the executor announced %d chunks for %d bytes (at most %d chunks of %d bytes under the cap)",
@@ -238,16 +300,53 @@ func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 	if int(want) != len(payload) {
 		return Result{}, fmt.Errorf("%w: got %d bytes of the %d the executor announced", ErrCapture, len(payload), want)
 	}
-	doc := st.Header
-	data, code, err := Split(doc, payload)
+	now := time.Now().UTC()
+	out, name, err := File(header, payload, req, now)
 	if err != nil {
 		return Result{}, err
+	}
+	// The directory must be the user's alone: whoever else may write
+	// there could swap the capture replay runs.
+	if err := safefile.MkdirPrivate(req.Dir); err != nil {
+		return Result{}, fmt.Errorf("%w: capture directory: %w", ErrCapture, err)
+	}
+	path := filepath.Join(req.Dir, fmt.Sprintf("%s-e%v-%s.json", SafeName(name),
+		req.Executor, now.Format("20060102T150405.000")))
+	if err := safefile.WriteFile(path, out, 0o600); err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrCapture, err)
+	}
+	return Result{Path: path, Bytes: len(payload), Function: name, Task: req.Label, Notes: notes(header["notes"])}, nil
+}
+
+// decodeHeader is the executor's header, checked (CheckHeader), as a map.
+func decodeHeader(raw json.RawMessage) (map[string]any, error) {
+	if err := CheckHeader(raw); err != nil {
+		return nil, err
+	}
+	var header map[string]any
+	if err := json.Unmarshal(raw, &header); err != nil || header == nil {
+		return nil, fmt.Errorf("%w: the executor's header is not a JSON object", ErrCapture)
+	}
+	return header, nil
+}
+
+// File is the capture file's text for the executor's header (decoded by
+// decodeHeader) and the payload it announced, and the function's name: the
+// header with the proxy's own fields set over the executor's (format,
+// task, executor, time, localFile and localRoots from req) and the payload
+// split into data and code. It refuses data that is not JSON and a file
+// that would nest deeper than MaxHeaderDepth.
+func File(header map[string]any, payload []byte, req Request, now time.Time) ([]byte, string, error) {
+	doc := header
+	data, code, err := Split(doc, payload)
+	if err != nil {
+		return nil, "", err
 	}
 	if !json.Valid(data) {
 		// Replay would refuse it too; refusing here says so at capture
 		// time, and keeps a pickle (an older sparkdap's, or a hostile
 		// executor's) out of the file.
-		return Result{}, fmt.Errorf("%w: the executor's data is not JSON (a capture by another sparkdap version, or not by sparkdap)", ErrCapture)
+		return nil, "", fmt.Errorf("%w: the executor's data is not JSON (a capture by another sparkdap version, or not by sparkdap)", ErrCapture)
 	}
 	fn, _ := doc["function"].(map[string]any)
 	remote, _ := fn["file"].(string)
@@ -261,11 +360,12 @@ func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 		"and the plain-data globals it reads (data: tagged JSON, base64; your data, as the executor had it); the names of the modules, "+
 		"functions and classes it refers to (references); and, pickled (code: %v pickle, base64), the function itself and any value "+
 		"the data could not hold (notes name them): sparkdap replay unpickles code only with --trust-captured-code and otherwise "+
-		"takes the function from your local source (localFile, importable), importing what it imports from localFile's directory and localRoots",
+		"takes the function from your local source (localFile, under localRoots), importing what it imports from localFile's "+
+		"directory and localRoots",
 		name, req.Executor, doc["pickler"])
 	doc["task"] = req.Label
 	doc["executor"] = req.Executor
-	doc["capturedAt"] = time.Now().UTC().Format(time.RFC3339)
+	doc["capturedAt"] = now.Format(time.RFC3339)
 	doc["localFile"] = local
 	roots := []string{}
 	for _, r := range req.LocalRoots {
@@ -278,19 +378,12 @@ func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 	doc["code"] = base64.StdEncoding.EncodeToString(code)
 	out, err := json.MarshalIndent(doc, "", " ")
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrCapture, err)
+		return nil, "", fmt.Errorf("%w: %w", ErrCapture, err)
 	}
-	// The directory must be the user's alone: whoever else may write
-	// there could swap the capture replay runs.
-	if err := safefile.MkdirPrivate(req.Dir); err != nil {
-		return Result{}, fmt.Errorf("%w: capture directory: %w", ErrCapture, err)
+	if d := jsonDepth(out); d > MaxHeaderDepth {
+		return nil, "", fmt.Errorf("%w: the capture file would nest %d deep, over the limit of %d", ErrCapture, d, MaxHeaderDepth)
 	}
-	path := filepath.Join(req.Dir, fmt.Sprintf("%s-e%v-%s.json", SafeName(name),
-		req.Executor, time.Now().UTC().Format("20060102T150405.000")))
-	if err := safefile.WriteFile(path, out, 0o600); err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrCapture, err)
-	}
-	return Result{Path: path, Bytes: len(payload), Function: name, Task: req.Label, Notes: notes(doc["notes"])}, nil
+	return out, name, nil
 }
 
 // notes reads the header's notes: the strings of a JSON array, at most

@@ -93,6 +93,14 @@ func TestRun(t *testing.T) {
 			chunks: []string{"{}code"}, want: "announced 6 bytes, over the cap of 4 bytes", dropped: true},
 		{name: "stalls past the time bound", stall: true, start: map[string]any{"id": 1, "chunks": 2, "header": header(6, 2)},
 			want: "did not send the capture within 1s (0 of 2 chunks fetched)", dropped: true},
+		// A header an executor built to overflow replay's parser, or to
+		// fill memory, is refused before the file is written.
+		{name: "header nested 5000 deep", start: map[string]any{"id": 1, "chunks": 1, "header": json.RawMessage(deepHeader(5000))},
+			chunks: []string{"{}code"}, want: "the executor's header nests 5001 deep, over the limit of 32", dropped: true},
+		{name: "header too large", start: map[string]any{"id": 1, "chunks": 1, "header": map[string]any{"payloadBytes": 6, "dataBytes": 2,
+			"notes": []any{strings.Repeat("n", MaxHeaderBytes)}}}, chunks: []string{"{}code"}, want: "over the limit of 1048576", dropped: true},
+		{name: "header no object", start: map[string]any{"id": 1, "chunks": 1, "header": []any{6, 2}},
+			chunks: []string{"{}code"}, want: "the executor's header is not a JSON object", dropped: true},
 		{name: "data is a pickle", start: map[string]any{"id": 1, "chunks": 1, "header": header(6, 2)}, chunks: []string{"\x80\x04code"},
 			want: "the executor's data is not JSON", dropped: true},
 	} {
@@ -146,6 +154,67 @@ func TestRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deepHeader is a header whose "x" nests n arrays deep.
+func deepHeader(n int) string {
+	return `{"payloadBytes": 6, "dataBytes": 2, "x": ` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`
+}
+
+func TestCheckHeader(t *testing.T) {
+	for _, tc := range []struct {
+		raw string
+		ok  bool
+	}{
+		{`{"a": {"b": [1, "[[[[", "\\\"[{"]}}`, true},
+		{deepHeader(MaxHeaderDepth - 1), true},
+		{deepHeader(MaxHeaderDepth), false},
+		{`{"a": 1`, false},
+		{` "s"`, false},
+		{`null`, false},
+	} {
+		if err := CheckHeader([]byte(tc.raw)); (err == nil) != tc.ok {
+			t.Errorf("CheckHeader(%.60s): %v, want ok %v", tc.raw, err, tc.ok)
+		}
+	}
+}
+
+// FuzzFile: whatever header and payload an executor sends, the proxy
+// either refuses them with an ErrCapture or writes a file that is JSON,
+// nests at most MaxHeaderDepth deep, and carries the proxy's own
+// localFile, localRoots and format over the executor's. It never panics.
+func FuzzFile(f *testing.F) {
+	f.Add([]byte(`{"payloadBytes": 6, "dataBytes": 2, "function": {"name": "f", "file": "/x.py"}}`), []byte("{}code"))
+	f.Add([]byte(deepHeader(40)), []byte("[]"))
+	f.Add([]byte(`{"dataBytes": 1, "localFile": "/etc/passwd", "format": 1, "localRoots": ["/"]}`), []byte("1"))
+	f.Add([]byte(`{"dataBytes": 1.5}`), []byte("1"))
+	req := Request{Executor: 1, Label: "t", LocalFile: func(string) string { return "/local/job.py" }, LocalRoots: []string{"/local"}}
+	f.Fuzz(func(t *testing.T, raw, payload []byte) {
+		header, err := decodeHeader(raw)
+		if err != nil {
+			if !errors.Is(err, ErrCapture) {
+				t.Fatalf("decodeHeader: %v is no ErrCapture", err)
+			}
+			return
+		}
+		out, _, err := File(header, payload, req, time.Unix(0, 0))
+		if err != nil {
+			if !errors.Is(err, ErrCapture) {
+				t.Fatalf("File: %v is no ErrCapture", err)
+			}
+			return
+		}
+		if jsonDepth(out) > MaxHeaderDepth {
+			t.Fatalf("file nests %d deep", jsonDepth(out))
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(out, &doc); err != nil {
+			t.Fatalf("file is no JSON object: %v", err)
+		}
+		if (doc["localFile"] != "/local/job.py" && doc["localFile"] != "") || fmt.Sprint(doc["localRoots"]) != "[/local]" || doc["format"] != Format {
+			t.Fatalf("the executor's fields survived: %v %v %v", doc["localFile"], doc["localRoots"], doc["format"])
+		}
+	})
 }
 
 func TestDecode(t *testing.T) {
