@@ -22,6 +22,7 @@ import (
 	"github.com/sparkdap/sparkdap/internal/kubetest"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/workerwrap"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -249,10 +250,11 @@ func TestKubernetesRecipe(t *testing.T) {
 
 	cluster := k8sBlock(t, r.blocks, "sh", "--deploy-mode cluster")
 	client := k8sBlock(t, r.blocks, "sh", "--deploy-mode client")
-	// The plain run: the cluster-mode block without its sparkdap lines.
+	// The plain run: the cluster-mode block without its sparkdap lines
+	// (the daemon module, the pod template, the token and the selection).
 	var plainLines []string
 	for _, line := range strings.Split(cluster, "\n") {
-		if !strings.Contains(line, "remote_debug") && !strings.Contains(line, "/opt/sparkdap") && !strings.Contains(line, "SPARKDAP_") {
+		if !strings.Contains(line, "remote_debug") && !strings.Contains(strings.ToLower(line), "sparkdap") {
 			plainLines = append(plainLines, line)
 		}
 	}
@@ -369,32 +371,39 @@ func newK8sRecipe(t *testing.T, ctx context.Context, c *kubetest.Cluster, py, sp
 	if len(g) != 3 {
 		t.Fatalf("go env printed %q", goEnv)
 	}
+	// The wheel `sparkdap wrap` ships comes from the developer's cache, as
+	// on a laptop where it was fetched once.
+	userCache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
 	path := strings.Join([]string{filepath.Dir(sparkdapBinary(t)), filepath.Dir(c.KubectlPath()), filepath.Dir(py),
 		filepath.Dir(sparkSubmit), os.Getenv("PATH")}, string(os.PathListSeparator))
 	r.env = append(os.Environ(), "HOME="+r.home, "PATH="+path, "KUBECONFIG="+c.Kubeconfig,
 		"SPARKDAP_TOKEN="+testToken, "SPARK_CONF_DIR="+r.sparkDefaultsDir, "PYSPARK_PYTHON=python3",
-		"GOCACHE="+g[0], "GOMODCACHE="+g[1], "GOPATH="+g[2], "GOFLAGS=-buildvcs=false")
+		"GOCACHE="+g[0], "GOMODCACHE="+g[1], "GOPATH="+g[2], "GOFLAGS=-buildvcs=false",
+		"XDG_CACHE_HOME="+userCache)
 	return r
 }
 
 // k8sNodeChecks: a pod of the Spark stand-in runs as Spark's user with the
-// host's PySpark and the pinned debugpy, as the recipe's image does, and
+// host's PySpark and no debugpy, as the recipe's image has none, and
 // reaches Services by their cluster DNS names and nothing beyond the node.
 func k8sNodeChecks(t *testing.T, ctx context.Context, c *kubetest.Cluster, py string) {
 	t.Helper()
-	want, err := exec.CommandContext(ctx, py, "-c", "import pyspark, debugpy; print('pyspark', pyspark.__version__, 'debugpy', debugpy.__version__)").Output()
+	want, err := exec.CommandContext(ctx, py, "-c", "import pyspark; print('pyspark', pyspark.__version__)").Output()
 	if err != nil {
 		t.Fatalf("host versions: %v", err)
 	}
-	pin := fmt.Sprintf("pyspark %s debugpy %s", requirementPin(t, "pyspark"), requirementPin(t, "debugpy"))
+	pin := "pyspark " + requirementPin(t, "pyspark")
 	if strings.TrimSpace(string(want)) != pin {
 		t.Fatalf("the host's %s, not requirements-test.txt's %s", strings.TrimSpace(string(want)), pin)
 	}
 	// The pod also resolves the API's Service through the cluster DNS,
 	// connects to it through kube-proxy, and has no default route.
 	if _, err := c.Kubectl(ctx, "run", "versions", "--image="+kubetest.SparkImage, "--restart=Never", "--",
-		"python3", "-c", `import os, pyspark, debugpy, socket
-print('pyspark', pyspark.__version__, 'debugpy', debugpy.__version__, 'uid', os.getuid())
+		"python3", "-c", `import os, pyspark, socket, importlib.util
+print('pyspark', pyspark.__version__, 'debugpy', importlib.util.find_spec('debugpy'), 'uid', os.getuid())
 ip = socket.gethostbyname('kubernetes.default.svc.cluster.local')
 socket.create_connection((ip, 443), timeout=20).close()
 routes = [line.split()[1] for line in open('/proc/net/route').read().splitlines()[1:]]
@@ -411,24 +420,32 @@ print('service', ip, 'default route', '00000000' in routes)`); err != nil {
 	}
 	// uid 185: the user `spark` of Spark's own image, as the recipe's
 	// Dockerfile ends with USER spark.
-	wantLog := pin + " uid 185\nservice " + c.Services.Addr().Next().String() + " default route False"
+	wantLog := pin + " debugpy None uid 185\nservice " + c.Services.Addr().Next().String() + " default route False"
 	if strings.TrimSpace(got) != wantLog {
 		t.Errorf("the Spark stand-in's pod printed\n%s\nwant\n%s", got, wantLog)
 	}
 }
 
-// buildImages runs the recipe's build block in an empty directory, with
-// docker standing in for by a shell function that records what it is
-// asked, then builds each recorded image from its Dockerfile as a layer
-// on the base stand-in and imports it under the recipe's tag.
+// buildImages saves the recipe's pod template in the recipe's directory,
+// runs its build block there, with docker standing in for by a shell
+// function that records what it is asked, then builds each recorded image
+// from its Dockerfile as a layer on the base stand-in and imports it under
+// the recipe's tag.
 func (r *k8sRecipe) buildImages(t *testing.T, ctx context.Context, cache string) {
 	t.Helper()
-	dir := t.TempDir()
+	dir := filepath.Join(r.home, "sparkdap-k8s")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	template := k8sBlock(t, r.blocks, "yaml", "# sparkdap-executor.yaml")
+	if err := os.WriteFile(filepath.Join(dir, "sparkdap-executor.yaml"), []byte(template), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	calls := filepath.Join(t.TempDir(), "docker.calls")
 	build := k8sBlock(t, r.blocks, "sh", "docker build")
 	script := `docker() { printf '%s\n' "$*" >>"$DOCKER_CALLS"; }` + "\n" + build
 	start := time.Now()
-	r.script(t, ctx, dir, script, "DOCKER_CALLS="+calls)
+	r.script(t, ctx, r.home, script, "DOCKER_CALLS="+calls)
 	t.Logf("the recipe's build block (the Go build of sparkdap included): %s", time.Since(start).Round(time.Second))
 	if out, err := exec.CommandContext(ctx, "file", filepath.Join(dir, "sparkdap")).Output(); err == nil && !strings.Contains(string(out), "statically linked") {
 		t.Errorf("the recipe's sparkdap binary is not static: %s", out)
@@ -470,11 +487,16 @@ func (r *k8sRecipe) buildImages(t *testing.T, ctx context.Context, cache string)
 		}
 		switch {
 		case strings.HasPrefix(d.from, "spark:"):
-			for _, pkg := range []string{"debugpy", "pandas", "pyarrow"} {
+			for _, pkg := range []string{"pandas", "pyarrow"} {
 				pin := pkg + "==" + requirementPin(t, pkg)
 				if len(d.runs) != 1 || !strings.Contains(d.runs[0]+" ", " "+pin+" ") {
 					t.Errorf("%s: RUN %q does not install %s, the tested version", file, d.runs, pin)
 				}
+			}
+			// The executors' image is the job's own: sparkdap ships its
+			// debugger, so the image needs none.
+			if strings.Contains(strings.Join(d.runs, " "), "debugpy") {
+				t.Errorf("%s: RUN %q installs debugpy, which the job ships", file, d.runs)
 			}
 			if d.user != "spark" {
 				t.Errorf("%s: ends as USER %q, not Spark's own user spark", file, d.user)
@@ -482,6 +504,17 @@ func (r *k8sRecipe) buildImages(t *testing.T, ctx context.Context, cache string)
 		default:
 			if len(d.runs) != 1 || !strings.Contains(d.runs[0], "openssh-server") || !strings.Contains(d.runs[0], "useradd -m dev") {
 				t.Errorf("%s: RUN %q, not what the gateway stand-in holds (openssh-server, a user dev)", file, d.runs)
+			}
+			// What the pod template's init container copies into the
+			// executors: the wrapper and the wheel wrap wrote beside it.
+			has := map[string]bool{}
+			for _, f := range d.files {
+				has[f.Path] = true
+			}
+			for _, want := range []string{"/opt/sparkdap/remote_debug.py", "/opt/sparkdap/" + workerwrap.ShippedDebugpyWheel} {
+				if !has[want] {
+					t.Errorf("%s: puts no %s in the gateway image, for the executors", file, want)
+				}
 			}
 		}
 		start := time.Now()
@@ -549,8 +582,8 @@ func (r *k8sRecipe) serve(t *testing.T, ctx context.Context) *proxy {
 	t.Logf("%s (%s):\n%s", doctorLine, time.Since(start).Round(time.Second), out)
 	for _, want := range []string{
 		"OK    SSH gateway dev@127.0.0.1:" + port + ": connected",
-		"OK    executor image registry.example.com/spark-debugpy:",
-		"a pod of it has debugpy " + requirementPin(t, "debugpy"),
+		"WARN  executor image registry.example.com/loans:1",
+		"cannot import debugpy; the job ships its own debugger, which the workers use instead",
 		"SKIP  test connection through the gateway: not checked",
 	} {
 		if !strings.Contains(out, want) {
@@ -670,6 +703,15 @@ func (r *k8sRecipe) stops(t *testing.T, ctx context.Context, ide *dapclient.Clie
 			}
 			if !strings.Contains(pods+"\n", "pod/"+m[2]+"\n") {
 				t.Errorf("%s: label names %s, not an executor pod (%s)", name, m[2], strings.Fields(pods))
+			}
+			// The image has no debugpy: the worker stopped with the one the
+			// job shipped through the pod template.
+			log, err := r.c.Kubectl(ctx, "-n", "spark", "logs", "pod/"+m[2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(log, "using debugpy "+workerwrap.ShippedDebugpyVersion+" shipped with the job (") {
+				t.Errorf("%s: executor pod %s's log does not say it uses the shipped debugpy:\n%s", name, m[2], tail(log, 3000))
 			}
 		}
 		v, err := strconv.ParseFloat(s.locals["principal"], 64)

@@ -92,7 +92,7 @@ Examples:
   sparkdap doctor --python /opt/venvs/spark/bin/python --ssh me@edge.example.com
   sparkdap doctor --archives pyenv.tar.gz#pyenv --conf spark.pyspark.python=./pyenv/bin/python
   SPARKDAP_TOKEN=... sparkdap doctor --ssh me@edge.example.com --remote-listen 0.0.0.0:5678
-  sparkdap doctor --ssh dev@127.0.0.1:2222 --image registry.example.com/spark-debugpy:4.3.0 --namespace spark
+  sparkdap doctor --ssh dev@127.0.0.1:2222 --image registry.example.com/loans:1 --namespace spark
   sparkdap doctor --pycharm-build 253.33813.30 --python /opt/venvs/spark/bin/python
 
 Flags:
