@@ -25,7 +25,14 @@ func (e *Error) Unwrap() error { return ErrAnswer }
 // Call sends req on the control socket at path and returns the answer,
 // cleaned; an error answer is an *Error. ctx bounds the whole call (a
 // capture takes as long as the executor needs).
+//
+// The socket's directory must be the user's alone (as Listen makes it):
+// in one that someone else owns or may write to, the socket may be theirs,
+// and it is refused (ErrUnsafeDir) before anything is sent.
 func Call(ctx context.Context, path string, req Request) (Answer, error) {
+	if err := privateDir(filepath.Dir(path), false); err != nil {
+		return Answer{}, err
+	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {

@@ -9,20 +9,27 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sparkdap/sparkdap/internal/safefile"
 )
 
 // Dir is the default control sockets' directory: sparkdap under
 // $XDG_RUNTIME_DIR (the user's own, 0700, cleared at logout), else
-// sparkdap/run under the user's cache directory.
+// sparkdap/run under the user's cache directory, else (no $HOME, no
+// $XDG_CACHE_HOME) sparkdap-<uid>/run under the shared temp directory.
 func Dir() string {
+	base, rel := root()
+	return filepath.Join(base, rel)
+}
+
+// root splits Dir into the directory the user vouches for (base) and the
+// directories under it that sparkdap makes and checks, every one (rel).
+func root() (base, rel string) {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "sparkdap")
+		return d, "sparkdap"
 	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		d = os.TempDir()
-	}
-	return filepath.Join(d, "sparkdap", "run")
+	base, name := safefile.UserDir()
+	return base, filepath.Join(name, "run")
 }
 
 // PathFor is the default control socket of the proxy whose IDE port is
@@ -54,30 +61,32 @@ var (
 	ErrNotSocket = errors.New("exists and is not a socket: not replacing it")
 )
 
-// privateDir makes dir (and its missing parents) and checks that dir is
-// a real directory, not a link, owned by this user; its mode is set to
-// 0700. A directory that fails the check is left alone and refused.
-func privateDir(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		return err
+// privateDir checks that dir, the directory of a control socket, is the
+// user's alone (safefile.PrivateDir: not a link, the user's, writable by
+// nobody else), with create making what is missing (0700) and dir 0700.
+// In the default directory (Dir) that holds for every level sparkdap
+// makes (sparkdap, sparkdap/run, sparkdap-<uid>/run), elsewhere for dir
+// and the directories made on the way. A directory that fails is left
+// alone and refused (ErrUnsafeDir).
+func privateDir(dir string, create bool) error {
+	var err error
+	base, rel := root()
+	switch {
+	case filepath.Clean(dir) == filepath.Join(base, rel) && create:
+		_, err = safefile.MkdirPrivateIn(base, rel)
+		err = safefile.WithFix(err, "set XDG_RUNTIME_DIR to a directory of your own")
+	case filepath.Clean(dir) == filepath.Join(base, rel):
+		_, err = safefile.PrivateDirIn(base, rel)
+		err = safefile.WithFix(err, "set XDG_RUNTIME_DIR to a directory of your own")
+	case create:
+		err = safefile.MkdirPrivate(dir)
+	default:
+		err = safefile.PrivateDir(dir)
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
+	if errors.Is(err, safefile.ErrUnsafeDir) {
+		return fmt.Errorf("%w: %w", ErrUnsafeDir, err)
 	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 || !fi.IsDir() {
-		return fmt.Errorf("%w: %s is not a directory (a link is not followed)", ErrUnsafeDir, dir)
-	}
-	if err := ownedByMe(fi); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrUnsafeDir, dir, err)
-	}
-	if fi.Mode().Perm() != 0o700 {
-		return os.Chmod(dir, 0o700)
-	}
-	return nil
+	return err
 }
 
 // Listen opens the control socket at path: in a private directory (the
@@ -85,7 +94,7 @@ func privateDir(dir string) error {
 // 0600. A socket left there by a server that died is replaced; one a live
 // server answers on is not (ErrInUse), nor anything else (ErrNotSocket).
 func Listen(path string) (net.Listener, error) {
-	if err := privateDir(filepath.Dir(path)); err != nil {
+	if err := privateDir(filepath.Dir(path), true); err != nil {
 		return nil, err
 	}
 	if fi, err := os.Lstat(path); err == nil {

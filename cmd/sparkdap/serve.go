@@ -184,6 +184,9 @@ func serveUntil(ctx context.Context, f *serveOptions, args []string, stderr io.W
 			return flagError("root", err)
 		}
 	}
+	if err := captureDirReady(f.captureDir); err != nil {
+		return err
+	}
 	// The executor side: the DAP hub, or the PyCharm proxy.
 	var (
 		serve  func(context.Context) error
@@ -376,6 +379,8 @@ func writeReadyFile(path string, fields map[string]string) error {
 // from ideAddr) and returns serve wrapped to serve it too, answering for
 // backend (the front end). A default
 // socket that cannot be made costs only `sparkdap capture`: a warning.
+// A directory that is not the user's alone (control.ErrUnsafeDir) stops
+// serve, default or not: someone else may be waiting there.
 func withControl(flagPath, ideAddr string, backend control.Backend,
 	serve func(context.Context) error, ready map[string]string, logger zerolog.Logger, stderr io.Writer) (func(context.Context) error, error) {
 	path := flagPath
@@ -390,6 +395,9 @@ func withControl(flagPath, ideAddr string, backend control.Backend,
 		if flagPath != "" {
 			// The process ends with this error: it closes the listeners.
 			return nil, flagError("control", err)
+		}
+		if errors.Is(err, control.ErrUnsafeDir) {
+			return nil, fmt.Errorf("control socket: %w (or give --control PATH)", err)
 		}
 		logger.Warn().Err(err).Msg("no control socket: sparkdap capture cannot reach this proxy (give --control PATH for one)")
 		return serve, nil
@@ -411,11 +419,31 @@ func withControl(flagPath, ideAddr string, backend control.Backend,
 }
 
 // defaultCaptureDir is where captures go unless --capture-dir says:
-// sparkdap/captures under the user's cache directory.
+// sparkdap/captures under the user's cache directory, else (no $HOME, no
+// $XDG_CACHE_HOME) sparkdap-<uid>/captures under the shared temp
+// directory (safefile.UserDir).
 func defaultCaptureDir() string {
-	d, err := os.UserCacheDir()
-	if err != nil {
-		d = os.TempDir()
+	base, name := safefile.UserDir()
+	return filepath.Join(base, name, "captures")
+}
+
+// captureDirReady makes the capture directory at serve's start, and
+// refuses to serve unless it is the user's alone: whoever else may write
+// there could swap a capture that sparkdap replay then runs. The default
+// is checked at every level sparkdap makes (sparkdap or sparkdap-<uid>,
+// then captures), a --capture-dir itself and the directories made on the
+// way. Each capture checks it again (capture.Run).
+func captureDirReady(dir string) error {
+	if dir == "" {
+		return nil // no captures
 	}
-	return filepath.Join(d, "sparkdap", "captures")
+	base, name := safefile.UserDir()
+	if filepath.Clean(dir) == filepath.Join(base, name, "captures") {
+		_, err := safefile.MkdirPrivateIn(base, filepath.Join(name, "captures"))
+		if err != nil {
+			err = fmt.Errorf("capture directory: %w", safefile.WithFix(err, "set XDG_CACHE_HOME to a directory of your own, or give --capture-dir"))
+		}
+		return err
+	}
+	return flagError("capture-dir", safefile.WithFix(safefile.MkdirPrivate(dir), "give another --capture-dir"))
 }

@@ -76,7 +76,7 @@ func PrivateDir(path string) error {
 func checkDir(path string, fi fs.FileInfo) error {
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return &DirError{Path: path, Problem: "is a symbolic link (sparkdap does not follow links to its private directories)", Fix: "remove it", Err: ErrSymlink}
+		return &DirError{Path: path, Problem: "is a symbolic link (a link is not followed)", Fix: "remove it", Err: ErrSymlink}
 	case !fi.IsDir():
 		return &DirError{Path: path, Problem: "is not a directory", Fix: "remove it"}
 	}
@@ -84,8 +84,8 @@ func checkDir(path string, fi fs.FileInfo) error {
 		return &DirError{Path: path, Problem: fmt.Sprintf("is owned by uid %d, not you (uid %d)", owner, me), Fix: "remove it"}
 	}
 	if writableByOthers(fi) {
-		return &DirError{Path: path, Problem: fmt.Sprintf("is writable by others (mode %v)", fi.Mode().Perm()),
-			Fix: "check what is in it, then chmod go-w " + path + ", or remove it"}
+		return &DirError{Path: path, Problem: fmt.Sprintf("is writable by others (mode %04o), who may have put anything in it", fi.Mode().Perm()),
+			Fix: "remove it"}
 	}
 	return nil
 }

@@ -1,0 +1,234 @@
+package safefile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// mkdirMode makes dir with exactly perm (past the umask).
+func mkdirMode(t *testing.T, dir string, perm fs.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(dir, perm); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, perm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// giveAway makes path another user's (uid 65534, nobody), as a planted
+// directory would be: only root can, so the test is skipped otherwise.
+func giveAway(t *testing.T, path string) {
+	t.Helper()
+	if runtime.GOOS == "windows" || os.Geteuid() != 0 {
+		t.Skip("only root can make a file another user's")
+	}
+	if err := os.Lchown(path, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPrivateDir: what a directory sparkdap relies on must be, checked
+// with Lstat: a directory, not a link, the user's, writable by nobody
+// else; and MkdirPrivate, which makes a missing one 0700 and checks one
+// found, refuses the same without changing it.
+func TestPrivateDir(t *testing.T) {
+	me := os.Geteuid()
+	for _, tc := range []struct {
+		name  string
+		make  func(t *testing.T, dir string) // nil: missing
+		want  string                         // the problem; "" private
+		perm  fs.FileMode                    // after MkdirPrivate, when private
+		isSym bool
+	}{
+		{name: "missing", want: "", perm: 0o700},
+		{name: "0700", make: func(t *testing.T, d string) { mkdirMode(t, d, 0o700) }, perm: 0o700},
+		{name: "0755 is made 0700", make: func(t *testing.T, d string) { mkdirMode(t, d, 0o755) }, perm: 0o700},
+		{name: "group-writable", make: func(t *testing.T, d string) { mkdirMode(t, d, 0o770) }, want: "is writable by others (mode 0770)"},
+		{name: "other-writable", make: func(t *testing.T, d string) { mkdirMode(t, d, 0o703) }, want: "is writable by others (mode 0703)"},
+		{name: "0777 sticky", make: func(t *testing.T, d string) {
+			mkdirMode(t, d, 0o777)
+			if err := os.Chmod(d, 0o777|fs.ModeSticky); err != nil {
+				t.Fatal(err)
+			}
+		}, want: "is writable by others"},
+		{name: "another user's, 0700", make: func(t *testing.T, d string) { mkdirMode(t, d, 0o700); giveAway(t, d) },
+			want: fmt.Sprintf("is owned by uid 65534, not you (uid %d)", me)},
+		{name: "another user's, 0777", make: func(t *testing.T, d string) { mkdirMode(t, d, 0o777); giveAway(t, d) },
+			want: fmt.Sprintf("is owned by uid 65534, not you (uid %d)", me)},
+		{name: "a link to a private directory", make: func(t *testing.T, d string) { symlink(t, t.TempDir(), d) },
+			want: "is a symbolic link", isSym: true},
+		{name: "another user's link", make: func(t *testing.T, d string) { symlink(t, t.TempDir(), d); giveAway(t, d) },
+			want: "is a symbolic link", isSym: true},
+		{name: "a dangling link", make: func(t *testing.T, d string) { symlink(t, filepath.Join(t.TempDir(), "nothing"), d) },
+			want: "is a symbolic link", isSym: true},
+		{name: "a file", make: func(t *testing.T, d string) {
+			if err := os.WriteFile(d, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, want: "is not a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d")
+			if tc.make != nil {
+				tc.make(t, dir)
+			}
+			before, _ := os.Lstat(dir)
+			check := func(what string, err error) {
+				t.Helper()
+				if tc.want == "" {
+					if err != nil {
+						t.Errorf("%s: %v", what, err)
+					}
+					return
+				}
+				var de *DirError
+				if !errors.As(err, &de) || !errors.Is(err, ErrUnsafeDir) || de.Path != dir ||
+					!strings.Contains(err.Error(), dir+" "+tc.want) || !strings.HasSuffix(err.Error(), ": remove it") {
+					t.Errorf("%s: %v, want a DirError: %s %s: remove it", what, err, dir, tc.want)
+				}
+				if errors.Is(err, ErrSymlink) != tc.isSym {
+					t.Errorf("%s: %v: ErrSymlink %v, want %v", what, err, errors.Is(err, ErrSymlink), tc.isSym)
+				}
+			}
+			if tc.make != nil {
+				check("PrivateDir", PrivateDir(dir))
+			} else if err := PrivateDir(dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("PrivateDir of a missing directory: %v", err)
+			}
+			check("MkdirPrivate", MkdirPrivate(dir))
+			after, err := os.Lstat(dir)
+			if tc.want == "" {
+				if err != nil || !after.IsDir() || after.Mode().Perm() != tc.perm {
+					t.Errorf("after MkdirPrivate: %v %v, want a %04o directory", after, err, tc.perm)
+				}
+				return
+			}
+			if err != nil || after.Mode() != before.Mode() || !os.SameFile(before, after) {
+				t.Errorf("the refused %s was changed: %v -> %v (%v)", dir, before.Mode(), after, err)
+			}
+		})
+	}
+}
+
+// TestMkdirPrivateIn: every level under base is checked, whether made or
+// found; base itself is the caller's (a shared /tmp passes). A level that
+// fails stops the walk: nothing is made in or below it.
+func TestMkdirPrivateIn(t *testing.T) {
+	base := t.TempDir()
+	if err := os.Chmod(base, 0o777|fs.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	got, err := MkdirPrivateIn(base, filepath.Join("sparkdap-1", "captures"))
+	if err != nil || got != filepath.Join(base, "sparkdap-1", "captures") {
+		t.Fatalf("MkdirPrivateIn = %s, %v", got, err)
+	}
+	for _, d := range []string{filepath.Dir(got), got} {
+		if fi, err := os.Lstat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v, want 0700", d, fi, err)
+		}
+	}
+	if _, err := PrivateDirIn(base, filepath.Join("sparkdap-1", "captures")); err != nil {
+		t.Errorf("PrivateDirIn of what MkdirPrivateIn made: %v", err)
+	}
+	if _, err := PrivateDirIn(base, filepath.Join("sparkdap-1", "run")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("PrivateDirIn of a missing level: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(base, "sparkdap-1", "run")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("PrivateDirIn made something: %v", err)
+	}
+
+	// A first level open to all: refused, and nothing made below it.
+	open := filepath.Join(base, "sparkdap-2")
+	mkdirMode(t, open, 0o777)
+	for name, f := range map[string]func(string, string) (string, error){"MkdirPrivateIn": MkdirPrivateIn, "PrivateDirIn": PrivateDirIn} {
+		if _, err := f(base, filepath.Join("sparkdap-2", "captures")); !errors.Is(err, ErrUnsafeDir) || !strings.Contains(err.Error(), open+" is writable by others") {
+			t.Errorf("%s under an open level: %v", name, err)
+		}
+	}
+	if ents, _ := os.ReadDir(open); len(ents) != 0 {
+		t.Errorf("made in the refused level: %v", ents)
+	}
+
+	// A link at the first level, to a directory of the user's: refused,
+	// not followed.
+	target := t.TempDir()
+	symlink(t, target, filepath.Join(base, "sparkdap-3"))
+	if _, err := MkdirPrivateIn(base, filepath.Join("sparkdap-3", "captures")); !errors.Is(err, ErrSymlink) {
+		t.Errorf("MkdirPrivateIn through a link: %v", err)
+	}
+	if ents, _ := os.ReadDir(target); len(ents) != 0 {
+		t.Errorf("made through the link: %v", ents)
+	}
+
+	// A missing base is made; rel may not leave it.
+	fresh := filepath.Join(t.TempDir(), "cache")
+	if _, err := MkdirPrivateIn(fresh, "sparkdap"); err != nil {
+		t.Errorf("under a missing base: %v", err)
+	}
+	if _, err := MkdirPrivateIn(base, filepath.Join("..", "x")); err == nil {
+		t.Error("rel leaving base was accepted")
+	}
+}
+
+// TestMkdirPrivateChecksWhatItMakes: the missing directories on the way
+// to path are made 0700 and checked; an existing one above them is the
+// caller's and is left as it is.
+func TestMkdirPrivateChecksWhatItMakes(t *testing.T) {
+	shared := t.TempDir()
+	if err := os.Chmod(shared, 0o777|fs.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(shared, "a", "b", "c")
+	if err := MkdirPrivate(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(shared, "a"), filepath.Join(shared, "a", "b"), dir} {
+		if fi, err := os.Lstat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v, want 0700", d, fi, err)
+		}
+	}
+	if fi, _ := os.Lstat(shared); fi.Mode().Perm() != 0o777 {
+		t.Errorf("the existing parent was changed: %v", fi.Mode())
+	}
+}
+
+// TestWithFix: a caller adds its own way out to a DirError's; other
+// errors pass unchanged.
+func TestWithFix(t *testing.T) {
+	err := WithFix(&DirError{Path: "/tmp/sparkdap-1000", Problem: "is owned by uid 1001, not you (uid 1000)", Fix: "remove it"}, "set XDG_RUNTIME_DIR")
+	if got := err.Error(); got != "/tmp/sparkdap-1000 is owned by uid 1001, not you (uid 1000): remove it or set XDG_RUNTIME_DIR" {
+		t.Errorf("WithFix: %s", got)
+	}
+	other := errors.New("other")
+	if WithFix(other, "x") != other || WithFix(nil, "x") != nil {
+		t.Error("WithFix changed an error that is no DirError")
+	}
+}
+
+// TestUserDir: with a cache directory, sparkdap; without, a name of the
+// user's own under the shared temp directory.
+func TestUserDir(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("HOME", cache)
+	if base, name := UserDir(); name != "sparkdap" || base == os.TempDir() {
+		t.Errorf("UserDir with a cache directory = %s, %s", base, name)
+	}
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
+		return
+	}
+	tmp := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "")
+	t.Setenv("TMPDIR", tmp)
+	if base, name := UserDir(); base != tmp || name != fmt.Sprintf("sparkdap-%d", os.Geteuid()) {
+		t.Errorf("UserDir without one = %s, %s", base, name)
+	}
+}
