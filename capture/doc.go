@@ -11,15 +11,16 @@
 // trips.
 //
 // Files by role:
-//   - capture.go: Evaluator, Run (start, chunks, drop; size cap; data and
-//     code apart; the file, written with safefile, mode 0600), typed
-//     errors.
+//   - capture.go: Evaluator, Run (start, chunks, drop; size cap; the
+//     executor's header checked for size and depth, CheckHeader; data and
+//     code apart; the file built by File and written with safefile, mode
+//     0600), typed errors.
 //   - console.go: the Debug Console commands (!capture, !help) both front
 //     ends answer themselves, their arguments and the summary line.
 //
 // Nothing here unpickles: the capture's bytes come from the cluster. Only
-// sparkdap_replay.py reads them; it decodes the data with loaders that
-// cannot run code, and unpickles the code only with --trust-captured-code
-// (SECURITY.md). The fetch is bounded by size, chunk count and time, so
+// sparkdap_replay.py (and the modules beside it) reads them; it decodes
+// the data with loaders that cannot run code, and unpickles the code only
+// with --trust-captured-code (SECURITY.md). The fetch is bounded by size, chunk count and time, so
 // an executor cannot keep the proxy fetching.
 package capture

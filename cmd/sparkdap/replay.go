@@ -18,6 +18,7 @@ func init() {
 type replayOptions struct {
 	python, debug string
 	force, trust  bool
+	raw           bool
 }
 
 func newReplayCmd(stderr io.Writer) *cmdSpec {
@@ -28,15 +29,20 @@ func newReplayCmd(stderr io.Writer) *cmdSpec {
 	c.fs.BoolVar(&o.force, "force", false, "with --trust-captured-code, unpickle a capture made by another Python major.minor anyway")
 	c.fs.BoolVar(&o.trust, "trust-captured-code", false, "unpickle what the capture carries pickled: the function, run when there is no local source, "+
 		"and the values of types its data cannot hold; the cluster chose those bytes, so only for a capture from a cluster you trust")
+	c.fs.BoolVar(&o.raw, "raw-output", false, "print the capture's text, the returned value and exception messages as they are; "+
+		"by default their control characters (escape sequences, carriage returns, newlines in one value) are printed as visible escapes, "+
+		"since the cluster chose those bytes")
 	c.fs.StringVar(&o.debug, "debug", "", "run under debugpy listening on `HOST:PORT` and wait for your IDE to attach there before the call")
-	c.usage(stderr, "usage: sparkdap replay [--python PYTHON] [--debug HOST:PORT] [--force] [--trust-captured-code] CAPTURE\n\n"+
+	c.usage(stderr, "usage: sparkdap replay [--python PYTHON] [--debug HOST:PORT] [--force] [--trust-captured-code] [--raw-output] CAPTURE\n\n"+
 		"Runs the function of a capture (the file a sparkdapCapture request wrote) with its arguments in your Python and\n"+
-		"prints what it returns or raises. The function comes from your local source, so your edits take effect: from your\n"+
-		"module when it was imported there, else from the local file serve mapped its executor path to (a top-level def,\n"+
-		"a nested def or a lambda, found by its name and line, with its captured closure values). The capture came from\n"+
-		"the cluster: nothing of it is unpickled unless you pass --trust-captured-code. Its data is tagged JSON (Python\n"+
-		"values, datetime, Decimal, Row, numpy as .npy, pandas and pyarrow as Arrow IPC); a value of another type, and the\n"+
-		"pickled function, need the flag. Exit status: 0 it returned, 1 it raised, 2 the capture could not be replayed.\n\n"+
+		"prints what it returns or raises. The function comes from your local source, so your edits take effect: from the\n"+
+		"local file serve mapped its executor path to, under serve's --root (a top-level def, a nested def or a lambda, found\n"+
+		"by its name and line, with its captured closure values), running only that file's top-level imports, defs and classes,\n"+
+		"never a module the capture names. The capture came from the cluster: nothing of it is unpickled unless you pass\n"+
+		"--trust-captured-code, and its text is printed with control characters escaped unless you pass --raw-output.\n"+
+		"Its data is tagged JSON (Python values, datetime, Decimal, Row, numpy as .npy, pandas and pyarrow as Arrow IPC);\n"+
+		"a value of another type, and the pickled function, need the flag. Exit status: 0 it returned, 1 it raised,\n"+
+		"2 the capture could not be replayed (a malformed capture included).\n\n"+
 		"Examples:\n  sparkdap replay ~/.cache/sparkdap/captures/parse-e1-20260101T120000.000.json\n"+
 		"  sparkdap replay --debug 127.0.0.1:5679 CAPTURE   # then attach VS Code to 127.0.0.1:5679\n\nFlags:\n")
 	c.run = func(args []string, stdout, stderr io.Writer) error { return replayRun(o, args, stdout, stderr) }
@@ -55,10 +61,12 @@ func replayRun(o *replayOptions, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	script := filepath.Join(dir, "sparkdap_replay.py")
-	if err := os.WriteFile(script, []byte(pysrc.ReplaySource), 0o600); err != nil {
-		return err
+	for name, text := range pysrc.ReplayFiles() {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			return err
+		}
 	}
+	script := filepath.Join(dir, pysrc.ReplayMain)
 	pyArgs := []string{script, args[0]}
 	if o.debug != "" {
 		// pydevd misses breakpoints in frozen modules, and says so.
@@ -69,6 +77,9 @@ func replayRun(o *replayOptions, args []string, stdout, stderr io.Writer) error 
 	}
 	if o.trust {
 		pyArgs = append(pyArgs, "--trust-captured-code")
+	}
+	if o.raw {
+		pyArgs = append(pyArgs, "--raw-output")
 	}
 	if o.debug != "" {
 		pyArgs = append(pyArgs, "--debug", o.debug)

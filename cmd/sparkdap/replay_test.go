@@ -18,7 +18,9 @@ func TestReplayFlagsReachPython(t *testing.T) {
 	}
 	dir := t.TempDir()
 	py := filepath.Join(dir, "python")
-	if err := os.WriteFile(py, []byte("#!/bin/sh\necho ARGS \"$@\"\nexit 2\n"), 0o700); err != nil {
+	// It also lists the directory of the script it was given: replay's
+	// Python side is several files, all written beside it.
+	if err := os.WriteFile(py, []byte("#!/bin/sh\necho ARGS \"$@\"\nls \"$(dirname \"$1\")\"\nexit 2\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	capture := filepath.Join(dir, "c.json")
@@ -30,14 +32,20 @@ func TestReplayFlagsReachPython(t *testing.T) {
 		want  string
 		not   []string
 	}{
-		{nil, capture, []string{"--trust-captured-code", "--force"}},
+		{nil, capture, []string{"--trust-captured-code", "--force", "--raw-output"}},
 		{[]string{"--trust-captured-code"}, capture + " --trust-captured-code", []string{"--force"}},
 		{[]string{"--force", "--trust-captured-code"}, capture + " --force --trust-captured-code", nil},
+		{[]string{"--raw-output"}, capture + " --raw-output", []string{"--trust-captured-code"}},
 	} {
 		args := append(append([]string{"replay", "--python", py}, tc.flags...), capture)
 		code, out, errOut := runCLI(t, args...)
 		if code != 2 {
 			t.Errorf("%v: exit %d, want the Python side's 2 (stderr %q)", tc.flags, code, errOut)
+		}
+		for _, name := range []string{"sparkdap_replay.py", "sparkdap_replay_data.py", "sparkdap_replay_source.py"} {
+			if !strings.Contains(out, name+"\n") {
+				t.Errorf("%v: %s was not written beside the script: %q", tc.flags, name, out)
+			}
 		}
 		if !strings.Contains(out, tc.want) {
 			t.Errorf("%v: python got %q, want %q", tc.flags, out, tc.want)

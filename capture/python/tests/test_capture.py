@@ -5,6 +5,7 @@ frame and replayed, from the local source when there is one."""
 import base64
 import io
 import json
+import os
 import sys
 import threading
 
@@ -58,6 +59,8 @@ def as_file(header, payload, local=""):
     cap["data"] = base64.b64encode(payload[:n]).decode("ascii")
     cap["code"] = base64.b64encode(payload[n:]).decode("ascii")
     cap["localFile"] = local
+    # serve's --root: here the local file's own directory.
+    cap["localRoots"] = [os.path.dirname(local)] if local else []
     return json.loads(json.dumps(cap))
 
 
@@ -270,7 +273,10 @@ def test_local_file_must_be_a_regular_py_file(tmp_path):
         assert rc == 2 and "not a regular .py file" in out, out
 
 
-def test_importable_function_comes_from_the_local_module(tmp_path, monkeypatch):
+def test_importable_function_comes_from_the_local_file(tmp_path, monkeypatch):
+    """A function pickled by reference (its module was imported) replays
+    from the file the proxy mapped, not from the module the capture names;
+    without a mapped file only --trust-captured-code imports that module."""
     (tmp_path / "loanlib17.py").write_text("def risk(x):\n    return x * 2\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     import loanlib17
@@ -279,7 +285,12 @@ def test_importable_function_comes_from_the_local_module(tmp_path, monkeypatch):
     assert header["function"]["importable"] == {"module": "loanlib17", "qualname": "risk"}
     (tmp_path / "loanlib17.py").write_text("def risk(x):\n    return x * 3\n")
     monkeypatch.delitem(sys.modules, "loanlib17")
+    rc, out = replay(as_file(header, payload, str(tmp_path / "loanlib17.py")))
+    assert rc == 0 and "returned 12" in out and "your local source" in out, out
     rc, out = replay(as_file(header, payload, ""))
+    assert rc == 2 and "no local source for risk" in out and "returned" not in out, out
+    assert "loanlib17" not in sys.modules
+    rc, out = replay(as_file(header, payload, ""), trust=True)
     assert (
         rc == 0 and "returned 12" in out and "imported from your local module loanlib17" in out
     ), out
@@ -287,7 +298,8 @@ def test_importable_function_comes_from_the_local_module(tmp_path, monkeypatch):
 
 def test_a_library_module_is_not_imported_for_the_cluster(tmp_path):
     """A hostile capture names os.system as the function, with data for
-    its argument: replay must not call it."""
+    its argument: replay must not call it, even trusted (then it would run
+    the captured pickle, which is not os.system)."""
     ns, path = load_script(tmp_path, JOB)
     header, payload = stop_in(ns["parse"], ("5",))
     for mod, fn, why in (
@@ -299,6 +311,11 @@ def test_a_library_module_is_not_imported_for_the_cluster(tmp_path):
         header["function"]["importable"] = {"module": mod, "qualname": fn}
         header["function"]["qualname"] = fn
         rc, out = replay(as_file(header, payload, ""))
+        assert rc == 2 and "no local source" in out and "returned" not in out, out
+        cap = as_file(header, payload, "")
+        code = {"function": None, "values": {}}
+        cap["code"] = base64.b64encode(__import__("pickle").dumps(code)).decode()
+        rc, out = replay(cap, trust=True)
         assert rc == 2 and why in out and "returned" not in out, out
 
 
@@ -877,7 +894,8 @@ def _replay_as_cli(tmp_path, cap, cwd):
 
     own = tmp_path / "replay-tmp"
     own.mkdir(exist_ok=True)
-    shutil.copy(sr.__file__, own / "sparkdap_replay.py")
+    for name in sr._FILES:
+        shutil.copy(os.path.join(os.path.dirname(sr.__file__), name), own / name)
     f = tmp_path / "cap.json"
     f.write_text(json.dumps(cap))
     env = dict(os.environ)
@@ -932,7 +950,7 @@ def test_replay_imports_what_the_job_imported(tmp_path, monkeypatch):
     for fn, arg, local, roots, want in cases:
         header, payload = stop_in(fn, (arg,))
         cap = as_file(header, payload, local)
-        cap["localRoots"] = roots
+        cap["localRoots"] = roots + [str(proj)]
         rc, out = _replay_as_cli(tmp_path, cap, elsewhere)
         assert rc == 0 and want in out, (fn.__qualname__, out)
     # Without the root the shipped module is not found: the root is what
