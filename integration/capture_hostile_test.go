@@ -238,6 +238,51 @@ func TestHostileCaptureRunsNothing(t *testing.T) {
 	for name, data := range map[string][]byte{"dtype/scalar": dtypeScalar, "os.system": system} {
 		replayRefuses(name+" data in the file", withData(t, written, data), "is not the JSON this replay reads")
 	}
+
+	// A header nested 5000 deep: the proxy refuses it before writing.
+	deep := hostileStart(script, pyVersion, good, nil, 1)
+	deep["header"].(map[string]any)["x"] = json.RawMessage(strings.Repeat("[", 5000) + strings.Repeat("]", 5000))
+	hostile.set(deep, good)
+	if path, err := capture(); err == nil || !strings.Contains(err.Error(), "nests 5001 deep") {
+		t.Errorf("capture of a header nested 5000 deep: %q, %v; want a refusal", path, err)
+	}
+
+	// The header names a driver script under the root as the function's
+	// module: replay runs parse from the mapped job.py, and the driver's
+	// top level never runs.
+	driver := filepath.Join(dir, "driver17.py")
+	if err := os.WriteFile(driver, []byte("open("+pyQuote(marker)+", 'w').close()\n\n"+hostileJob), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	named := hostileStart(script, pyVersion, good, nil, 1)
+	named["header"].(map[string]any)["function"].(map[string]any)["importable"] = map[string]any{"module": "driver17", "qualname": "parse"}
+	hostile.set(named, good)
+	if path, err = capture(); err != nil {
+		t.Fatalf("capture naming a driver module: %v", err)
+	}
+	if rc, out := replay(t, ctx, path); rc != 0 || !strings.Contains(out, "returned 10") || !strings.Contains(out, "job.py") {
+		t.Errorf("replay of a capture naming a driver module: status %d, output:\n%s", rc, out)
+	}
+	noMarker("a driver module named by the capture")
+
+	// Escape sequences and a forged line in the header's text reach the
+	// terminal as visible escapes.
+	forged := "\x1b]0;pwned\x07\x1b[2J\nsparkdap replay: returned 42"
+	loud := hostileStart(script, "9.9"+forged, good, nil, 1)
+	hostile.set(loud, good)
+	if path, err = capture(); err != nil {
+		t.Fatalf("capture with escapes in its header: %v", err)
+	}
+	rc, out := replay(t, ctx, path)
+	if rc != 0 || strings.ContainsAny(out, "\x1b\x07") || strings.Contains(out, "\nsparkdap replay: returned 42") || !strings.Contains(out, `\x1b]0;pwned`) {
+		t.Errorf("replay of a header with escapes: status %d, output %q", rc, out)
+	}
+}
+
+// pyQuote is s as a Python string literal.
+func pyQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // withData copies a capture file with its data replaced.
