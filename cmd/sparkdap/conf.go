@@ -132,7 +132,7 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 	fmt.Fprintf(&b, "# %s: where the driver's script is (--driver-dir), so its breakpoints bind before a task runs its functions.\n", workerwrap.EnvDriverDir)
 	fmt.Fprintf(&b, "# With an existing --py-files, append %s to it (comma separated).\n", pyFiles)
 	if ship.Wheel != "" {
-		fmt.Fprintf(&b, "# %s ships with the job: workers whose Python has no usable debugpy use it.\n\n", filepath.Base(ship.Wheel))
+		fmt.Fprintf(&b, "# %s ships with the job: workers whose Python has no usable %s use it.\n\n", filepath.Base(ship.Wheel), map[bool]string{true: "pydevd-pycharm", false: "debugpy"}[wf.ide == ideKindPyCharm])
 	} else {
 		fmt.Fprintf(&b, "# The Python workers need %s: set PYSPARK_PYTHON to an interpreter that has it.\n\n", map[bool]string{true: "pydevd-pycharm", false: "debugpy"}[wf.ide == ideKindPyCharm])
 	}

@@ -137,8 +137,9 @@ func (f *doctorFlags) config() doctor.Config {
 		Timeout: f.timeout,
 		Confs:   f.confs, Archives: f.archives,
 		PyCharmBuild: f.pycharmBuild,
-		// Nothing is shipped for PyCharm: pydevd-pycharm has no wheel.
-		ShipsDebugger: f.shipDebugger != workerwrap.ShipNever && f.pycharmBuild == "",
+		// For PyCharm the job ships the pydevd-pycharm of the build the
+		// user names, as doctor's --pycharm-build does.
+		ShipsDebugger: f.shipDebugger != workerwrap.ShipNever,
 	}
 	if f.ssh != "" {
 		cfg.Gateway = &doctor.Gateway{

@@ -39,7 +39,8 @@ func TestDoctorFlagErrors(t *testing.T) {
 
 // TestDoctorShipDebugger: doctor takes the job's --ship-debugger, auto by
 // default as in submit, conf and wrap, and counts on a shipped debugpy
-// unless the job ships none; PyCharm jobs ship none.
+// unless the job ships none; PyCharm jobs ship the pydevd-pycharm of the
+// build named.
 func TestDoctorShipDebugger(t *testing.T) {
 	for _, tc := range []struct {
 		args  []string
@@ -49,7 +50,8 @@ func TestDoctorShipDebugger(t *testing.T) {
 		{args: nil, ships: true},
 		{args: []string{"--ship-debugger", "always"}, ships: true},
 		{args: []string{"--ship-debugger", "never"}, ships: false},
-		{args: []string{"--pycharm-build", "253.33813.30"}, ships: false},
+		{args: []string{"--pycharm-build", "253.33813.30"}, ships: true},
+		{args: []string{"--pycharm-build", "253.33813.30", "--ship-debugger", "never"}, ships: false},
 		{args: []string{"--ship-debugger", "sometimes"}, err: "want auto, always or never"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -57,7 +57,7 @@ var vocab = map[string]string{
 	"wait":              "stop each selected task at its first line of user code",
 	"post-mortem":       "stop where an exception escapes user code",
 	"lease":             "a worker stopped at a breakpoint that hears nothing from the proxy for this `duration` clears its breakpoints, resumes and runs on undebugged (0: it waits as long as the connection stays open)",
-	"ship-debugger":     "auto, always or never: ship debugpy " + workerwrap.ShippedDebugpyVersion + " with the job (a pure-Python wheel, fetched once with pip into sparkdap's cache); auto: workers use it only when their Python has no debugger the wrapper can use, always: even then, never: ship nothing",
+	"ship-debugger":     "auto, always or never: ship debugpy " + workerwrap.ShippedDebugpyVersion + " with the job (a pure-Python wheel, fetched once with pip into sparkdap's cache; with --ide-kind pycharm, the pydevd-pycharm of --pycharm-build); auto: workers use it only when their Python has no debugger the wrapper can use, always: even then, never: ship nothing",
 	"proxy-backoff":     "once a worker found the proxy silent (a timeout, a lapsed lease), the other workers of its executor run undebugged without trying it for this `duration` (0: each one tries)",
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/doctor"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 
@@ -30,6 +31,7 @@ type wrapFlags struct {
 	ide              string
 	allowWeakToken   bool
 	shipDebugger     string
+	pycharmBuild     string
 	stderr           io.Writer // takes the weak-token warning
 }
 
@@ -55,6 +57,11 @@ func addWrapFlags(c *cmdSpec, stderr io.Writer) *wrapFlags {
 	defKind(fs, &w.ide, "the wrapper loads the matching debugger")
 	w.shipDebugger = workerwrap.ShipAuto
 	fs.Var((*shipValue)(&w.shipDebugger), "ship-debugger", usageOf("ship-debugger", ""))
+	// The same flag, and the same meaning, as doctor's and pycharm's: the
+	// build of the user's PyCharm. Here it says which pydevd-pycharm the
+	// job ships; without it a PyCharm job ships none, as there is no one
+	// release that matches every PyCharm.
+	defString(fs, &w.pycharmBuild, "pycharm-build", "", "with --ide-kind pycharm the job ships that build's pydevd-pycharm (pure Python, fetched once with pip into sparkdap's cache), which workers use as --ship-debugger says")
 	// Until this release --ide was the kind here; everywhere else it is
 	// the IDE address. A kind is never HOST:PORT, so the old spelling
 	// stays unambiguous for its last release.
@@ -233,34 +240,62 @@ var wheelSource = func(ctx context.Context) (string, error) {
 	return workerwrap.DebugpyWheel(ctx, "python3", dir)
 }
 
+// pycharmSource fetches the pydevd-pycharm of build into sparkdap's cache
+// and returns the path of the zip to ship; a variable so that tests need
+// no pip.
+var pycharmSource = func(ctx context.Context, build string) (string, error) {
+	dir, err := workerwrap.DebuggerCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return workerwrap.PyCharmArchive(ctx, "python3", dir, build)
+}
+
 // shipped puts the debugger to ship next to the wrapper in dir, as
-// --ship-debugger asks. With auto a debugger that cannot be had is a
-// warning (the executors may have their own), with always an error.
-// PyCharm's pydevd-pycharm is published only as source with compiled
-// parts, so there is no one wheel to ship for it.
+// --ship-debugger asks: debugpy's wheel, or with --ide-kind pycharm the
+// pydevd-pycharm of --pycharm-build (none without it). With auto a
+// debugger that cannot be had is a warning (the executors may have their
+// own), with always an error.
 func (w *wrapFlags) shipped(ctx context.Context, dir string) (workerwrap.Shipped, error) {
 	mode := w.shipDebugger
+	if w.pycharmBuild != "" && w.ide != ideKindPyCharm {
+		return workerwrap.Shipped{}, flagError("pycharm-build", errors.New("only with --ide-kind pycharm: debugpy jobs ship debugpy"))
+	}
 	if mode == workerwrap.ShipNever {
 		return workerwrap.Shipped{Never: true}, nil
 	}
+	what := "debugpy"
+	var get func() (string, error)
+	place := workerwrap.PlaceWheel
 	if w.ide == ideKindPyCharm {
-		if mode == workerwrap.ShipAlways {
-			return workerwrap.Shipped{}, flagError("ship-debugger", errors.New("always: pydevd-pycharm is published only as source with compiled parts, there is no wheel to ship; install the pydevd-pycharm of your PyCharm build on the executors"))
+		if w.pycharmBuild == "" {
+			if mode == workerwrap.ShipAlways {
+				return workerwrap.Shipped{}, flagError("ship-debugger", errors.New("always: with --ide-kind pycharm, name your PyCharm's build with --pycharm-build BUILD (Help → About), whose pydevd-pycharm the job then ships"))
+			}
+			return workerwrap.Shipped{}, nil
 		}
-		return workerwrap.Shipped{}, nil
+		build, err := doctor.ParsePyCharmBuild(w.pycharmBuild)
+		if err != nil {
+			return workerwrap.Shipped{}, flagError("pycharm-build", err)
+		}
+		what = "pydevd-pycharm"
+		get = func() (string, error) { return pycharmSource(ctx, build) }
+		place = workerwrap.PlacePyCharmArchive
+	} else {
+		get = func() (string, error) { return wheelSource(ctx) }
 	}
-	wheel, err := wheelSource(ctx)
+	wheel, err := get()
 	if err == nil && wheel == "" {
 		return workerwrap.Shipped{}, nil
 	}
 	if err == nil {
-		wheel, err = workerwrap.PlaceWheel(wheel, dir)
+		wheel, err = place(wheel, dir)
 	}
 	if err != nil {
 		if mode == workerwrap.ShipAlways {
 			return workerwrap.Shipped{}, flagError("ship-debugger", err)
 		}
-		fmt.Fprintf(w.stderr, "sparkdap: warning: shipping no debugger with the job (%v); workers need debugpy on the executors (--ship-debugger never silences this)\n", err)
+		fmt.Fprintf(w.stderr, "sparkdap: warning: shipping no debugger with the job (%v); workers need %s on the executors (--ship-debugger never silences this)\n", err, what)
 		return workerwrap.Shipped{}, nil
 	}
 	return workerwrap.Shipped{Wheel: wheel, Always: mode == workerwrap.ShipAlways}, nil

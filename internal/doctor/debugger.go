@@ -203,6 +203,11 @@ func (d *doctor) debuggerResult(name string, rep debuggerReport, found string, i
 	req := d.debuggerRequirement()
 	// The probe's words, without the name and version found already says.
 	lacks := strings.TrimPrefix(rep.words, rep.name+" "+rep.version+" ")
+	ships := "the job ships its own debugger"
+	if d.pycharm() {
+		// It ships one for PyCharm only when told the build.
+		ships += fmt.Sprintf(" (when submit, conf or wrap get --pycharm-build %s)", d.f.PyCharmBuild)
+	}
 	var r checkResult
 	switch {
 	case rep.kind == kindSupported:
@@ -215,9 +220,9 @@ func (d *doctor) debuggerResult(name string, rep debuggerReport, found string, i
 	case d.f.ShipsDebugger && rep.kind == kindUnusable:
 		// The workers fall back on the job's own debugger: this one is
 		// not the one they will use.
-		r = checkResult{name: name, v: vWarn, detail: fmt.Sprintf("%s: %s; the job ships its own debugger, which the workers use instead (not checked here)", found, lacks)}
+		r = checkResult{name: name, v: vWarn, detail: fmt.Sprintf("%s: %s; %s, which the workers use instead (not checked here)", found, lacks, ships)}
 	case d.f.ShipsDebugger && rep.kind == kindAbsent:
-		r = checkResult{name: name, v: vWarn, detail: fmt.Sprintf("cannot import %s; the job ships its own debugger, which the workers use instead (not checked here)", d.debuggerModule())}
+		r = checkResult{name: name, v: vWarn, detail: fmt.Sprintf("cannot import %s; %s, which the workers use instead (not checked here)", d.debuggerModule(), ships)}
 	case rep.kind == kindUnusable && d.untestedDebuggerAllowed() != "":
 		r = checkResult{name: name, v: vWarn,
 			detail: fmt.Sprintf("%s: %s; %s makes the wrapper try it anyway, without what it lacks", found, lacks, d.untestedDebuggerAllowed()),

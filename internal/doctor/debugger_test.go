@@ -197,6 +197,7 @@ func TestDoctorPyCharmDebugger(t *testing.T) {
 	const install = "-m pip install 'pydevd-pycharm~="
 	tests := []struct {
 		name, build, python string
+		ships               bool
 		v, buildV           verdict
 		wants, buildWants   []string
 	}{
@@ -211,10 +212,13 @@ func TestDoctorPyCharmDebugger(t *testing.T) {
 			buildWants: []string{"untested: sparkdap supports pydevd-pycharm 253.* to 263.*", "runs workers undebugged and says what is missing"}},
 		{name: "none", build: "253.33813.30", python: pythonWith(t, py, t.TempDir(), "-S"), v: vFail, buildV: vOK,
 			wants: []string{"cannot import pydevd_pycharm: ModuleNotFoundError", install + "253.33813.30'"}},
+		// The job ships the pydevd-pycharm of the build, if told it.
+		{name: "none, the job ships it", build: "253.33813.30", python: pythonWith(t, py, t.TempDir(), "-S"), ships: true, v: vWarn, buildV: vOK,
+			wants: []string{"cannot import pydevd_pycharm; the job ships its own debugger (when submit, conf or wrap get --pycharm-build 253.33813.30), which the workers use instead"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, _ := checkPythonOnly(t, Config{Python: tt.python, PyCharmBuild: tt.build})
+			out, _ := checkPythonOnly(t, Config{Python: tt.python, PyCharmBuild: tt.build, ShipsDebugger: tt.ships})
 			wantCheck(t, out, "PyCharm build "+tt.build, tt.buildV, tt.buildWants...)
 			wantCheck(t, out, "Python "+tt.python, tt.v, tt.wants...)
 			if strings.Contains(out, "debugpy") {

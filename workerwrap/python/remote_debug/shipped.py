@@ -1,6 +1,8 @@
 """The debugger the job brings: a debugpy wheel that `sparkdap submit`,
 `conf` and `wrap` ship next to this file (--ship-debugger), used when the
-executors' Python has no debugpy or one the wrapper calls unusable.
+executors' Python has no debugpy or one the wrapper calls unusable; for
+PyCharm (--pycharm-build), a zip of the pydevd-pycharm of the user's build,
+used when the executors' Python has no pydevd-pycharm or an unusable one.
 
 The daemon unpacks it once, before it forks (_preload_debugger), into a
 private directory that it removes as it exits, and puts that first on
@@ -24,11 +26,29 @@ _SHIP_ENV = "SPARKDAP_SHIP_DEBUGGER"
 # executors' platform, which the submitting machine cannot know.
 _WHEEL_RE = re.compile(r"^debugpy-([0-9][0-9.]*)-py2\.py3-none-any\.whl$")
 
-# Modules of a debugpy and the pydevd it vendors: what an unusable copy
-# left in sys.modules, which would shadow the shipped one.
-_DEBUGGER_PREFIXES = ("debugpy", "pydevd", "_pydevd", "_pydev", "pydev_")
+# The zip `sparkdap submit --ide-kind pycharm --pycharm-build BUILD` builds
+# from pydevd-pycharm's sdist (workerwrap.PyCharmArchiveName): its Python
+# only, without the optional Cython speedups, so pydevd runs in pure-Python
+# mode on any platform.
+_PYCHARM_RE = re.compile(r"^pydevd_pycharm-([0-9]+(?:\.[0-9]+)+)-sparkdap\.zip$")
 
-_shipped_dir = None  # the daemon's unpacked wheel, first on sys.path
+# The directory, inside the private one, that the pydevd-pycharm zip is
+# unpacked into and that goes on sys.path. pydevd's trace dispatch skips
+# its Cython speedups without a word, and without asking PyCharm to offer
+# building them, when the directory holding its packages ends in ".egg"
+# (pydevd_trace_dispatch.py, made so for the pure-Python pydevd-pycharm.egg
+# of PyCharm's remote debugging). PYDEVD_USE_CYTHON=NO would do the same,
+# but then pydevd 253 to 263 print, on Python 3.8 to 3.10, that their frame
+# evaluator is off too, into the executor's log.
+_PYCHARM_EGG = "pydevd_pycharm.egg"
+
+# Modules of a debugpy and the pydevd it vendors, or of a pydevd-pycharm:
+# what an unusable copy left in sys.modules, which would shadow the
+# shipped one.
+_DEBUGGER_PREFIXES = ("debugpy", "pydevd", "_pydevd", "_pydev", "pydev_", "pydevconsole")
+
+_shipped_dir = None  # the daemon's private directory, the shipped debugger in it
+_shipped_path = None  # where in it the debugger's modules are, first on sys.path
 _shipped_owner = None  # the pid that made _shipped_dir, the one to remove it
 _shipped_failure = None  # why the daemon could not use the shipped wheel
 
@@ -49,11 +69,16 @@ def _wheel_dirs():
     return [os.path.dirname(os.path.abspath(__file__))]
 
 
-def _find_wheels(dirs):
-    """The pure-Python debugpy wheels in dirs: regular files only, never
-    through a symlink."""
+def _archive_re(pycharm):
+    return _PYCHARM_RE if pycharm else _WHEEL_RE
+
+
+def _find_wheels(dirs, pycharm=False):
+    """The pure-Python debugpy wheels in dirs (pycharm: the pydevd-pycharm
+    zips): regular files only, never through a symlink."""
     import stat
 
+    name_re = _archive_re(pycharm)
     found = []
     for d in dirs:
         try:
@@ -61,7 +86,7 @@ def _find_wheels(dirs):
         except OSError:
             continue
         for name in names:
-            if not _WHEEL_RE.match(name):
+            if not name_re.match(name):
                 continue
             path = os.path.join(d, name)
             try:
@@ -121,10 +146,18 @@ def _requires_python(path):
     raise ValueError("%s has no METADATA" % (os.path.basename(path),))
 
 
-def _choose_wheel(paths, version_info):
+def _choose_wheel(paths, version_info, pycharm=False):
     """The newest of the wheels whose Requires-Python this Python meets:
-    (path, None), or (None, why none fits)."""
+    (path, None), or (None, why none fits). pycharm: the newest
+    pydevd-pycharm zip (one, unless the user shipped several builds): it
+    has no metadata, and pydevd-pycharm runs on every Python Spark does."""
     best, best_version, refused = None, None, []
+    if pycharm:
+        for path in paths:
+            version = _version_tuple(_PYCHARM_RE.match(os.path.basename(path)).group(1))
+            if best is None or version > best_version:
+                best, best_version = path, version
+        return (best, None) if best else (None, "no pydevd-pycharm shipped")
     for path in paths:
         name = os.path.basename(path)
         try:
@@ -157,16 +190,21 @@ def _private_dir(base=None):
     return path
 
 
-def _extract(wheel, base=None):
-    """Unpacks wheel into a new private directory and returns it. Member
-    names that would leave it (absolute, "..") refuse the whole wheel;
-    every directory and file is created new (O_EXCL, O_NOFOLLOW), so
-    nothing is written through a link. On an error nothing is left."""
+def _extract(wheel, base=None, into=None):
+    """Unpacks wheel into a new private directory (into: a new directory of
+    that name inside it) and returns the private directory. Member names
+    that would leave it (absolute, "..") refuse the whole wheel; every
+    directory and file is created new (O_EXCL, O_NOFOLLOW), so nothing is
+    written through a link. On an error nothing is left."""
     import shutil
     import zipfile
 
-    target = _private_dir(base)
+    private = _private_dir(base)
+    target = private
     try:
+        if into is not None:
+            target = os.path.join(private, into)
+            os.mkdir(target, 0o700)
         with zipfile.ZipFile(wheel) as zf:
             for info in zf.infolist():
                 name = info.filename
@@ -192,14 +230,15 @@ def _extract(wheel, base=None):
                 with os.fdopen(fd, "wb") as out, zf.open(info) as src:
                     shutil.copyfileobj(src, out)
     except BaseException:
-        shutil.rmtree(target, ignore_errors=True)
+        shutil.rmtree(private, ignore_errors=True)
         raise
-    return target
+    return private
 
 
 def _purge_debugger():
-    """Forgets an unusable debugpy: its modules, and the sys.path entries
-    under its directory (debugpy puts its vendored pydevd there)."""
+    """Forgets an unusable debugpy or pydevd-pycharm: its modules, and the
+    sys.path entries under debugpy's directory (debugpy puts its vendored
+    pydevd there)."""
     old = sys.modules.get("debugpy")
     old_dir = None
     if old is not None and getattr(old, "__file__", None):
@@ -211,44 +250,46 @@ def _purge_debugger():
         sys.path[:] = [p for p in sys.path if not (isinstance(p, str) and p.startswith(old_dir))]
 
 
-def _own_problem():
-    """Loads the executors' own debugpy: (module, None), or (None, why it
-    cannot be used)."""
+def _own_problem(pycharm=False):
+    """Loads the executors' own debugpy (pycharm: pydevd-pycharm):
+    (module, None), or (None, why it cannot be used)."""
     import importlib.util
 
+    module, what = ("pydevd_pycharm", "pydevd-pycharm") if pycharm else ("debugpy", "debugpy")
     try:
-        spec = importlib.util.find_spec("debugpy")
+        spec = importlib.util.find_spec(module)
     except Exception as exc:
         spec, why = None, _describe(exc)
     else:
-        why = "this Python has no debugpy"
+        why = "this Python has no %s" % (what,)
     if spec is None:
         return None, why
     try:
-        return _load_debugger(False), None
+        return _load_debugger(pycharm), None
     except _UnsupportedDebugger as exc:
         return None, str(exc)
     except Exception as exc:
-        return None, "its debugpy fails to load (%s)" % (_describe(exc),)
+        return None, "its %s fails to load (%s)" % (what, _describe(exc))
 
 
-def _use_shipped(why, in_daemon, dirs=None, version_info=None, base=None):
-    """Loads the shipped debugpy, unpacking it first in the daemon; why is
-    the reason the executors' own is not used. Raises
-    _ShippedDebuggerError with one clear line when it cannot."""
-    global _shipped_dir, _shipped_owner, _shipped_failure
+def _use_shipped(why, in_daemon, dirs=None, version_info=None, base=None, pycharm=False):
+    """Loads the shipped debugpy (pycharm: pydevd-pycharm), unpacking it
+    first in the daemon; why is the reason the executors' own is not used.
+    Raises _ShippedDebuggerError with one clear line when it cannot."""
+    global _shipped_dir, _shipped_path, _shipped_owner, _shipped_failure
     if _shipped_dir is None:
         if not in_daemon:
             raise _ShippedDebuggerError(
                 _shipped_failure or "%s, and the daemon did not unpack the shipped debugger" % why
             )
-        wheels = _find_wheels(_wheel_dirs() if dirs is None else dirs)
-        wheel, none_fits = _choose_wheel(wheels, version_info or sys.version_info)
+        wheels = _find_wheels(_wheel_dirs() if dirs is None else dirs, pycharm)
+        wheel, none_fits = _choose_wheel(wheels, version_info or sys.version_info, pycharm)
         if wheel is None:
             _shipped_failure = "%s, and no shipped debugger fits: %s" % (why, none_fits)
             raise _ShippedDebuggerError(_shipped_failure)
+        into = _PYCHARM_EGG if pycharm else None
         try:
-            _shipped_dir = _extract(wheel, base)
+            _shipped_dir = _extract(wheel, base, into)
         except Exception as exc:
             _shipped_failure = "%s, and the shipped %s could not be unpacked (%s)" % (
                 why,
@@ -257,10 +298,11 @@ def _use_shipped(why, in_daemon, dirs=None, version_info=None, base=None):
             )
             raise _ShippedDebuggerError(_shipped_failure) from exc
         _shipped_owner = os.getpid()
+        _shipped_path = os.path.join(_shipped_dir, into) if into else _shipped_dir
         _purge_debugger()
-        sys.path.insert(0, _shipped_dir)
+        sys.path.insert(0, _shipped_path)
         try:
-            module = _load_debugger(False)
+            module = _load_debugger(pycharm)
         except Exception as exc:
             _shipped_failure = "%s, and the shipped %s does not load (%s)" % (
                 why,
@@ -271,13 +313,22 @@ def _use_shipped(why, in_daemon, dirs=None, version_info=None, base=None):
             raise _ShippedDebuggerError(_shipped_failure) from exc
         _library_root(_shipped_dir)
         _say(
-            "using debugpy %s shipped with the job (%s)"
-            % (getattr(module, "__version__", "?"), why)
+            "using %s %s shipped with the job (%s)"
+            % (
+                "pydevd-pycharm" if pycharm else "debugpy",
+                getattr(module, "__version__", "?"),
+                why,
+            )
         )
         return module
-    if not sys.path or sys.path[0] != _shipped_dir:
-        sys.path.insert(0, _shipped_dir)
-    return _load_debugger(False)
+    if not sys.path or sys.path[0] != _shipped_path:
+        sys.path.insert(0, _shipped_path)
+    return _load_debugger(pycharm)
+
+
+def _is_shipped_archive(path):
+    name = os.path.basename(path.rstrip("/"))
+    return bool(_WHEEL_RE.match(name) or _PYCHARM_RE.match(name))
 
 
 def _load_own_or_shipped(pycharm, in_daemon):
@@ -285,33 +336,31 @@ def _load_own_or_shipped(pycharm, in_daemon):
     (or with --ship-debugger always, the shipped one first), else the one
     the job shipped. in_daemon: the daemon's preload, the only place that
     unpacks a wheel."""
-    if pycharm or _ship_mode() == "never":
+    if _ship_mode() == "never":
         return _load_debugger(pycharm)
     # Spark puts every --py-files entry on a worker's sys.path, the wheel
-    # too, and debugpy would import from inside the zip, which its pydevd
-    # cannot run from.
-    sys.path[:] = [
-        p for p in sys.path if not (isinstance(p, str) and _WHEEL_RE.match(os.path.basename(p)))
-    ]
+    # and the pydevd-pycharm zip too, and the debugger would import from
+    # inside the zip, which pydevd cannot run from.
+    sys.path[:] = [p for p in sys.path if not (isinstance(p, str) and _is_shipped_archive(p))]
     if _shipped_dir is not None:
-        return _use_shipped("", in_daemon)
-    if not _find_wheels(_wheel_dirs()):
-        return _load_debugger(False)
+        return _use_shipped("", in_daemon, pycharm=pycharm)
+    if not _find_wheels(_wheel_dirs(), pycharm):
+        return _load_debugger(pycharm)
     if _ship_mode() == "always":
-        return _use_shipped("--ship-debugger always", in_daemon)
-    module, why = _own_problem()
+        return _use_shipped("--ship-debugger always", in_daemon, pycharm=pycharm)
+    module, why = _own_problem(pycharm)
     if module is not None:
         return module
-    return _use_shipped(why, in_daemon)
+    return _use_shipped(why, in_daemon, pycharm=pycharm)
 
 
 def _is_shipped_path(path):
-    """Whether path is the shipped debugger (its wheel, which Spark puts
-    on sys.path with the --py-files, or where it was unpacked): never the
-    user's code."""
+    """Whether path is the shipped debugger (its wheel or zip, which Spark
+    puts on sys.path with the --py-files, or where it was unpacked): never
+    the user's code."""
     if not isinstance(path, str):
         return False
-    if _WHEEL_RE.match(os.path.basename(path.rstrip("/"))):
+    if _is_shipped_archive(path):
         return True
     return _shipped_dir is not None and (
         path == _shipped_dir or path.startswith(_shipped_dir + os.sep)
@@ -321,7 +370,7 @@ def _is_shipped_path(path):
 def _close_shipped():
     """Removes the unpacked wheel as the daemon exits; a worker forked from
     it leaves it alone."""
-    global _shipped_dir
+    global _shipped_dir, _shipped_path
     if _shipped_dir is None or _shipped_owner != os.getpid():
         return
     try:
@@ -330,4 +379,4 @@ def _close_shipped():
         shutil.rmtree(_shipped_dir, ignore_errors=True)
     except Exception:
         pass
-    _shipped_dir = None
+    _shipped_dir = _shipped_path = None

@@ -24,6 +24,7 @@ def srd(rd, monkeypatch, tmp_path):
     wheels.mkdir()
     monkeypatch.setattr(rd, "_wheel_dirs", lambda: [str(wheels)])
     monkeypatch.setattr(rd, "_shipped_dir", None)
+    monkeypatch.setattr(rd, "_shipped_path", None)
     monkeypatch.setattr(rd, "_shipped_owner", None)
     monkeypatch.setattr(rd, "_shipped_failure", None)
     rd.wheels = wheels
@@ -318,3 +319,189 @@ def test_real_wheel_in_a_python_without_debugpy(tmp_path, own):
     assert len(lines) == 1, proc.stderr
     want = "this Python has no debugpy" if own == "none" else "debugpy 1.5.0 lacks "
     assert "using debugpy 1.8.21 shipped with the job (" + want in lines[0]
+
+
+PYCHARM_ZIP = "pydevd_pycharm-253.33813.30-sparkdap.zip"
+
+
+def fake_pycharm_zip(directory, version="253.33813.30", members=None):
+    """A zip as `sparkdap submit --pycharm-build` builds from the sdist."""
+    path = os.path.join(str(directory), "pydevd_pycharm-%s-sparkdap.zip" % version)
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in (
+            members
+            or {
+                "pydevd_pycharm.py": "__version__ = %r\n" % version,
+                "pydevd.py": "",
+                "_pydevd_bundle/__init__.py": "",
+            }
+        ).items():
+            zf.writestr(name, data)
+    return path
+
+
+def pycharm_loader(srd, monkeypatch, own_error):
+    """_load_debugger that fails like own_error for the executors'
+    pydevd-pycharm and returns the shipped one once its directory is first
+    on sys.path; it must be asked for pydevd-pycharm, never debugpy."""
+    shipped = types.ModuleType("pydevd_pycharm")
+    shipped.__version__ = "253.33813.30"
+
+    def load(pycharm):
+        assert pycharm, "debugpy loaded for a PyCharm job"
+        if srd._shipped_path is not None and sys.path[0] == srd._shipped_path:
+            return shipped
+        raise own_error
+
+    monkeypatch.setattr(srd, "_load_debugger", load)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return shipped
+
+
+def test_pycharm_zips_are_found_apart_from_wheels(srd, tmp_path):
+    old = fake_pycharm_zip(srd.wheels, "253.17525.96")
+    new = fake_pycharm_zip(srd.wheels, "253.33813.30")
+    fake_wheel(srd.wheels)
+    elsewhere = fake_pycharm_zip(tmp_path, "263.7307.50")
+    os.symlink(elsewhere, str(srd.wheels / os.path.basename(elsewhere)))  # never followed
+    (srd.wheels / "pydevd_pycharm-253.33813.30.tar.gz").write_bytes(b"")
+    zips = srd._find_wheels([str(srd.wheels)], pycharm=True)
+    assert zips == [old, new]
+    assert srd._choose_wheel(zips, (3, 11, 7), pycharm=True) == (new, None)
+    assert srd._find_wheels([str(srd.wheels)]) == [os.path.join(str(srd.wheels), WHEEL)]
+
+
+def test_missing_pydevd_pycharm_is_replaced_in_the_daemon(srd, monkeypatch, capsys):
+    fake_pycharm_zip(srd.wheels)
+    fake_wheel(srd.wheels)  # a debugpy wheel beside it is not PyCharm's
+    shipped = pycharm_loader(srd, monkeypatch, ImportError("No module named 'pydevd_pycharm'"))
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    # Spark puts the zip on the workers' path with the --py-files.
+    sys.path.insert(0, str(srd.wheels / PYCHARM_ZIP))
+    try:
+        assert srd._load_own_or_shipped(True, True) is shipped
+        # Unpacked into a directory named *.egg inside the private one:
+        # pydevd then skips its Cython speedups without a word.
+        assert srd._shipped_path == os.path.join(srd._shipped_dir, "pydevd_pycharm.egg")
+        assert sys.path[0] == srd._shipped_path
+        assert str(srd.wheels / PYCHARM_ZIP) not in sys.path
+        assert os.path.isfile(os.path.join(srd._shipped_path, "pydevd_pycharm.py"))
+        assert stat.S_IMODE(os.stat(srd._shipped_dir).st_mode) == 0o700
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1, err
+        assert (
+            "using pydevd-pycharm 253.33813.30 shipped with the job "
+            "(this Python has no pydevd-pycharm)" in err[0]
+        )
+        # The unpacked copy and the zip are never code roots.
+        assert srd._is_shipped_path(os.path.join(srd._shipped_path, "pydevd.py"))
+        assert srd._is_shipped_path("/exec/dir/" + PYCHARM_ZIP)
+        # Its workers use what the daemon unpacked, and never unpack.
+        monkeypatch.setattr(srd, "_extract", pytest.fail)
+        assert srd._load_own_or_shipped(True, False) is shipped
+        path = srd._shipped_dir
+        srd._close_shipped()
+        assert not os.path.exists(path)
+    finally:
+        if srd._shipped_dir:
+            srd._close_shipped()
+
+
+def test_usable_own_pydevd_pycharm_is_kept(srd, monkeypatch):
+    fake_pycharm_zip(srd.wheels)
+    own = object()
+    monkeypatch.setattr(srd, "_load_debugger", lambda pycharm: own if pycharm else pytest.fail())
+    monkeypatch.setattr(srd, "_extract", pytest.fail)
+    assert srd._load_own_or_shipped(True, True) is own
+    assert srd._shipped_dir is None
+
+
+def test_pycharm_without_a_shipped_zip_loads_its_own(srd, monkeypatch):
+    fake_wheel(srd.wheels)  # only debugpy's: nothing shipped for PyCharm
+    monkeypatch.setattr(srd, "_extract", pytest.fail)
+
+    def missing(pycharm):
+        assert pycharm
+        raise ImportError("No module named 'pydevd_pycharm'")
+
+    monkeypatch.setattr(srd, "_load_debugger", missing)
+    with pytest.raises(ImportError, match="pydevd_pycharm"):
+        srd._load_own_or_shipped(True, True)
+
+
+@pytest.mark.parametrize("member", ["../evil.py", "/etc/evil.py", "_pydevd_bundle/../../evil.py"])
+def test_pycharm_zip_member_leaving_the_directory_fails_open(srd, monkeypatch, tmp_path, member):
+    fake_pycharm_zip(srd.wheels, members={"pydevd_pycharm.py": "", member: "boom"})
+    pycharm_loader(srd, monkeypatch, ImportError("No module named 'pydevd_pycharm'"))
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    base = tmp_path / "base"
+    base.mkdir()
+    monkeypatch.setattr(srd, "_private_dir", lambda base_=None, _p=srd._private_dir: _p(str(base)))
+    with pytest.raises(srd._UnsupportedDebugger) as info:
+        srd._load_own_or_shipped(True, True)
+    assert str(info.value).startswith(
+        "this Python has no pydevd-pycharm, and the shipped %s could not be unpacked ("
+        % PYCHARM_ZIP
+    )
+    assert os.listdir(str(base)) == []
+    assert not (tmp_path / "evil.py").exists()
+
+
+def real_pycharm_zip():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "sparkdap", "debuggers", PYCHARM_ZIP)
+    if not os.path.isfile(path):
+        pytest.skip(
+            "no %s in sparkdap's cache (sparkdap wrap --ide-kind pycharm "
+            "--pycharm-build 253.33813.30 -o DIR builds it)" % PYCHARM_ZIP
+        )
+    return path
+
+
+@pytest.mark.slow
+def test_real_pycharm_zip_in_a_python_without_pydevd_pycharm(tmp_path):
+    """The zip of the real pydevd-pycharm 253.33813.30, in a Python with no
+    pydevd-pycharm (-S: no site-packages): the daemon's preload unpacks it
+    and imports it from there, in pure-Python mode, saying nothing of the
+    speedups it lacks, and says once that it uses it."""
+    import json
+    import shutil
+
+    wrapper = tmp_path / "wrapper"
+    wrapper.mkdir()
+    shutil.copy(os.path.join(flat.directory(), "remote_debug.py"), str(wrapper))
+    shutil.copy(real_pycharm_zip(), str(wrapper))
+    code = (
+        "import sys, os, json\n"
+        "sys.path[:0] = %r\n"
+        "import remote_debug as rd\n"
+        "d = rd._load_own_or_shipped(True, True)\n"
+        "import pydevd\n"
+        "from _pydevd_bundle import pydevd_trace_dispatch as td\n"
+        "out = {'file': d.__file__, 'pydevd': pydevd.__file__, 'dir': rd._shipped_dir,\n"
+        "       'version': d.__version__, 'cython': td.use_cython,\n"
+        "       'warn': bool(td.show_tracing_warning)}\n"
+        "rd._close_shipped()\n"
+        "out['removed'] = not os.path.exists(out['dir'])\n"
+        "print(json.dumps(out))\n"
+    ) % ([str(wrapper), str(wrapper / PYCHARM_ZIP)],)
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SPARKDAP_", "PYTHON", "PYDEVD"))
+    }
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["version"] == "253.33813.30"
+    egg = os.path.join(out["dir"], "pydevd_pycharm.egg") + os.sep
+    assert out["file"].startswith(egg) and out["pydevd"].startswith(egg)
+    # Pure Python, and no word to the user or to PyCharm about speedups.
+    assert out["cython"] == "NO" and out["warn"] is False
+    assert out["removed"]
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert (
+        "using pydevd-pycharm 253.33813.30 shipped with the job (this Python has no pydevd-pycharm)"
+        in lines[0]
+    )
