@@ -51,7 +51,7 @@ func newDoctorCmd(stderr io.Writer) *cmdSpec {
 	defString(fs, &f.token, "token", "", "the running proxy's, for the test connection")
 	defString(fs, &f.ideToken, "ide-token", "", "the running proxy's, if it has one")
 	bindSSHFlags(fs, &f.sshFlags, "doctor checks it", "with --ssh, the test worker on the gateway connects there")
-	fs.StringVar(&f.remotePython, "remote-python", "python3", "with --ssh: the Python with debugpy on the gateway, for the test connection through the tunnel")
+	fs.StringVar(&f.remotePython, "remote-python", "python3", "with --ssh: the Python on the gateway for the test connection through the tunnel; without debugpy, it uses the debugger the job ships (unless --ship-debugger never)")
 	fs.StringVar(&f.image, "image", "", "Kubernetes: the executors' container `image` (spark.kubernetes.container.image); doctor checks the debugger of python3 in a pod of it, instead of on the gateway")
 	fs.StringVar(&f.ns, "namespace", "", "Kubernetes, with --image: the `namespace` the job's pods run in (default: kubectl's current one)")
 	defString(fs, &f.pycharmBuild, "pycharm-build", "", "doctor checks the executors' pydevd-pycharm against it, instead of their debugpy")
@@ -80,7 +80,9 @@ Checks, each with a verdict (OK, WARN, FAIL with the reason and the fix):
   - with --ssh and a running 'sparkdap serve --ssh', the same test worker
     run on the gateway (--remote-python) against --remote-listen (give
     serve's): through the tunnel to the proxy, as executors connect (not
-    on Kubernetes: the gateway pod has no Python, and doctor says so)
+    on Kubernetes: the gateway pod has no Python, and doctor says so). If
+    that Python has no debugpy and the job ships one, the worker runs
+    with it: the wheel is uploaded beside the wrapper and unpacked there
   - with --pycharm-build, whether sparkdap is tested with that PyCharm, and
     that the executors' pydevd-pycharm is its build; the test connections,
     which need debugpy and a DAP proxy, are skipped

@@ -8,12 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sparkdap/sparkdap/internal/safefile"
+	"github.com/sparkdap/sparkdap/internal/shellquote"
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/tunnel"
+	"github.com/sparkdap/sparkdap/workerwrap"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -66,7 +72,9 @@ func (g *Gateway) explain(err error) error {
 
 // checkTunnelConnection runs the test worker on the gateway: it connects
 // where executors would (serve's --remote-listen), through the tunnel to
-// the running proxy, which must list it on the IDE port.
+// the running proxy, which must list it on the IDE port. When the
+// gateway's Python has no debugpy and the job ships one, the worker runs
+// with that, as the executors would (startShippedProbe).
 func (d *doctor) checkTunnelConnection(ctx context.Context, client *ssh.Client, ide portState) {
 	g := d.f.Gateway
 	name := "test connection through the gateway (worker on the gateway → tunnel → proxy → IDE port)"
@@ -85,13 +93,34 @@ func (d *doctor) checkTunnelConnection(ctx context.Context, client *ssh.Client, 
 			addr = net.JoinHostPort("127.0.0.1", p) // what listens on all addresses listens on loopback too
 		}
 	}
-	err := d.testConnection(ctx, func(host, port string) (*probeProc, error) {
+	start := func(host, port string) (*probeProc, error) {
 		return startRemoteProbe(client, g.RemotePython, host, port)
-	}, d.f.IDE, addr, d.f.Token)
+	}
+	worker := "a debugpy worker on the gateway"
+	needs := "with debugpy"
+	if d.f.ShipsDebugger && d.remoteLacksDebugpy(ctx, client, g.RemotePython) {
+		// The executors' daemon would unpack the wheel the job ships
+		// beside the wrapper: the test worker does the same.
+		wheel, err := d.shippedDebugger(ctx)
+		if err != nil {
+			d.report(checkResult{name: name, v: vWarn,
+				detail: fmt.Sprintf("not run: %s on the gateway has no debugpy, and the debugger the job ships, which the test worker would use instead, cannot be had here: %v",
+					g.RemotePython, err),
+				fix: fmt.Sprintf("sparkdap submit, conf and wrap ship it from the same place: fix that and re-run, or install debugpy in %s (--remote-python)", g.RemotePython)})
+			return
+		}
+		start = func(host, port string) (*probeProc, error) {
+			return startShippedProbe(ctx, client, g.RemotePython, wheel, host, port, d.f.Timeout)
+		}
+		worker = fmt.Sprintf("a worker on the gateway with the debugpy the job ships (%s has none; %s uploaded beside the wrapper and unpacked as the executors' daemon does)",
+			g.RemotePython, workerwrap.ShippedDebugpyWheel)
+		needs = "to be a Python 3.8 or later"
+	}
+	err := d.testConnection(ctx, start, d.f.IDE, addr, d.f.Token)
 	if err != nil {
 		fix := err.fix
 		if fix == "" && strings.Contains(err.err.Error(), "exited before connecting") {
-			fix = fmt.Sprintf("the gateway needs %s with debugpy (--remote-python), or test from an executor host instead", g.RemotePython)
+			fix = fmt.Sprintf("the gateway needs %s %s (--remote-python), or test from an executor host instead", g.RemotePython, needs)
 		}
 		if !g.RemoteListenGiven && strings.Contains(err.err.Error(), "cannot reach") {
 			fix = fmt.Sprintf("doctor tested the default --remote-listen %s: give doctor the --remote-listen sparkdap serve runs with", g.RemoteListen)
@@ -99,7 +128,155 @@ func (d *doctor) checkTunnelConnection(ctx context.Context, client *ssh.Client, 
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("to %s on the gateway: %v", addr, err.err), fix: fix})
 		return
 	}
-	d.report(checkResult{name: name, v: vOK, detail: fmt.Sprintf("a debugpy worker on the gateway reached %s and was listed on the IDE port", addr)})
+	d.report(checkResult{name: name, v: vOK, detail: fmt.Sprintf("%s reached %s and was listed on the IDE port", worker, addr)})
+}
+
+// shippedWheel is where doctor gets the debugger a job ships, as
+// submit, conf and wrap get it: sparkdap's cache, else pip download into
+// it. A variable so that tests choose the wheel.
+var shippedWheel = func(ctx context.Context) (string, error) {
+	dir, err := workerwrap.DebuggerCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return workerwrap.DebugpyWheel(ctx, "python3", dir)
+}
+
+// shippedDebugger is the wheel the job ships, read, within the check
+// timeout.
+func (d *doctor) shippedDebugger(ctx context.Context) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.f.Timeout)
+	defer cancel()
+	path, err := shippedWheel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if filepath.Base(path) != workerwrap.ShippedDebugpyWheel {
+		return nil, fmt.Errorf("%s is not %s", path, workerwrap.ShippedDebugpyWheel)
+	}
+	return safefile.ReadFile(path)
+}
+
+// remoteLacksDebugpy says whether python on the gateway surely has no
+// debugpy to import; a Python that does not run, or does not answer in
+// time, is left to the test worker to report.
+func (d *doctor) remoteLacksDebugpy(ctx context.Context, client *ssh.Client, python string) bool {
+	const code = "import importlib.util\n" +
+		"try:\n    spec = importlib.util.find_spec('debugpy')\nexcept Exception:\n    spec = None\n" +
+		"print('sparkdap-debugpy ' + ('yes' if spec else 'no'))\n"
+	sess, err := client.NewSession()
+	if err != nil {
+		return false
+	}
+	defer sess.Close()
+	var stdout bytes.Buffer
+	sess.Stdout = &stdout
+	ctx, cancel := context.WithTimeout(ctx, d.f.Timeout)
+	defer cancel()
+	done := make(chan error, 1) // the session's Close (deferred) ends Run if it is late
+	go func() { done <- sess.Run(shellquote.Quote(python) + " -c " + shellquote.Quote(code)) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return false
+	}
+	// A sitecustomize may print before the answer.
+	return err == nil && strings.Contains("\n"+stdout.String(), "\nsparkdap-debugpy no\n")
+}
+
+// shippedProbeScript runs the test worker with the debugger the job
+// ships, as an executor would: it writes the wrapper and the wheel that
+// come first on its stdin (the module's name, the wheel's name and their
+// sizes are its arguments) into a new private directory, imports the
+// wrapper from there, so that it finds the wheel beside its own file, has
+// it load its debugger as the executors' daemon does (the Python's own
+// if usable, else the shipped wheel, unpacked into a private directory),
+// then runs its probe (workerwrap.ProbeArgs), which reads the token from
+// the rest of stdin. It removes what it unpacked as it ends.
+const shippedProbeScript = `import os, shutil, sys, tempfile
+module, module_size, wheel, wheel_size, host, port = sys.argv[1:7]
+here = tempfile.mkdtemp(prefix="sparkdap-doctor-")
+try:
+    for name, size in ((module + ".py", int(module_size)), (wheel, int(wheel_size))):
+        data = sys.stdin.buffer.read(size)
+        if len(data) != size:
+            sys.exit("sparkdap doctor: %s arrived short (%d of %d bytes)" % (name, len(data), size))
+        with open(os.path.join(here, name), "wb") as f:
+            f.write(data)
+    sys.path.insert(0, here)
+    rd = __import__(module)
+    # As the probe sets them before its import of debugpy, which is now.
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    os.environ.setdefault("PYDEVD_CONNECT_TIMEOUT", "10")
+    try:
+        try:
+            rd._load_own_or_shipped(False, True)
+        except Exception as exc:
+            print("NODEBUGPY %s: %s" % (sys.executable, exc), flush=True)
+            sys.exit(3)
+        sys.exit(rd._probe(host, int(port), sys.stdin, sys.stdout))
+    finally:
+        rd._close_shipped()
+finally:
+    shutil.rmtree(here, ignore_errors=True)
+`
+
+// startShippedProbe runs the test worker with python on the gateway and
+// the debugger the job ships (wheel): the wrapper and the wheel go first
+// on its stdin (shippedProbeScript), within timeout.
+func startShippedProbe(ctx context.Context, client *ssh.Client, python string, wheel []byte, host, port string, timeout time.Duration) (*probeProc, error) {
+	var wrapper bytes.Buffer
+	o := workerwrap.NewOptions()
+	o.Proxy = net.JoinHostPort(host, port)
+	if err := workerwrap.Render(&wrapper, o); err != nil {
+		return nil, err
+	}
+	sess, err := client.NewSession()
+	if err != nil {
+		return nil, err
+	}
+	p := &probeProc{stderr: &syncbuf.Buffer{}}
+	if p.stdin, err = sess.StdinPipe(); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	if p.stdout, err = sess.StdoutPipe(); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	sess.Stderr = p.stderr
+	command := shellquote.Quote(python) + " -c " + shellquote.Quote(shippedProbeScript)
+	for _, arg := range []string{workerwrap.ModuleName, strconv.Itoa(wrapper.Len()),
+		workerwrap.ShippedDebugpyWheel, strconv.Itoa(len(wheel)), host, port} {
+		command += " " + shellquote.Quote(arg)
+	}
+	if err := sess.Start(command); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	p.wait = sess.Wait
+	p.kill = func() { _ = sess.Signal(ssh.SIGKILL); sess.Close() }
+	// The upload waits on the gateway's reading: bounded, as every check.
+	uploaded := make(chan error, 1)
+	go func() {
+		_, err := p.stdin.Write(wrapper.Bytes())
+		if err == nil {
+			_, err = p.stdin.Write(wheel)
+		}
+		uploaded <- err
+	}()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	select {
+	case err = <-uploaded:
+	case <-ctx.Done():
+		err = fmt.Errorf("not read within %s", timeout)
+	}
+	if err != nil {
+		p.kill()
+		return nil, fmt.Errorf("upload the wrapper and %s: %w (stderr: %s)", workerwrap.ShippedDebugpyWheel, err, lastStderr(p.stderr))
+	}
+	return p, nil
 }
 
 // startServeFix is the fix for a tunnel test with no serve to test: the
