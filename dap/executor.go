@@ -73,6 +73,10 @@ type ExecutorSession struct {
 	// unadmitted gives back its place in the executor port's budget of
 	// connections not yet admitted (Hub.take).
 	unadmitted func()
+	// progressed tells that budget the peer sent a whole first message (a
+	// hello line, pydevd's first answer). Set before serving; called on
+	// the reader.
+	progressed func()
 
 	// g is its state guarded by the Hub's lock (held.exec).
 	g guard.Guarded[executorState]
@@ -330,7 +334,7 @@ func (es *ExecutorSession) read() error {
 	if hello {
 		return es.serveHello(fr.Reader())
 	}
-	return es.w.readFrames(fr, es.handle)
+	return es.w.readFrames(fr, firstTells(es.progressed, es.handle))
 }
 
 // newReader is the connection's reader, and whether it starts with a

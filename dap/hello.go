@@ -65,7 +65,12 @@ func (tx *held) claimHello(remote string, pid int64, token string) (hello admiss
 // serveHello answers a hello connection (admission.ServeHello) and closes it
 // once the reply is out.
 func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
-	err := admission.ServeHello(admission.HelloConn{Remote: es.remote, Reader: br, Send: es.w.sendRaw, Log: *es.logger(),
+	send := es.w.sendRaw
+	if p := es.progressed; p != nil {
+		// The first thing sent answers a whole hello line.
+		send = func(b []byte) { p(); es.w.sendRaw(b) }
+	}
+	err := admission.ServeHello(admission.HelloConn{Remote: es.remote, Reader: br, Send: send, Log: *es.logger(),
 		Undebugged: es.hub.tellIDE}, es.hub.admission, es.hub.refusals, es.hub.acceptHello)
 	// Still a hello connection, never a debug session: no handshake
 	// failure to report on top of a refusal.

@@ -439,7 +439,8 @@ func TestServeSurvivesAcceptErrors(t *testing.T) {
 }
 
 // TestHandshakeLimits: connections that never present a token or never
-// attach are bounded in number and in time.
+// attach are bounded in number (the oldest silent one makes room for a
+// newcomer) and in time.
 func TestHandshakeLimits(t *testing.T) {
 	p := startProxy(t, func(c *Config) {
 		c.MaxUnadmitted = 4
@@ -453,9 +454,16 @@ func TestHandshakeLimits(t *testing.T) {
 		}
 		idle = append(idle, r)
 	}
-	if m := dialRaw(t, p.srv.ExecutorAddr().String()).read(); m != nil {
-		t.Fatalf("a connection over the limit was served: %v", m)
+	// A newcomer to the full budget is served: the oldest connection that
+	// sent nothing makes room.
+	fifth := dialRaw(t, p.srv.ExecutorAddr().String())
+	if m := fifth.read(); m.Command() != "pydevdAuthorize" {
+		t.Fatalf("a newcomer to a full budget was not served: %v", m)
 	}
+	if m := idle[0].read(); m != nil {
+		t.Fatalf("the oldest silent connection was not closed to make room: %v", m)
+	}
+	idle = append(idle[1:], fifth)
 	for _, r := range idle {
 		r.conn.Close()
 	}

@@ -45,9 +45,11 @@ type Config struct {
 	// connection before its session slot is given back.
 	HelloTTL time.Duration
 	// MaxUnadmitted bounds the executor port's connections that have not
-	// yet presented the access token, and MaxUnadmittedPerSource those of
-	// them from one source address; more are closed unread. Defaults
-	// connbudget.DefaultTotal and connbudget.DefaultPerSource.
+	// yet presented the access token: past it, the oldest that proved
+	// nothing makes room (see package connbudget). MaxUnadmittedPerSource,
+	// if set, bounds those of them from one source address, and refuses
+	// more: off by default, as workers share addresses. Defaults
+	// connbudget.DefaultTotal and no per-source bound.
 	MaxUnadmitted          int
 	MaxUnadmittedPerSource int
 	// MaxUnattached bounds the IDE port's connections that have not yet
@@ -119,9 +121,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxUnadmitted <= 0 {
 		c.MaxUnadmitted = connbudget.DefaultTotal
-	}
-	if c.MaxUnadmittedPerSource <= 0 {
-		c.MaxUnadmittedPerSource = connbudget.DefaultPerSource
 	}
 	if c.MaxUnattached <= 0 {
 		c.MaxUnattached = DefaultMaxUnattached
@@ -278,11 +277,12 @@ func NewHub(cfg Config) *Hub {
 	h.state = guard.New(&h.mu, hubState{executors: map[uint64]*ExecutorSession{},
 		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{}})
 	h.refusals = admission.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
-	h.exeBudget = connbudget.New(cfg.MaxUnadmitted, cfg.MaxUnadmittedPerSource)
-	h.ideBudget = connbudget.New(cfg.MaxUnattached, 0)
 	h.logLimit = connbudget.NewLimiter(cfg.RefusalLogInterval, func(cause string, n int, in time.Duration) {
 		h.log.Warn().Str("cause", cause).Int("refused", n).Dur("in", in).Msg("more connections refused for the same cause")
 	})
+	h.exeBudget = connbudget.NewWith(connbudget.Options{Total: cfg.MaxUnadmitted, PerSource: cfg.MaxUnadmittedPerSource,
+		Shed: shedLogger(&h.log, h.logLimit, "executor")})
+	h.ideBudget = connbudget.NewWith(connbudget.Options{Total: cfg.MaxUnattached, Shed: shedLogger(&h.log, h.logLimit, "IDE")})
 	return h
 }
 

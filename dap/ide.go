@@ -49,6 +49,9 @@ type IDESession struct {
 	// connections not yet attached (Hub.take); nil outside serveIDE. Set
 	// before serving.
 	unadmitted func()
+	// progressed tells that budget the client sent a whole first message;
+	// nil outside serveIDE. Set before serving; called on the reader.
+	progressed func()
 	// admitted is attached, set on the reader goroutine (attach) before
 	// it reads the next message, which may then be as large as
 	// Config.MaxMessageBytes allows.
@@ -99,7 +102,7 @@ func (s *IDESession) serve(ctx context.Context) {
 	fr := dapwire.NewFrameReader(s.w.conn, s.hub.cfg.MaxMessageBytes)
 	fr.LimitUntil(&s.admitted, maxUnattachedMessageBytes)
 	fr.OnAlloc(s.hub.frameAlloc)
-	go func() { done <- s.w.readFrames(fr, s.handle) }()
+	go func() { done <- s.w.readFrames(fr, firstTells(s.progressed, s.handle)) }()
 	var reason error
 	select {
 	case reason = <-done:

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/sparkdap/sparkdap/internal/acceptretry"
+
 	"github.com/sparkdap/sparkdap/internal/connbudget"
 )
 
@@ -52,7 +54,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	errs := make(chan error, 2)
 	// A connection over its port's budget is closed here, unread, before
 	// anything (a goroutine included) is spent on it.
-	accept := func(l net.Listener, b *connbudget.Budget, port string, serve func(net.Conn, func())) {
+	accept := func(l net.Listener, b *connbudget.Budget, port string, serve func(net.Conn, *connbudget.Place)) {
 		defer wg.Done()
 		for {
 			c, err := acceptretry.Accept(ctx, l, nil, func(err error, wait time.Duration) {
@@ -65,17 +67,17 @@ func (s *Server) Serve(ctx context.Context) error {
 				}
 				return
 			}
-			release, ok := s.Hub.take(b, port, c)
+			place, served, ok := s.Hub.take(b, port, c)
 			if !ok {
 				continue
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); serve(c, release) }()
+			go func() { defer wg.Done(); serve(served, place) }()
 		}
 	}
 	wg.Add(2)
-	go accept(s.exe, s.Hub.exeBudget, "executor", func(c net.Conn, release func()) { s.Hub.serveExecutor(ctx, c, release) })
-	go accept(s.ide, s.Hub.ideBudget, "IDE", func(c net.Conn, release func()) { s.Hub.serveIDE(ctx, c, release) })
+	go accept(s.exe, s.Hub.exeBudget, "executor", func(c net.Conn, p *connbudget.Place) { s.Hub.serveExecutor(ctx, c, p) })
+	go accept(s.ide, s.Hub.ideBudget, "IDE", func(c net.Conn, p *connbudget.Place) { s.Hub.serveIDE(ctx, c, p) })
 	<-ctx.Done()
 	s.ide.Close()
 	s.exe.Close()
@@ -97,19 +99,19 @@ func (s *Server) Serve(ctx context.Context) error {
 // accepted: over it, conn is closed unread. A connection carried from
 // elsewhere (an SSH tunnel stream) must report its origin as RemoteAddr.
 func (h *Hub) ServeExecutor(ctx context.Context, conn net.Conn) {
-	release, ok := h.take(h.exeBudget, "executor", conn)
+	place, served, ok := h.take(h.exeBudget, "executor", conn)
 	if !ok {
 		return
 	}
-	h.serveExecutor(ctx, conn, release)
+	h.serveExecutor(ctx, served, place)
 }
 
-// serveExecutor runs one pydevd connection that holds a place in the
-// executor port's budget; release gives it back.
-func (h *Hub) serveExecutor(ctx context.Context, conn net.Conn, release func()) {
-	defer release()
+// serveExecutor runs one pydevd connection that holds place in the
+// executor port's budget.
+func (h *Hub) serveExecutor(ctx context.Context, conn net.Conn, place *connbudget.Place) {
+	defer place.Release()
 	es := newExecutorSession(h, h.nextID.Add(1), conn)
-	es.unadmitted = release
+	es.unadmitted, es.progressed = place.Release, place.Progressed
 	es.logger().Debug().Msg("executor connected")
 	es.serve(ctx)
 }
@@ -117,19 +119,19 @@ func (h *Hub) serveExecutor(ctx context.Context, conn net.Conn, release func()) 
 // ServeIDE runs one DAP client connection until it ends. It counts
 // against the IDE port's budget like a connection the Server accepted.
 func (h *Hub) ServeIDE(ctx context.Context, conn net.Conn) {
-	release, ok := h.take(h.ideBudget, "IDE", conn)
+	place, served, ok := h.take(h.ideBudget, "IDE", conn)
 	if !ok {
 		return
 	}
-	h.serveIDE(ctx, conn, release)
+	h.serveIDE(ctx, served, place)
 }
 
-// serveIDE runs one DAP client connection that holds a place in the IDE
-// port's budget; release gives it back.
-func (h *Hub) serveIDE(ctx context.Context, conn net.Conn, release func()) {
-	defer release()
+// serveIDE runs one DAP client connection that holds place in the IDE
+// port's budget.
+func (h *Hub) serveIDE(ctx context.Context, conn net.Conn, place *connbudget.Place) {
+	defer place.Release()
 	s := newIDESession(h, h.nextID.Add(1), conn)
-	s.unadmitted = release
+	s.unadmitted, s.progressed = place.Release, place.Progressed
 	// A client that does not attach in time goes: a local user must not
 	// hold connections open for free.
 	deadline := time.AfterFunc(h.cfg.AttachTimeout, func() {
@@ -145,22 +147,37 @@ func (h *Hub) serveIDE(ctx context.Context, conn net.Conn, release func()) {
 	s.serve(ctx)
 }
 
-// take holds a place in budget b (of the port named port) for conn, or
-// closes conn unread and logs the refusal, rate-limited per cause.
-func (h *Hub) take(b *connbudget.Budget, port string, conn net.Conn) (release func(), ok bool) {
-	release, cause, ok := b.Take(conn.RemoteAddr())
-	if ok {
-		return release, true
+// take holds a place in budget b (of the port named port) for conn and
+// returns the connection to serve in its stead, or closes conn unread and
+// logs the refusal, rate-limited per cause.
+func (h *Hub) take(b *connbudget.Budget, port string, conn net.Conn) (place *connbudget.Place, served net.Conn, ok bool) {
+	place, served, err := b.Take(conn)
+	if err == nil {
+		return place, served, true
 	}
 	conn.Close()
-	cause = port + " port: " + cause
+	cause := port + " port: " + err.Error()
 	level := h.log.Debug()
 	if h.logLimit.Allow(cause) {
 		level = h.log.Warn()
 	}
 	level.Str("remote", conn.RemoteAddr().String()).Str("cause", cause).Int("limit", b.Total()).
 		Int("per_source", b.PerSource()).Msg("too many connections not yet admitted; closing this one unread")
-	return nil, false
+	return nil, nil, false
+}
+
+// shedLogger is a Budget's Shed for port: closing connections that proved
+// nothing to make room, or for their time under pressure, is logged once
+// per cause and interval, the rest summed up.
+func shedLogger(log *zerolog.Logger, limit *connbudget.Limiter, port string) func(net.Addr, string, string) {
+	return func(remote net.Addr, why, how string) {
+		cause := port + " port: closed a connection that " + why + " " + how
+		level := log.Debug()
+		if limit.Allow(cause) {
+			level = log.Warn()
+		}
+		level.Str("remote", remote.String()).Str("cause", cause).Msg("many connections not yet admitted; closed one that proved nothing")
+	}
 }
 
 // refusalLogged notes a refusal of cause and reports whether to log it at

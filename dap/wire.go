@@ -155,6 +155,23 @@ func (w *wire) readFrames(fr *dapwire.FrameReader, handle func(Message)) error {
 	}
 }
 
+// firstTells is handle that calls progressed (if set) before the first
+// message it handles: the connection's budget learns the peer sent a
+// whole message. For the reader goroutine only.
+func firstTells(progressed func(), handle func(Message)) func(Message) {
+	if progressed == nil {
+		return handle
+	}
+	first := true
+	return func(m Message) {
+		if first {
+			first = false
+			progressed()
+		}
+		handle(m)
+	}
+}
+
 // describe names a message for logs.
 func describe(m Message) string {
 	switch m.Type() {

@@ -60,9 +60,11 @@ type Config struct {
 	EvalTimeout time.Duration
 	// MaxUnadmitted bounds the executor connections (the port's and the
 	// tunnel's together) not yet admitted: hellos being answered, pydevd
-	// connections not yet joined to their hello. MaxUnadmittedPerSource
-	// bounds those from one source address. More are closed unread.
-	// Defaults connbudget.DefaultTotal and connbudget.DefaultPerSource.
+	// connections not yet joined to their hello: past it, the oldest that
+	// proved nothing makes room (see package connbudget).
+	// MaxUnadmittedPerSource, if set, bounds those from one source address
+	// and refuses more: off by default, as workers share addresses.
+	// Defaults connbudget.DefaultTotal and no per-source bound.
 	MaxUnadmitted          int
 	MaxUnadmittedPerSource int
 	// RefusalLogInterval is how often refusals held back from the log are
@@ -254,10 +256,10 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 	p := &Proxy{cfg: cfg, ln: ln, log: cfg.Log, now: time.Now, execs: map[int64]*executor{}, admission: registry,
 		conns: map[net.Conn]bool{}}
 	p.refusals = admission.NewRefusalLog(func(line string) { p.summary("%s", line) }, 0, 0)
-	p.budget = connbudget.New(cfg.MaxUnadmitted, cfg.MaxUnadmittedPerSource)
 	p.logLimit = connbudget.NewLimiter(cfg.RefusalLogInterval, func(cause string, n int, in time.Duration) {
 		p.log.Warn().Str("cause", cause).Int("refused", n).Dur("in", in).Msg("more connections refused for the same cause")
 	})
+	p.budget = connbudget.NewWith(connbudget.Options{Total: cfg.MaxUnadmitted, PerSource: cfg.MaxUnadmittedPerSource, Shed: p.shed})
 	return p, nil
 }
 
@@ -283,21 +285,22 @@ func (p *Proxy) Serve(ctx context.Context) error {
 			}
 			return err
 		}
-		// Over budget: closed here, unread, before a goroutine is spent.
-		release, ok := p.take(conn)
+		// Over a per-source share: closed here, unread, before a
+		// goroutine is spent.
+		place, conn, ok := p.take(conn)
 		if !ok {
 			continue
 		}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			release()
+			place.Release()
 			conn.Close()
 			continue
 		}
 		p.conns[conn] = true
 		p.mu.Unlock()
-		go p.serveConn(conn, release)
+		go p.serveConn(conn, place)
 	}
 }
 
@@ -306,14 +309,14 @@ func (p *Proxy) Serve(ctx context.Context) error {
 // against the same budget as the port's; conn must report its origin as
 // RemoteAddr.
 func (p *Proxy) ServeExecutor(ctx context.Context, conn net.Conn) {
-	release, ok := p.take(conn)
+	place, conn, ok := p.take(conn)
 	if !ok {
 		return
 	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		release()
+		place.Release()
 		conn.Close()
 		return
 	}
@@ -321,21 +324,30 @@ func (p *Proxy) ServeExecutor(ctx context.Context, conn net.Conn) {
 	p.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	p.serveConn(conn, release)
+	p.serveConn(conn, place)
 }
 
-// take holds a place in the budget for conn, or closes conn unread and
-// logs the refusal, rate-limited per cause.
-func (p *Proxy) take(conn net.Conn) (release func(), ok bool) {
-	release, cause, ok := p.budget.Take(conn.RemoteAddr())
-	if ok {
-		return release, true
+// take holds a place in the budget for conn and returns the connection to
+// serve in its stead, or closes conn unread and logs the refusal,
+// rate-limited per cause.
+func (p *Proxy) take(conn net.Conn) (place *connbudget.Place, served net.Conn, ok bool) {
+	place, served, err := p.budget.Take(conn)
+	if err == nil {
+		return place, served, true
 	}
 	conn.Close()
-	cause = "executor port: " + cause
+	cause := "executor port: " + err.Error()
 	p.logLimited(cause).Str("remote", conn.RemoteAddr().String()).Str("cause", cause).Int("limit", p.budget.Total()).
 		Int("per_source", p.budget.PerSource()).Msg("too many connections not yet admitted; closing this one unread")
-	return nil, false
+	return nil, nil, false
+}
+
+// shed logs a connection the budget closed because it proved nothing: the
+// first of each cause per interval is a warning.
+func (p *Proxy) shed(remote net.Addr, why, how string) {
+	cause := "executor port: closed a connection that " + why + " " + how
+	p.logLimited(cause).Str("remote", remote.String()).Str("cause", cause).
+		Msg("many connections not yet admitted; closed one that proved nothing")
 }
 
 // logLimited is a warning for the first refusal of cause in an interval,
@@ -386,11 +398,11 @@ func (p *Proxy) forget(conn net.Conn) {
 }
 
 // serveConn tells a hello from a pydevd connection and serves it. It holds
-// a place in the budget until the connection joins or ends; release gives
+// place in the budget until the connection joins or ends; place.Release gives
 // it back.
-func (p *Proxy) serveConn(conn net.Conn, release func()) {
+func (p *Proxy) serveConn(conn net.Conn, place *connbudget.Place) {
 	defer p.forget(conn)
-	defer release()
+	defer place.Release()
 	log := p.log.With().Str("remote", conn.RemoteAddr().String()).Logger()
 	// A peer without the token can make these by the thousand: the first
 	// of each cause per interval is a warning.
@@ -416,7 +428,7 @@ func (p *Proxy) serveConn(conn net.Conn, release func()) {
 		// The hello bounds its own lines (admission.Registry.Handshake); the
 		// connection closes after it.
 		lr.N = math.MaxInt64
-		p.serveHello(conn, br, log)
+		p.serveHello(conn, br, log, place)
 		return
 	}
 	// pydevd: read up to the probe's answer; keep anything before it.
@@ -425,6 +437,9 @@ func (p *Proxy) serveConn(conn net.Conn, release func()) {
 	var nonce string
 	for pid == 0 {
 		m, err := ReadMessage(br, maxUnidentifiedBytes)
+		if err == nil {
+			place.Progressed()
+		}
 		if err != nil {
 			if lr.N <= 0 {
 				err = fmt.Errorf("more than %d bytes before its answer to the proxy's probe", maxUnidentifiedBytes)
@@ -455,7 +470,7 @@ func (p *Proxy) serveConn(conn net.Conn, release func()) {
 		warn("pydevd connection without hello").Err(err).Int64("pid", pid).Msg("pydevd connection refused; the worker runs undebugged")
 		return
 	}
-	release()
+	place.Release()
 	lr.N = math.MaxInt64
 	// Large reads bypass the small buffer (bufio reads straight into a
 	// caller's buffer at least as large as its own).
@@ -483,8 +498,10 @@ func (p *Proxy) serveConn(conn net.Conn, release func()) {
 
 // serveHello answers a hello (admission.ServeHello): token, session limit,
 // PyCharm reachable (acceptHello).
-func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger) {
+func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger, place *connbudget.Place) {
 	send := func(b []byte) {
+		// The first thing sent answers a whole hello line.
+		place.Progressed()
 		_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		_, _ = conn.Write(b)
 	}

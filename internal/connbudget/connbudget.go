@@ -4,16 +4,34 @@
 // Both front ends use it: package dap for its IDE and executor ports,
 // package pycharm for its executor port.
 //
-// Design. A Budget is taken as a connection is accepted, before anything is
+// Design. A Place is taken as a connection is accepted, before anything is
 // read from it or allocated for it, and given back once the connection is
-// admitted or gone. It has a total and, per source address, a share of it,
-// so one host (a peer without the token, opening idle connections) can hold
-// at most its share and never the whole port; each port has its own Budget,
-// so nothing on one port can starve another. A source is a connection's
-// remote IP, an IPv6 one taken by its /64 (one host can hold a whole /64).
-// A connection carried from elsewhere (an SSH tunnel stream) must report
-// the address its carrier saw as its RemoteAddr, or all its connections
-// share one source.
+// admitted or gone; each port has its own Budget, so nothing on one port
+// can starve another. Admission is decided by proof (the token), never by
+// address: every worker may share one address (one host in local mode, a
+// NAT, a Kubernetes node's SNAT, every worker behind `serve --ssh`), so a
+// per-source share would let one peer on that address shut out all of
+// them. It is off unless asked for.
+//
+// What keeps a flood of connections that prove nothing from shutting the
+// port, as OpenSSH's MaxStartups and LoginGraceTime do for sshd:
+//   - When the budget is full, a newcomer takes the place of the oldest
+//     connection that has sent nothing for the silent grace, or failing that of the oldest that sent no whole
+//     message of its protocol (the front end says when one did:
+//     Place.Progressed), or failing that of the oldest not admitted; the
+//     newcomer is never the one refused. An honest peer sends a whole
+//     message at once and proves itself in one round trip, so it is never
+//     the oldest of its kind for long.
+//   - Under pressure (more than half the budget in use), a connection that
+//     has sent nothing within the silent grace is closed, and one not
+//     admitted within the admission grace too. Without pressure nothing is
+//     cut short: a peer over a slow tunnel keeps its time, up to the front
+//     end's own handshake timeout.
+//
+// A source is a connection's remote IP, an IPv6 one taken by its /64 (one
+// host can hold a whole /64). A connection carried from elsewhere (an SSH
+// tunnel stream) must report the address its carrier saw as its
+// RemoteAddr, or all its connections share one source.
 //
 // A Limiter lets the first refusal of each cause through per interval and
 // counts the rest, which it reports as one line per cause at the end of the
@@ -26,78 +44,191 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 )
 
-// Defaults for an executor port: enough for a large job's workers all
-// connecting at once (a hello or a handshake takes milliseconds, and a
-// host's workers start together: one host with 64 cores makes up to 128
-// connections at once, a hello and a pydevd connection each), few enough
-// that idle connections cannot exhaust the proxy, and one host may hold a
-// quarter at most.
+// Defaults for a port: enough for a large job's workers all connecting at
+// once (a hello or a handshake takes milliseconds, and a host's workers
+// start together: one host with 64 cores makes up to 128 connections at
+// once, a hello and a pydevd connection each), few enough that idle
+// connections cannot exhaust the proxy's memory.
 const (
-	DefaultTotal     = 1024
-	DefaultPerSource = 256
+	DefaultTotal = 1024
+	// DefaultPerSource is no per-source share: addresses are shared by
+	// honest workers.
+	DefaultPerSource = 0
+	// DefaultSilentGrace is how long a connection may send nothing while
+	// the budget is under pressure: a peer that means to talk sends its
+	// first bytes (a hello, pydevd's answer to the proxy's first request)
+	// within a round trip.
+	DefaultSilentGrace = 500 * time.Millisecond
+	// DefaultAdmitGrace is how long a connection may stay unadmitted while
+	// the budget is under pressure: a hello takes two round trips.
+	DefaultAdmitGrace = 3 * time.Second
 )
 
-// Causes of a refusal, as Take reports them.
+// Causes of a refusal or a shed connection, as Budget reports them.
 const (
-	CauseTotal     = "port budget full"
-	CausePerSource = "source address over its share"
+	CausePerSource  = "source address over its share"
+	CauseSilent     = "sent nothing"
+	CauseUnadmitted = "not admitted"
 )
+
+// Options are a Budget's limits; zero values take the defaults.
+type Options struct {
+	// Total bounds the connections not yet admitted.
+	Total int
+	// PerSource, if over zero, bounds those of them from one source;
+	// a newcomer over it is refused.
+	PerSource int
+	// SilentGrace and AdmitGrace bound a connection's time without a byte
+	// and without admission while the budget is under pressure.
+	SilentGrace, AdmitGrace time.Duration
+	// Shed, if set, is told of each connection closed to make room or for
+	// its time (why: CauseSilent or CauseUnadmitted, how: "to make room"
+	// or "past its grace"). It runs after the Budget's lock is released,
+	// on the goroutine of the Take or of the grace's timer; it must not
+	// block.
+	Shed func(remote net.Addr, why, how string)
+}
+
+// RefusedError is why Take refused a connection; the caller closes it
+// unread.
+type RefusedError struct{ Cause string }
+
+func (e *RefusedError) Error() string { return "connection refused: " + e.Cause }
 
 // Budget counts the unadmitted connections of one port. Its methods are
-// safe for concurrent use; mu guards the counts.
+// safe for concurrent use.
 type Budget struct {
-	total, perSource int
+	opt Options
 
+	// mu guards everything below and every Place's state and links. No
+	// callback and no Close of a connection runs under it.
 	mu    sync.Mutex
 	n     int
 	bySrc map[string]int // only sources holding a place
+	// silent, talking and progressed list the held places in the order
+	// they came: those that have sent nothing yet, those that sent bytes
+	// but no whole message, and the rest.
+	silent, talking, progressed placeList
 }
 
 // New returns a Budget of total places, at most perSource of them per
-// source address (perSource ≤ 0 or ≥ total: no per-source limit). total ≤ 0
-// takes DefaultTotal.
+// source address (perSource ≤ 0 or ≥ total: no per-source limit), with
+// the default graces. total ≤ 0 takes DefaultTotal.
 func New(total, perSource int) *Budget {
-	if total <= 0 {
-		total = DefaultTotal
+	return NewWith(Options{Total: total, PerSource: perSource})
+}
+
+// NewWith returns a Budget of o's limits.
+func NewWith(o Options) *Budget {
+	if o.Total <= 0 {
+		o.Total = DefaultTotal
 	}
-	if perSource <= 0 || perSource > total {
-		perSource = total
+	if o.PerSource <= 0 || o.PerSource > o.Total {
+		o.PerSource = o.Total
 	}
-	return &Budget{total: total, perSource: perSource, bySrc: map[string]int{}}
+	if o.SilentGrace <= 0 {
+		o.SilentGrace = DefaultSilentGrace
+	}
+	if o.AdmitGrace <= 0 {
+		o.AdmitGrace = DefaultAdmitGrace
+	}
+	return &Budget{opt: o, bySrc: map[string]int{}}
 }
 
 // Total and PerSource are the limits b enforces.
-func (b *Budget) Total() int     { return b.total }
-func (b *Budget) PerSource() int { return b.perSource }
+func (b *Budget) Total() int     { return b.opt.Total }
+func (b *Budget) PerSource() int { return b.opt.PerSource }
 
-// Take holds a place for a connection from remote. ok false means the
-// connection is over budget (cause says which limit) and must be closed
-// unread. release gives the place back; it may be called more than once,
-// from any goroutine.
-func (b *Budget) Take(remote net.Addr) (release func(), cause string, ok bool) {
-	src := Source(remote)
+// Take holds a place for conn, making room if the budget is full by
+// closing the oldest connection that sent nothing, else the oldest one
+// not admitted. It returns the connection to serve in conn's stead (its
+// reads mark the place as spoken) and the place, which the caller
+// releases once the connection is admitted or gone. Only a per-source
+// share refuses a newcomer (a *RefusedError): the caller closes conn
+// unread.
+func (b *Budget) Take(conn net.Conn) (*Place, net.Conn, error) {
+	src := Source(conn.RemoteAddr())
+	p := &Place{b: b, src: src, conn: conn, since: time.Now()}
+	p.timer = time.AfterFunc(b.opt.SilentGrace, p.graceOver)
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch {
-	case b.n >= b.total:
-		return nil, CauseTotal, false
-	case b.bySrc[src] >= b.perSource:
-		return nil, CausePerSource, false
+	if b.opt.PerSource < b.opt.Total && b.bySrc[src] >= b.opt.PerSource {
+		b.mu.Unlock()
+		p.timer.Stop()
+		return nil, nil, &RefusedError{Cause: CausePerSource}
+	}
+	var victim *Place
+	var why string
+	if b.n >= b.opt.Total {
+		victim, why = b.victimLocked(p.since)
+		if victim != nil {
+			b.dropLocked(victim)
+		}
 	}
 	b.n++
 	b.bySrc[src]++
-	var once sync.Once
-	return func() { once.Do(func() { b.put(src) }) }, "", true
+	b.silent.pushBack(p)
+	p.state = placeSilent
+	b.mu.Unlock()
+	if victim != nil {
+		b.shed(victim, why, "to make room")
+	}
+	return p, &watchedConn{Conn: conn, p: p}, nil
 }
 
-func (b *Budget) put(src string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// victimLocked picks the connection that makes room at now: the oldest
+// silent one if it has been silent for a while, else the oldest of those
+// that sent no whole message, else the oldest of all. A connection that
+// was just accepted is silent until its reader runs, so the newest silent
+// ones are spared: under a flood of connections that sent bytes (slow
+// hellos), an honest one must not go first for being new; and once it
+// sent a whole message it outlasts every one that did not.
+func (b *Budget) victimLocked(now time.Time) (*Place, string) {
+	s, t := b.silent.front(), b.talking.front()
+	switch {
+	case s != nil && now.Sub(s.since) >= b.opt.SilentGrace:
+		return s, CauseSilent
+	case s != nil && (t == nil || s.since.Before(t.since)):
+		return s, CauseSilent
+	case t != nil:
+		return t, CauseUnadmitted
+	default:
+		return b.progressed.front(), CauseUnadmitted
+	}
+}
+
+// underPressureLocked: more than half the budget held.
+func (b *Budget) underPressureLocked() bool { return 2*b.n > b.opt.Total }
+
+// dropLocked gives p's place back and unlinks it.
+func (b *Budget) dropLocked(p *Place) {
+	switch p.state {
+	case placeSilent:
+		b.silent.remove(p)
+	case placeTalking:
+		b.talking.remove(p)
+	case placeProgressed:
+		b.progressed.remove(p)
+	default:
+		return
+	}
+	p.state = placeGone
 	b.n--
-	if b.bySrc[src]--; b.bySrc[src] <= 0 {
-		delete(b.bySrc, src)
+	if b.bySrc[p.src]--; b.bySrc[p.src] <= 0 {
+		delete(b.bySrc, p.src)
+	}
+}
+
+// shed closes a connection whose place was taken from it (outside b.mu).
+func (b *Budget) shed(p *Place, why, how string) {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	_ = p.conn.Close()
+	if b.opt.Shed != nil {
+		b.opt.Shed(p.conn.RemoteAddr(), why, how)
 	}
 }
 
@@ -138,5 +269,8 @@ func Source(addr net.Addr) string {
 
 // String describes b's limits for a log line.
 func (b *Budget) String() string {
-	return fmt.Sprintf("%d unadmitted connections, %d per source", b.total, b.perSource)
+	if b.opt.PerSource >= b.opt.Total {
+		return fmt.Sprintf("%d unadmitted connections", b.opt.Total)
+	}
+	return fmt.Sprintf("%d unadmitted connections, %d per source", b.opt.Total, b.opt.PerSource)
 }

@@ -1,8 +1,11 @@
 package connbudget
 
 import (
+	"errors"
 	"net"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -41,40 +44,137 @@ func TestSource(t *testing.T) {
 	}
 }
 
-func TestBudgetLimits(t *testing.T) {
-	b := New(5, 2)
-	a, c, d := tcp("10.0.0.1:1"), tcp("10.0.0.2:1"), tcp("10.0.0.3:1")
-	var held []func()
-	take := func(addr net.Addr, wantCause string) {
-		t.Helper()
-		rel, cause, ok := b.Take(addr)
-		if ok != (wantCause == "") || cause != wantCause {
-			t.Fatalf("Take(%v) = %v, %q; want cause %q", addr, ok, cause, wantCause)
-		}
-		if ok {
-			held = append(held, rel)
-		}
+// testConn is one side of a pipe from addr that records its Close.
+type testConn struct {
+	net.Conn
+	addr   net.Addr
+	closed atomic.Bool
+}
+
+func (c *testConn) RemoteAddr() net.Addr { return c.addr }
+func (c *testConn) Close() error         { c.closed.Store(true); return c.Conn.Close() }
+
+func newConn(t *testing.T, addr string) (*testConn, net.Conn) {
+	t.Helper()
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return &testConn{Conn: a, addr: tcp(addr)}, b
+}
+
+// take holds a place for a new connection from addr, failing the test on
+// a refusal.
+func take(t *testing.T, b *Budget, addr string) (*testConn, *Place, net.Conn) {
+	t.Helper()
+	c, peer := newConn(t, addr)
+	p, served, err := b.Take(c)
+	if err != nil {
+		t.Fatalf("Take from %s: %v", addr, err)
 	}
-	take(a, "")
-	take(a, "")
-	take(a, CausePerSource) // one host holds its share at most
-	take(c, "")
-	take(c, "")
-	take(d, "")
-	take(d, CauseTotal)
-	if n, s := b.InUse(); n != 5 || s != 3 {
-		t.Fatalf("InUse = %d places, %d sources; want 5, 3", n, s)
+	return c, p, &pipePair{served: served, peer: peer}
+}
+
+// pipePair is a served connection and its peer's end.
+type pipePair struct {
+	served, peer net.Conn
+	net.Conn
+}
+
+// speak sends a byte from the peer and reads it on the served side, as
+// the front end's reader does.
+func speak(t *testing.T, conn net.Conn) {
+	t.Helper()
+	pp := conn.(*pipePair)
+	go pp.peer.Write([]byte{1})
+	if _, err := pp.served.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
 	}
-	held[0]()
-	held[0]() // twice gives back one place
-	take(a, "")
-	take(d, CauseTotal)
-	for _, r := range held {
-		r()
+}
+
+// TestBudgetMakesRoom: a full budget never refuses the newcomer. It
+// closes the oldest connection that sent no whole message, whether it
+// sent bytes or not; released places are never touched. (Those silent
+// past the silent grace go first: TestBudgetGracesUnderPressureOnly.)
+func TestBudgetMakesRoom(t *testing.T) {
+	b := NewWith(Options{Total: 3, SilentGrace: time.Hour, AdmitGrace: time.Hour})
+	c1, _, s1 := take(t, b, "10.0.0.1:1")
+	c2, _, _ := take(t, b, "10.0.0.1:2")
+	c3, p3, _ := take(t, b, "10.0.0.1:3")
+	speak(t, s1)
+	p3.Release() // admitted: no longer in the budget
+	c4, _, _ := take(t, b, "10.0.0.1:4")
+	if c1.closed.Load() || c2.closed.Load() || c3.closed.Load() || c4.closed.Load() {
+		t.Fatal("a connection was closed while the budget had room")
 	}
-	if n, s := b.InUse(); n != 0 || s != 0 {
-		t.Fatalf("InUse after releasing all = %d, %d", n, s)
+	c5, _, _ := take(t, b, "10.0.0.1:5")
+	if !c1.closed.Load() || c2.closed.Load() || c3.closed.Load() || c4.closed.Load() {
+		t.Fatalf("full budget: closed c1=%v c2=%v c3=%v c4=%v; want only c1, the oldest", c1.closed.Load(), c2.closed.Load(), c3.closed.Load(), c4.closed.Load())
 	}
+	take(t, b, "10.0.0.1:6")
+	if !c2.closed.Load() || c4.closed.Load() || c5.closed.Load() {
+		t.Fatalf("full budget: closed c2=%v c4=%v c5=%v; want c2, the oldest left", c2.closed.Load(), c4.closed.Load(), c5.closed.Load())
+	}
+	if n, _ := b.InUse(); n != 3 {
+		t.Fatalf("InUse = %d, want 3", n)
+	}
+}
+
+// TestBudgetSparesTheNewlySilent: under connections that all spoke (slow
+// hellos that never finish), a newcomer that has not been read yet is not
+// the first to go: the oldest of those that spoke is.
+func TestBudgetSparesTheNewlySilent(t *testing.T) {
+	b := NewWith(Options{Total: 3, SilentGrace: time.Hour, AdmitGrace: time.Hour})
+	var slow []*testConn
+	for i := range 3 {
+		c, _, s := take(t, b, "10.0.0.1:"+strconv.Itoa(i+1))
+		speak(t, s)
+		slow = append(slow, c)
+	}
+	honest, _, _ := take(t, b, "10.0.0.1:9") // closes slow[0]
+	take(t, b, "10.0.0.1:10")                // closes slow[1], not the honest one
+	if honest.closed.Load() || !slow[0].closed.Load() || !slow[1].closed.Load() || slow[2].closed.Load() {
+		t.Fatalf("closed: honest %v, slow %v %v %v; want the two oldest slow ones", honest.closed.Load(),
+			slow[0].closed.Load(), slow[1].closed.Load(), slow[2].closed.Load())
+	}
+}
+
+// TestBudgetProgressedGoLast: a connection that sent a whole message
+// outlasts every one that only sent bytes, however old.
+func TestBudgetProgressedGoLast(t *testing.T) {
+	b := NewWith(Options{Total: 3, SilentGrace: time.Hour, AdmitGrace: time.Hour})
+	honest, ph, _ := take(t, b, "10.0.0.1:1")
+	ph.Progressed()
+	slow1, _, s1 := take(t, b, "10.0.0.1:2")
+	speak(t, s1)
+	slow2, _, s2 := take(t, b, "10.0.0.1:3")
+	speak(t, s2)
+	take(t, b, "10.0.0.1:4")
+	if honest.closed.Load() || !slow1.closed.Load() || slow2.closed.Load() {
+		t.Fatalf("closed: honest %v, slow %v %v; want the oldest slow one", honest.closed.Load(), slow1.closed.Load(), slow2.closed.Load())
+	}
+}
+
+// TestBudgetPerSourceOnlyWhenAsked: by default one address may hold the
+// whole budget (workers share addresses); a share given refuses the
+// newcomer over it.
+func TestBudgetPerSourceOnlyWhenAsked(t *testing.T) {
+	b := New(5, 0)
+	for i := range 5 {
+		take(t, b, "10.0.0.1:"+strconv.Itoa(i+1))
+	}
+	if n, s := b.InUse(); n != 5 || s != 1 {
+		t.Fatalf("InUse = %d, %d; want 5 from 1 source", n, s)
+	}
+
+	b = New(5, 2)
+	take(t, b, "10.0.0.1:1")
+	take(t, b, "10.0.0.1:2")
+	c, _ := newConn(t, "10.0.0.1:3")
+	_, _, err := b.Take(c)
+	var refused *RefusedError
+	if !errors.As(err, &refused) || refused.Cause != CausePerSource {
+		t.Fatalf("third from one source: %v, want %q", err, CausePerSource)
+	}
+	take(t, b, "10.0.0.2:1")
 }
 
 func TestBudgetDefaults(t *testing.T) {
@@ -86,6 +186,61 @@ func TestBudgetDefaults(t *testing.T) {
 	}
 }
 
+// TestBudgetGracesUnderPressureOnly: with at most half the budget held,
+// silent and unadmitted connections keep their places. Past half, a
+// silent one goes after SilentGrace and one that spoke but is not
+// admitted after AdmitGrace, until the pressure is gone; each is reported
+// once, and admitted ones stay.
+func TestBudgetGracesUnderPressureOnly(t *testing.T) {
+	type shed struct{ why, how string }
+	sheds := make(chan shed, 16)
+	const silentGrace, admitGrace = 30 * time.Millisecond, 150 * time.Millisecond
+	b := NewWith(Options{Total: 4, SilentGrace: silentGrace, AdmitGrace: admitGrace,
+		Shed: func(_ net.Addr, why, how string) { sheds <- shed{why, how} }})
+	quiet, _, _ := take(t, b, "10.0.0.1:1")
+	time.Sleep(admitGrace + 100*time.Millisecond)
+	if quiet.closed.Load() {
+		t.Fatal("a silent connection was closed without pressure")
+	}
+
+	_, pa, _ := take(t, b, "10.0.0.1:2")
+	pa.Release()
+	t1, _, s1 := take(t, b, "10.0.0.1:3")
+	speak(t, s1)
+	t2, _, s2 := take(t, b, "10.0.0.1:4")
+	speak(t, s2) // 3 held of 4: pressure
+	waitSheds := func(n int) map[shed]int {
+		t.Helper()
+		got := map[shed]int{}
+		for i := 0; i < n; i++ {
+			select {
+			case s := <-sheds:
+				got[s]++
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%d sheds, want %d: %v", i, n, got)
+			}
+		}
+		time.Sleep(admitGrace) // and no more
+		if len(sheds) > 0 {
+			t.Fatalf("more sheds than %d: %v and %v", n, got, <-sheds)
+		}
+		return got
+	}
+	if got := waitSheds(1); got[shed{CauseUnadmitted, "past its grace"}] != 1 {
+		t.Fatalf("sheds %v, want one unadmitted past its grace", got)
+	}
+	if t1.closed.Load() == t2.closed.Load() {
+		t.Fatalf("unadmitted talkers closed: %v, %v; want one, which ends the pressure", t1.closed.Load(), t2.closed.Load())
+	}
+	silent, _, _ := take(t, b, "10.0.0.1:5") // 3 held again
+	if got := waitSheds(1); got[shed{CauseSilent, "past its grace"}] != 1 || !silent.closed.Load() {
+		t.Fatalf("sheds %v (closed %v), want the silent newcomer past its grace", got, silent.closed.Load())
+	}
+	if quiet.closed.Load() {
+		t.Fatal("the connection whose graces passed without pressure was closed later")
+	}
+}
+
 func TestBudgetConcurrent(t *testing.T) {
 	b := New(50, 10)
 	var wg sync.WaitGroup
@@ -93,11 +248,18 @@ func TestBudgetConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			addr := tcp("10.0.0." + string(rune('1'+i)) + ":1")
-			for range 1000 {
-				if rel, _, ok := b.Take(addr); ok {
-					rel()
+			for j := range 500 {
+				c, peer := net.Pipe()
+				tc := &testConn{Conn: c, addr: tcp("10.0.0." + strconv.Itoa(i+1) + ":" + strconv.Itoa(j+1))}
+				if p, served, err := b.Take(tc); err == nil {
+					if j%3 == 0 {
+						go peer.Write([]byte{1})
+						_, _ = served.Read(make([]byte, 1))
+					}
+					p.Release()
 				}
+				c.Close()
+				peer.Close()
 			}
 		}()
 	}
