@@ -3,7 +3,9 @@ package workerwrap
 import (
 	"bufio"
 	"bytes"
+	"compress/zlib"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -80,8 +82,37 @@ func Render(w io.Writer, o Options) error {
 // line (see _probe in python/remote_debug/probe.py). The module travels on the
 // command line, so that the probe needs nothing installed where it runs.
 func ProbeArgs(host, port string) []string {
-	return []string{"-c", string(moduleSource), "--sparkdap-probe", host, port}
+	return []string{"-c", probeProgram, "--sparkdap-probe", host, port}
 }
+
+// probeProgram is the module as a -c program, compressed: Linux refuses
+// any one argument over 128 KiB (MAX_ARG_STRLEN), which the module's
+// source passes, and a remote probe's command line goes through a shell
+// with the same limit. It runs as __main__, as the module itself would.
+var probeProgram = mustProbeProgram(moduleSource)
+
+func mustProbeProgram(src []byte) string {
+	var z bytes.Buffer
+	w, err := zlib.NewWriterLevel(&z, zlib.BestCompression)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := w.Write(src); err != nil {
+		panic(err)
+	}
+	if err := w.Close(); err != nil {
+		panic(err)
+	}
+	prog := "import base64, zlib\nexec(compile(zlib.decompress(base64.b64decode(\"" +
+		base64.StdEncoding.EncodeToString(z.Bytes()) + "\")), \"<sparkdap probe>\", \"exec\"))\n"
+	if len(prog) >= maxArgBytes {
+		panic(fmt.Sprintf("the probe program is %d bytes, over an argument's %d", len(prog), maxArgBytes))
+	}
+	return prog
+}
+
+// maxArgBytes is Linux's bound on one argument (MAX_ARG_STRLEN).
+const maxArgBytes = 128 << 10
 
 // WriteFile renders the wrapper to path. The file is private to its owner
 // when it embeds a token.

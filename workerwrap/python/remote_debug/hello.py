@@ -100,6 +100,53 @@ def _hello_exchange(sock, token, body, timeout):
     return reply_line(), _mac(token, "sparkdap/2 pydevd", wn, pn)
 
 
+# At most this many hellos per task: each one a connection, so that a proxy
+# that keeps closing them costs the task a bounded number of tries.
+_MAX_HELLO_TRIES = 8
+
+
+def _hello_with_retries(connect, token, body, timeout, budget, sleep=None, rand=None):
+    """_hello_exchange on a fresh connection from connect(), tried again
+    when the proxy closed it before it answered anything: a proxy whose
+    unadmitted budget is full of connections that prove nothing closes the
+    oldest of them to make room, which may be this one if it was slow to
+    speak. The tries, with random jitter between them so that workers
+    closed together do not come back together, stop after budget seconds
+    (the connect timeout) or _MAX_HELLO_TRIES; the last error is raised.
+    A connection refused, a hello line of any kind from the proxy, or a
+    reply that does not come in time is never tried again."""
+    import random
+    import time
+
+    sleep = sleep or time.sleep
+    rand = rand or random.random
+    deadline = time.monotonic() + budget
+    pause = 0.02
+    tries = 0
+    while True:
+        tries += 1
+        sock = connect()
+        try:
+            return _hello_exchange(sock, token, body, timeout)
+        except _HelloClosed as e:
+            # What the proxy sends before it reads a hello, pydevd's first
+            # request, is no answer to it; anything else is.
+            if e.received and (
+                _HELLO in e.received or not e.received.startswith(b"Content-Length: ")
+            ):
+                raise
+            err = e
+        except (ConnectionResetError, BrokenPipeError) as e:
+            err = e
+        finally:
+            sock.close()
+        wait = pause * (0.5 + rand())
+        if tries >= _MAX_HELLO_TRIES or time.monotonic() + wait >= deadline:
+            raise err
+        sleep(wait)
+        pause = min(pause * 2, 0.5)
+
+
 def _hello_accepted(reply):
     """Reads a hello reply: (True, nonce) if the proxy admitted the worker,
     with the nonce PyCharm mode sends ("" from a DAP proxy), else (False,
@@ -124,11 +171,13 @@ def _hello(cfg, task, undebugged=None):
     body = _task_body(cfg, task)
     if undebugged is not None:
         body["undebugged"] = undebugged
-    sock = socket.create_connection((host, port), timeout=cfg["connect_timeout"])
-    try:
-        reply, pydevd_token = _hello_exchange(sock, cfg["token"], body, cfg["handshake_timeout"])
-    finally:
-        sock.close()
+    reply, pydevd_token = _hello_with_retries(
+        lambda: socket.create_connection((host, port), timeout=cfg["connect_timeout"]),
+        cfg["token"],
+        body,
+        cfg["handshake_timeout"],
+        cfg["connect_timeout"],
+    )
     accepted, detail = _hello_accepted(reply)
     if not accepted:
         return detail

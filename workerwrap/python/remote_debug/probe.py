@@ -3,7 +3,17 @@
 import os
 import sys
 
-from .hello import _hello_accepted, _hello_exchange, _HelloClosed, _NoHelloReply, _ProxyUnproven
+from .hello import (
+    _hello_accepted,
+    _hello_with_retries,
+    _HelloClosed,
+    _NoHelloReply,
+    _ProxyUnproven,
+)
+
+
+class _Unreachable(Exception):
+    """The executor port could not be connected to."""
 
 
 _PROBE_FLAG = "--sparkdap-probe"
@@ -31,13 +41,20 @@ def _probe(host, port, stdin, out):
         "label": "sparkdap doctor test connection",
         "roots": {"cwd": os.getcwd(), "sysPath": []},
     }
+
+    def connect():
+        try:
+            return socket.create_connection((host, port), timeout=_PROBE_TIMEOUT)
+        except OSError as exc:
+            raise _Unreachable(exc) from None
+
     try:
-        sock = socket.create_connection((host, port), timeout=_PROBE_TIMEOUT)
-    except OSError as exc:
-        say("UNREACHABLE %s:%d: %s" % (host, port, exc))
+        reply, pydevd_token = _hello_with_retries(
+            connect, token, body, _PROBE_TIMEOUT, _PROBE_TIMEOUT
+        )
+    except _Unreachable as exc:
+        say("UNREACHABLE %s:%d: %s" % (host, port, exc.args[0]))
         return 3
-    try:
-        reply, pydevd_token = _hello_exchange(sock, token, body, _PROBE_TIMEOUT)
     except _ProxyUnproven:
         say(
             "UNPROVEN whatever listens on %s:%d did not prove it knows the token: not sparkdap "
@@ -56,8 +73,9 @@ def _probe(host, port, stdin, out):
             % (len(exc.received), exc.received[:120])
         )
         return 3
-    finally:
-        sock.close()
+    except OSError as exc:
+        say("NOHELLO proxy reset the connection before answering the hello: %s" % (exc,))
+        return 3
     accepted, detail = _hello_accepted(reply)
     if not accepted:
         say("REFUSED " + detail)

@@ -751,3 +751,76 @@ def test_debugpy_environment_described_only_when_logged(tmp_path, log_dir):
     if log_dir:
         logs = [p.read_text() for p in tmp_path.glob("debugpy.server*.log")]
         assert any("Initial environment:" in text for text in logs), logs
+
+
+class Closer:
+    """connect() for _hello_with_retries: the first `closes` connections
+    are closed by the proxy as soon as the hello arrives, before any
+    answer (a full budget making room); the next ones are answered by a
+    Proxy that admits the worker."""
+
+    def __init__(self, closes, first=b""):
+        self.closes, self.first = closes, first
+        self.made = 0
+        self.peers = []
+
+    def __call__(self):
+        self.made += 1
+        ours, theirs = socket.socketpair()
+        self.peers.append(theirs)
+        if self.made <= self.closes:
+
+            def close():
+                readline(theirs)
+                if self.first:
+                    theirs.sendall(self.first)
+                theirs.shutdown(socket.SHUT_RDWR)
+
+            threading.Thread(target=close, daemon=True).start()
+        else:
+            Proxy(theirs, reply=b"SPARKDAP/2 OK\n")
+        return ours
+
+
+def test_hello_retried_when_closed_before_any_answer(rd):
+    """A proxy that closes a hello before answering it is asked again, with
+    jittered pauses that grow, until it answers."""
+    pauses = []
+    connect = Closer(closes=3)
+    reply, pydevd_token = rd._hello_with_retries(connect, TOKEN, BODY, 30, 30, sleep=pauses.append)
+    assert rd._hello_accepted(reply) == (True, "") and pydevd_token
+    assert connect.made == 4
+    assert len(pauses) == 3 and pauses[0] < pauses[2] and all(0 < p <= 0.75 for p in pauses)
+
+
+def test_hello_retries_are_bounded(rd):
+    """A proxy that closes every hello costs at most _MAX_HELLO_TRIES
+    connections, and no more than the connect timeout."""
+    connect = Closer(closes=1000)
+    with pytest.raises(ConnectionResetError):
+        rd._hello_with_retries(connect, TOKEN, BODY, 30, 30, sleep=lambda s: None)
+    assert connect.made == rd._MAX_HELLO_TRIES
+    connect = Closer(closes=1000)
+    start = time.monotonic()
+    with pytest.raises(ConnectionResetError):
+        rd._hello_with_retries(connect, TOKEN, BODY, 30, 0.2)
+    assert time.monotonic() - start < 0.2 + 5
+    assert connect.made < rd._MAX_HELLO_TRIES
+
+
+def test_hello_not_retried_after_an_answer(rd):
+    """Once the proxy said a hello line, its closing is its answer: no
+    retry."""
+    connect = Closer(closes=1000, first=b"SPARKDAP/2 ")
+    with pytest.raises(rd._HelloClosed):
+        rd._hello_with_retries(connect, TOKEN, BODY, 30, 30, sleep=lambda s: None)
+    assert connect.made == 1
+
+
+def test_hello_retried_after_pydevds_first_request(rd):
+    """The proxy asks for pydevd's token before it reads what the
+    connection is: a close after that is still no answer to the hello."""
+    first = b'Content-Length: 17\r\n\r\n{"seq": 1, "x": 0}'
+    connect = Closer(closes=2, first=first)
+    reply, _ = rd._hello_with_retries(connect, TOKEN, BODY, 30, 30, sleep=lambda s: None)
+    assert rd._hello_accepted(reply) == (True, "") and connect.made == 3
