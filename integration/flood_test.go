@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
@@ -306,4 +307,74 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// helloStorm has n workers say hello to addr at once from one address,
+// as a wide stage's workers behind one NAT or the tunnel do, and returns
+// how many the proxy admitted and the first few other outcomes.
+func helloStorm(t *testing.T, ctx context.Context, addr string, n int) (admitted int, other []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: 30 * time.Second}
+			c, err := d.DialContext(ctx, "tcp", addr)
+			outcome := ""
+			if err == nil {
+				_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+				var reply string
+				reply, _, err = admission.Introduce(c, testToken, admission.TaskInfo{PID: int64(100000 + i), Host: "storm",
+					ExecutorID: "1", Label: fmt.Sprintf("storm %d", i)})
+				c.Close()
+				if err == nil && reply != "OK" && !strings.HasPrefix(reply, "OK ") {
+					outcome = reply
+				}
+			}
+			if err != nil {
+				outcome = err.Error()
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if outcome == "" {
+				admitted++
+			} else if len(other) < 5 {
+				other = append(other, outcome)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return admitted, other
+}
+
+// TestThousandWorkersAtOnceFromOneAddress: 1,000 workers whose hellos
+// reach serve at the same moment from one address are all admitted, on
+// the executor port and through `serve --ssh`'s agent, where every
+// connection comes from the gateway's one address.
+func TestThousandWorkersAtOnceFromOneAddress(t *testing.T) {
+	testenv.SkipIfShort(t, "starts serve and sshd")
+	ctx := testContext(t, 5*time.Minute)
+	const n = 1000
+	t.Run("direct", func(t *testing.T) {
+		p := startProxy(t, ctx, "--log-level", "info")
+		admitted, other := helloStorm(t, ctx, p.Executors, n)
+		if admitted != n {
+			t.Errorf("%d of %d workers admitted; others: %q", admitted, n, other)
+		}
+	})
+	t.Run("serve --ssh", func(t *testing.T) {
+		g := startGateway(t, ctx, "127.0.0.1")
+		remote := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
+		p := tunnelProxy(t, ctx, g, remote, "--agent-path", sparkdapBinary(t), "--log-level", "info")
+		admitted, other := helloStorm(t, ctx, remote, n)
+		if admitted != n {
+			t.Errorf("%d of %d workers admitted through the tunnel; others: %q", admitted, n, other)
+		}
+		_ = p
+	})
 }
