@@ -63,37 +63,63 @@ def _ship_mode():
 
 
 def _wheel_dirs():
-    # The wrapper's own directory: the working directory on cluster
-    # executors (where --py-files land), the directory PYTHONPATH names in
-    # local mode; the wheel ships next to it in both.
-    return [os.path.dirname(os.path.abspath(__file__))]
+    """Where the job's debugger may be: the wrapper's own directory (the
+    one PYTHONPATH names in local mode, the working directory on
+    standalone and Kubernetes executors), and the working directory, where
+    YARN puts spark.yarn.dist.files and every --py-files entry but .py
+    files, which go in __pyfiles__."""
+    dirs = [os.path.dirname(os.path.abspath(__file__))]
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return dirs
+    if cwd not in dirs:
+        dirs.append(cwd)
+    return dirs
 
 
 def _archive_re(pycharm):
     return _PYCHARM_RE if pycharm else _WHEEL_RE
 
 
-def _find_wheels(dirs, pycharm=False):
-    """The pure-Python debugpy wheels in dirs (pycharm: the pydevd-pycharm
-    zips): regular files only, never through a symlink."""
+def _trusted_file(path, uid=None):
+    """Whether path is a regular file that only this user (or root) can
+    change: the file itself, or what a symlink names. YARN localizes every
+    file it ships as a link into its own cache, owned by the container's
+    user; a link to a file another user could rewrite is refused."""
     import stat
 
+    uid = os.getuid() if uid is None else uid
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_ISREG(st.st_mode)
+        and st.st_uid in (uid, 0)
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
+def _find_wheels(dirs, pycharm=False):
+    """The pure-Python debugpy wheels in dirs (pycharm: the pydevd-pycharm
+    zips), each once: regular files that only this user or root can
+    change, directly or through a link (_trusted_file)."""
     name_re = _archive_re(pycharm)
     found = []
+    seen = set()
     for d in dirs:
         try:
             names = sorted(os.listdir(d))
         except OSError:
             continue
         for name in names:
-            if not name_re.match(name):
+            if not name_re.match(name) or name in seen:
                 continue
             path = os.path.join(d, name)
-            try:
-                if stat.S_ISREG(os.lstat(path).st_mode):
-                    found.append(path)
-            except OSError:
-                continue
+            if _trusted_file(path):
+                found.append(path)
+                seen.add(name)
     return found
 
 

@@ -73,11 +73,42 @@ def test_choose_wheel_by_python_version(srd):
     assert "debugpy-1.8.21-py2.py3-none-any.whl needs Python >=3.8" in why
 
 
-def test_find_wheels_refuses_symlinks(srd, tmp_path):
-    real = fake_wheel(tmp_path)
+def test_find_wheels_through_links_only_to_files_of_this_user(srd, tmp_path):
+    """YARN ships every file as a link into its own cache: a link is
+    followed to a regular file only this user can change, never to one
+    that others may write or to something that is no file."""
+    cache = tmp_path / "filecache"
+    cache.mkdir()
+    real = fake_wheel(cache)
+    os.chmod(real, 0o555)
     os.symlink(real, str(srd.wheels / WHEEL))
     (srd.wheels / "debugpy-1.8.21-cp311-cp311-linux_x86_64.whl").write_bytes(b"")
+    assert srd._find_wheels([str(srd.wheels)]) == [os.path.join(str(srd.wheels), WHEEL)]
+
+    os.chmod(real, 0o666)  # another user could rewrite it
     assert srd._find_wheels([str(srd.wheels)]) == []
+    os.chmod(real, 0o644)
+    assert srd._trusted_file(real, uid=os.getuid())
+    if os.getuid() != 0:
+        assert not srd._trusted_file(real, uid=os.getuid() + 1)
+    os.remove(str(srd.wheels / WHEEL))
+    os.symlink(str(cache), str(srd.wheels / WHEEL))  # a directory
+    assert srd._find_wheels([str(srd.wheels)]) == []
+
+
+def test_find_wheels_in_the_working_directory_too(rd, tmp_path, monkeypatch):
+    """On YARN the wrapper may load from __pyfiles__ while the wheel lands
+    in the container's working directory; each name is taken once."""
+    work = tmp_path / "container"
+    (work / "__pyfiles__").mkdir(parents=True)
+    wheel = fake_wheel(work)
+    monkeypatch.chdir(str(work))
+    monkeypatch.setattr(rd, "__file__", str(work / "__pyfiles__" / "remote_debug.py"))
+    dirs = rd._wheel_dirs()
+    assert dirs == [str(work / "__pyfiles__"), str(work)]
+    assert rd._find_wheels(dirs) == [wheel]
+    monkeypatch.setattr(rd, "__file__", str(work / "remote_debug.py"))
+    assert rd._wheel_dirs() == [str(work)]
 
 
 def test_extract_into_a_new_private_directory(srd, tmp_path):
@@ -363,7 +394,8 @@ def test_pycharm_zips_are_found_apart_from_wheels(srd, tmp_path):
     new = fake_pycharm_zip(srd.wheels, "253.33813.30")
     fake_wheel(srd.wheels)
     elsewhere = fake_pycharm_zip(tmp_path, "263.7307.50")
-    os.symlink(elsewhere, str(srd.wheels / os.path.basename(elsewhere)))  # never followed
+    os.chmod(elsewhere, 0o666)
+    os.symlink(elsewhere, str(srd.wheels / os.path.basename(elsewhere)))  # others may write it
     (srd.wheels / "pydevd_pycharm-253.33813.30.tar.gz").write_bytes(b"")
     zips = srd._find_wheels([str(srd.wheels)], pycharm=True)
     assert zips == [old, new]
