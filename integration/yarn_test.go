@@ -33,10 +33,11 @@ import (
 // the executors' address, the wrapper from `sparkdap wrap`, the README's
 // ssh/scp copy to the edge node, the edge node's packed environment built
 // by the README's own commands, the README's doctor block with serve up,
-// and the README's spark-submit command. Each must stop in the zipped module, a UDF and a driver
-// lambda with the developer's path and line, the YARN container id as the
-// task label and the task's real values, and end with the result of a
-// plain YARN run.
+// and the README's spark-submit command. The packed environment has no
+// debugpy: the containers debug with the one the job ships. Each must stop
+// in the zipped module, a UDF and a driver lambda with the developer's
+// path and line, the YARN container id as the task label and the task's
+// real values, and end with the result of a plain YARN run.
 func TestYARNRecipe(t *testing.T) {
 	testenv.SkipIfShort(t, "starts YARN and a Spark job on it")
 	py := python(t)
@@ -70,12 +71,12 @@ func TestYARNRecipe(t *testing.T) {
 	// The pip-installed pyspark has no python/lib/pyspark.zip for Spark to
 	// ship; the containers run on this machine, so they get pyspark and py4j
 	// from a directory holding only those two (links to the installed
-	// ones): whatever else the job imports (pandas, pyarrow, debugpy) must
-	// come from the executors' Python, as on a real cluster.
+	// ones): whatever else the job imports (pandas, pyarrow) must come from
+	// the executors' Python, and debugpy from the job, as on a real cluster.
 	site := []string{"HADOOP_CONF_DIR=" + y.ConfDir, "YARN_CONF_DIR=" + y.ConfDir, "SPARK_CONF_DIR=" + confDir,
 		"SPARK_HOME=" + sparkHome, "SPARK_LOCAL_IP=127.0.0.1", "PYSPARK_ARCHIVES_PATH=local:" + yarnPySparkOnly(t, py)}
-	// The submit form's executors run this machine's Python, which has
-	// debugpy, pandas and pyarrow.
+	// The plain run's executors run this machine's Python, which has
+	// pandas and pyarrow.
 	env := append(append([]string{}, site...), "PYSPARK_PYTHON="+py, "PYSPARK_DRIVER_PYTHON="+py)
 
 	lp := yarnLoans(t)
@@ -153,8 +154,15 @@ func TestYARNRecipe(t *testing.T) {
 			t.Fatalf("sparkdap wrap: %v\n%s", err, out)
 		}
 		laptop := edgeShell(t, g, edge, wrapped, remote, p)
-		laptopEnv := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }),
-			"HOME="+laptopHome, "SPARKDAP_TOKEN="+p.Token, "PATH="+yarnPath(py, sparkSubmit))
+		// The laptop's cache stays the one `sparkdap wrap` put the
+		// debugpy wheel in, for doctor's test worker.
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		laptopEnv := append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_CACHE_HOME=")
+		}), "HOME="+laptopHome, "XDG_CACHE_HOME="+cache, "SPARKDAP_TOKEN="+p.Token, "PATH="+yarnPath(py, sparkSubmit))
 		// The README's copy to the edge node, as printed: its ssh (the
 		// job's directory) and scp lines.
 		copyJob := onlyLines(readmeBlock(t, "sparkdap wrap -o /tmp"), "ssh ", "scp ")
@@ -163,21 +171,26 @@ func TestYARNRecipe(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("the README's copy to the edge node:\n%s\nfailed: %v\n%s", copyJob, err, out)
 		}
-		// The README's doctor block, with serve up: the two gateway lines
-		// the README says to look for are OK — the packed Python on the
-		// edge node has debugpy, and a test worker run with it reaches
-		// serve through the tunnel. (Not its exit status: the edge node's
-		// pyenv/bin/python, mapped to an absolute path here, is also this
-		// machine's, so the laptop-side checks run it too and find no
-		// pyspark in it, where on a laptop they only WARN and SKIP.)
+		// The README's doctor block, with serve up, passes: the packed
+		// Python on the edge node has no debugpy, which is a WARN saying
+		// the job ships its own, and the test worker run with it uses the
+		// wheel the job ships (doctor's, from the laptop's cache, where
+		// `sparkdap wrap` put it) and reaches serve through the tunnel.
 		doctorCmd := readmeBlock(t, "sparkdap doctor --ssh")
 		cmd = exec.CommandContext(ctx, "bash", "-euc", laptop+doctorCmd)
 		cmd.Env = laptopEnv
-		out, _ := cmd.CombinedOutput()
+		out, err := cmd.CombinedOutput()
 		t.Logf("the README's doctor block:\n%s", out)
+		if err != nil {
+			t.Errorf("the README's doctor block failed: %v", err)
+		}
+		edgePython := filepath.Join(edge, "pyenv", "bin", "python")
 		for _, w := range []string{
-			"OK    executors' Python " + filepath.Join(edge, "pyenv", "bin", "python") + " (spark.pyspark.python) on the gateway",
-			"OK    test connection through the gateway (worker on the gateway → tunnel → proxy → IDE port): a debugpy worker on the gateway reached " + remote,
+			"OK    SSH gateway " + g.Target() + ": connected",
+			"WARN  executors' Python " + edgePython + " (spark.pyspark.python) on the gateway " + g.Target() +
+				": cannot import debugpy; the job ships its own debugger, which the workers use instead",
+			"OK    test connection through the gateway (worker on the gateway → tunnel → proxy → IDE port): a worker on the gateway with the debugpy the job ships (" +
+				edgePython + " has none; debugpy-1.8.21-py2.py3-none-any.whl uploaded beside the wrapper and unpacked as the executors' daemon does) reached " + remote,
 		} {
 			if !strings.Contains(string(out), w) {
 				t.Errorf("the README's doctor block printed no %q:\n%s", w, out)
@@ -200,15 +213,20 @@ func TestYARNRecipe(t *testing.T) {
 }
 
 // inPackedEnv checks, at each stop, that the container runs the packed
-// environment's Python and its debugpy.
+// environment's Python, and the debugpy the job shipped, which the
+// container's daemon unpacked into a private directory of its own.
 func inPackedEnv(t *testing.T, ctx context.Context, ide *dapclient.Client) func(name string, s sparkStop) {
 	return func(name string, s sparkStop) {
-		for _, expr := range []string{"__import__('sys').executable", "__import__('debugpy').__file__"} {
-			r, err := ide.Evaluate(ctx, s.frameID, expr)
+		for _, c := range []struct{ expr, want, what string }{
+			{"__import__('sys').executable", "/pyenv/", "the packed environment ./pyenv"},
+			{"__import__('debugpy').__file__", "/sparkdap-debugger-", "the debugpy the job shipped"},
+			{"__import__('debugpy').__version__", "1.8.21", "the debugpy the job shipped"},
+		} {
+			r, err := ide.Evaluate(ctx, s.frameID, c.expr)
 			if err != nil {
-				t.Errorf("%s: evaluate %s: %v", name, expr, err)
-			} else if !strings.Contains(r.Result, "/pyenv/") {
-				t.Errorf("%s: %s = %s, not in the packed environment ./pyenv", name, expr, r.Result)
+				t.Errorf("%s: evaluate %s: %v", name, c.expr, err)
+			} else if !strings.Contains(r.Result, c.want) {
+				t.Errorf("%s: %s = %s, not %s", name, c.expr, r.Result, c.what)
 			}
 		}
 	}
@@ -219,8 +237,8 @@ func inPackedEnv(t *testing.T, ctx context.Context, ide *dapclient.Client) func(
 // scp reach g with its key and known host, and the edge node's home
 // directory is edge; scp speaks the legacy protocol (scp -O, the only one
 // before OpenSSH 9.0), which fails on a missing target directory where
-// OpenSSH 9's SFTP mode creates it; the wrapper `sparkdap wrap -o /tmp` wrote is in
-// wrapped; sparkdap (doctor) gets g's key and known host, the proxy's
+// OpenSSH 9's SFTP mode creates it; what `sparkdap wrap -o /tmp` wrote (the
+// wrapper and the debugpy wheel) is in wrapped; sparkdap (doctor) gets g's key and known host, the proxy's
 // ports, remote for the recipe's --remote-listen 0.0.0.0:5678, and the
 // edge node's relative paths under edge.
 func edgeShell(t *testing.T, g *gateway, edge, wrapped, remote string, p *proxy) string {
@@ -236,7 +254,7 @@ func edgeShell(t *testing.T, g *gateway, edge, wrapped, remote string, p *proxy)
 		`ssh() { local dest=${1#me@}; shift; command ssh -F ` + q(cfg) + ` "$dest" "cd ` + q(edge) + ` && $*"; }`,
 		`scp() { local a=() x; for x; do case $x in` +
 			` me@edge.example.com:*) x=edge.example.com:` + q(edge) + `/${x#*:} ;;` +
-			` /tmp/remote_debug.py) x=` + q(filepath.Join(wrapped, "remote_debug.py")) + ` ;;` +
+			` /tmp/remote_debug.py | /tmp/debugpy-*.whl) x=` + q(wrapped) + `/${x#/tmp/} ;;` +
 			` esac; a+=("$x"); done; command scp -O -F ` + q(cfg) + ` "${a[@]}"; }`,
 		`sparkdap() { local a=() x; for x; do case $x in` +
 			` me@edge.example.com) x=` + q(g.Target()) + ` ;;` +
@@ -377,8 +395,9 @@ var packedEnvState struct {
 }
 
 // packedEnv runs the README's "on the edge node, once" commands — a venv
-// with debugpy, pandas and pyarrow, packed by venv-pack from a venv of its
-// own — and returns the archive, which must not hold venv-pack. pip installs offline from the wheels scripts/setup
+// with pandas and pyarrow, packed by venv-pack from a venv of its own — and
+// returns the archive, which must hold neither venv-pack nor debugpy (the
+// job ships its own). pip installs offline from the wheels scripts/setup
 // downloads into .cache/wheels, at the versions requirements-test.txt pins
 // (pip reads PIP_NO_INDEX, PIP_FIND_LINKS and PIP_CONSTRAINT from the
 // environment, so the README's command line stays as printed).
@@ -411,8 +430,8 @@ func packedEnv(t *testing.T, py string) string {
 			t.Errorf("the README's edge-node commands install %s, which requirements-test.txt does not pin", pin)
 		}
 	}
-	if !strings.Contains(script, "debugpy==") {
-		t.Errorf("the README's edge-node commands do not pin debugpy:\n%s", script)
+	if strings.Contains(script, "debugpy") {
+		t.Errorf("the README's edge-node commands install debugpy, which the job ships:\n%s", script)
 	}
 	packedEnvState.once.Do(func() {
 		start := time.Now()
@@ -435,10 +454,13 @@ func packedEnv(t *testing.T, py string) string {
 			return
 		}
 		packedEnvState.path = filepath.Join(dir, "pyenv.tar.gz")
-		// The tool that packs is not shipped to the executors.
-		if shipped, err := tarNames(packedEnvState.path, "venv_pack"); err != nil || len(shipped) > 0 {
-			packedEnvState.err = fmt.Errorf("pyenv.tar.gz ships venv-pack (%v): %v", err, shipped)
-			return
+		// The tool that packs is not shipped to the executors, nor a
+		// debugger: the job brings that.
+		for _, part := range []string{"venv_pack", "debugpy"} {
+			if shipped, err := tarNames(packedEnvState.path, part); err != nil || len(shipped) > 0 {
+				packedEnvState.err = fmt.Errorf("pyenv.tar.gz ships %s (%v): %v", part, err, shipped)
+				return
+			}
 		}
 		t.Logf("packed environment built in %s", time.Since(start).Round(time.Second))
 	})
