@@ -2,8 +2,8 @@
 # Python. `sparkdap replay` writes this file and the two modules it
 # imports into a directory of their own and runs it as `python
 # sparkdap_replay.py CAPTURE [--force] [--trust-captured-code]
-# [--raw-output] [--debug HOST:PORT]`; they are plain modules so that they
-# can be tested on their own. By role:
+# [--raw-output] [--debug HOST:PORT] [--max-memory SIZE]`; they are plain
+# modules so that they can be tested on their own. By role:
 #   - sparkdap_replay_data.py: decoding the capture (the header's shapes,
 #     DATA's tagged JSON, CODE only with --trust-captured-code);
 #   - sparkdap_replay_source.py: setting up the call (which local function,
@@ -59,9 +59,16 @@
 # not to trace replay's files (hide_from_debugger): the developer's
 # debugger shows and steps only their code.
 #
+# The sizes the capture declares (Arrow lengths, .npy shapes, JSON
+# containers) are the executor's too: each value is charged to a memory
+# budget before it is built (--max-memory, default
+# sparkdap_replay_data.default_budget of the file's size), and one over it
+# is refused on one line on stderr.
+#
 # Exit status: 0 the call returned, 1 it raised, 2 the capture cannot be
-# replayed, the reason on one line: a refusal, or a capture that is
-# malformed in any way (never a traceback, never the status of a raise).
+# replayed, the reason on one line: a refusal, a capture that is
+# malformed in any way, or a value over the memory budget (never a
+# traceback, never the status of a raise).
 
 import argparse
 import os
@@ -70,13 +77,19 @@ import traceback
 
 from sparkdap_replay_data import (  # noqa: F401 (the tests' names)
     FORMAT,
+    MAX_MEMORY_FLAG,
     TRUST_FLAG,
+    Budget,
     Decoder,
     NoLocalSource,
     ReplayError,
+    TooLarge,
+    default_budget,
+    human,
     load,
     load_code,
     load_data,
+    parse_size,
     unpickle,
 )
 from sparkdap_replay_source import local_function, set_import_path
@@ -195,14 +208,14 @@ def check_python(cap, force, trust):
     return "warning: " + msg
 
 
-def _prepare(cap, force, trust, p):
+def _prepare(cap, force, trust, p, budget=None):
     """Everything before the call, decided on this machine: the function
     and its arguments. Returns (fn, args, kwargs) or raises ReplayError."""
     warn = check_python(cap, force, trust)
     if warn:
         p.line(warn)
     code = load_code(cap) if trust else None
-    data, unpickled = load_data(cap, code)
+    data, unpickled = load_data(cap, code, budget)
     notes = []
     qualname = cap.get("function", {}).get("qualname")
     try:
@@ -241,14 +254,20 @@ def _prepare(cap, force, trust, p):
     return fn, args, data["kwargs"]
 
 
-def run(cap, force=False, trust=False, out=None, raw_output=False):
+def run(cap, force=False, trust=False, out=None, raw_output=False, budget=None):
     """Replays the call; returns the exit status: 0 it returned, 1 it
     raised, 2 the capture could not be replayed (whatever went wrong
     before the call: a malformed capture never looks like the function
-    raising)."""
+    raising). budget bounds the memory its values take built (default:
+    default_budget of the capture's size); a value over it is refused on
+    one line on stderr."""
     p = Printer(out or sys.stdout, raw_output)
     try:
-        fn, args, kwargs = _prepare(cap, force, trust, p)
+        fn, args, kwargs = _prepare(cap, force, trust, p, budget)
+    except TooLarge as exc:
+        p.flush()
+        Printer(sys.stderr, raw_output).line("sparkdap replay: %s" % exc)
+        return 2
     except ReplayError as exc:
         p.line("sparkdap replay: %s" % exc)
         return 2
@@ -288,11 +307,29 @@ def main(argv):
     ap.add_argument(TRUST_FLAG, dest="trust", action="store_true")
     ap.add_argument("--raw-output", action="store_true")
     ap.add_argument("--debug", metavar="HOST:PORT")
+    ap.add_argument(MAX_MEMORY_FLAG, dest="max_memory", metavar="SIZE")
     a = ap.parse_args(argv)
     p = Printer(sys.stdout, a.raw_output)
     try:
+        if a.max_memory is not None:
+            budget = Budget(parse_size(a.max_memory))
+        else:
+            budget = Budget(default_budget(os.path.getsize(a.capture)))
+    except ValueError as exc:
+        p.line("sparkdap replay: %s: %s" % (MAX_MEMORY_FLAG, exc))
+        return 2
+    except OSError as exc:
+        p.line("sparkdap replay: cannot read %s: %s" % (a.capture, exc.strerror or exc))
+        return 2
+    try:
+        # Reading it takes the file, its text and its parsed header.
+        size = os.path.getsize(a.capture)
+        budget.charge(3 * size, "the file of %s, read and parsed" % human(size), a.capture)
         cap = load(a.capture)
         set_import_path(cap)
+    except TooLarge as exc:
+        Printer(sys.stderr, a.raw_output).line("sparkdap replay: %s" % exc)
+        return 2
     except OSError as exc:
         p.line("sparkdap replay: cannot read %s: %s" % (a.capture, exc.strerror or exc))
         return 2
@@ -326,7 +363,7 @@ def main(argv):
         p.flush()
         hide_from_debugger()
         debugpy.wait_for_client()
-    return run(cap, a.force, a.trust, raw_output=a.raw_output)
+    return run(cap, a.force, a.trust, raw_output=a.raw_output, budget=budget)
 
 
 def hide_from_debugger():

@@ -7,6 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 
 	pysrc "github.com/sparkdap/sparkdap/capture/python"
 )
@@ -19,6 +22,37 @@ type replayOptions struct {
 	python, debug string
 	force, trust  bool
 	raw           bool
+	maxMemory     sizeValue
+}
+
+// sizeValue is --max-memory's SIZE in bytes, 0 when not given: 512MiB,
+// 2GiB, 2G or a number of bytes (K, M, G and T are binary, with or
+// without iB or B), as the Python side reads it (parse_size).
+type sizeValue int64
+
+var sizeRE = regexp.MustCompile(`(?i)^([0-9]+)\s*(?:([KMGT])(?:I?B)?|B)?$`)
+
+func (s *sizeValue) String() string {
+	if s == nil || *s == 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(*s), 10)
+}
+
+func (s *sizeValue) Get() any { return int64(*s) }
+
+func (s *sizeValue) Set(text string) error {
+	m := sizeRE.FindStringSubmatch(strings.TrimSpace(text))
+	if m == nil {
+		return fmt.Errorf("want a size such as 512MiB or 2GiB, got %q", text)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	shift := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[strings.ToUpper(m[2])]
+	if err != nil || n <= 0 || n > (1<<62)>>shift {
+		return fmt.Errorf("want a size above 0 such as 512MiB or 2GiB, got %q", text)
+	}
+	*s = sizeValue(n << shift)
+	return nil
 }
 
 func newReplayCmd(stderr io.Writer) *cmdSpec {
@@ -32,8 +66,17 @@ func newReplayCmd(stderr io.Writer) *cmdSpec {
 	c.fs.BoolVar(&o.raw, "raw-output", false, "print the capture's text, the returned value and exception messages as they are; "+
 		"by default their control characters (escape sequences, carriage returns, newlines in one value) are printed as visible escapes, "+
 		"since the cluster chose those bytes")
+	// The default bounds what a hostile capture makes replay allocate by
+	// what the file itself could plausibly unpack to: a capture's values
+	// built take a few times their encoded bytes (pandas adds a Python
+	// object per row of text), so 64 times the file, at least 64 MiB for a
+	// small capture of text columns, at most 1 GiB, which a laptop spares;
+	// a larger value you trust takes the flag.
+	c.fs.Var(&o.maxMemory, "max-memory", "bound on the memory the capture's values take as replay builds them: "+
+		"a `SIZE` such as 512MiB or 2GiB (default 64 times the capture file's size, at least 64MiB, at most 1GiB); "+
+		"a value over it (as its encoding declares it: Arrow lengths, .npy shapes, JSON containers) is refused, exit status 2")
 	c.fs.StringVar(&o.debug, "debug", "", "run under debugpy listening on `HOST:PORT` and wait for your IDE to attach there before the call")
-	c.usage(stderr, "usage: sparkdap replay [--python PYTHON] [--debug HOST:PORT] [--force] [--trust-captured-code] [--raw-output] CAPTURE\n\n"+
+	c.usage(stderr, "usage: sparkdap replay [--python PYTHON] [--debug HOST:PORT] [--force] [--trust-captured-code] [--raw-output] [--max-memory SIZE] CAPTURE\n\n"+
 		"Runs the function of a capture (the file a sparkdapCapture request wrote) with its arguments in your Python and\n"+
 		"prints what it returns or raises. The function comes from your local source, so your edits take effect: from the\n"+
 		"local file serve mapped its executor path to, under serve's --root (a top-level def, a nested def or a lambda, found\n"+
@@ -42,7 +85,7 @@ func newReplayCmd(stderr io.Writer) *cmdSpec {
 		"--trust-captured-code, and its text is printed with control characters escaped unless you pass --raw-output.\n"+
 		"Its data is tagged JSON (Python values, datetime, Decimal, Row, numpy as .npy, pandas and pyarrow as Arrow IPC);\n"+
 		"a value of another type, and the pickled function, need the flag. Exit status: 0 it returned, 1 it raised,\n"+
-		"2 the capture could not be replayed (a malformed capture included).\n\n"+
+		"2 the capture could not be replayed (a malformed capture included, or a value over --max-memory).\n\n"+
 		"Examples:\n  sparkdap replay ~/.cache/sparkdap/captures/parse-e1-20260101T120000.000.json\n"+
 		"  sparkdap replay --debug 127.0.0.1:5679 CAPTURE   # then attach VS Code to 127.0.0.1:5679\n\nFlags:\n")
 	c.run = func(args []string, stdout, stderr io.Writer) error { return replayRun(o, args, stdout, stderr) }
@@ -80,6 +123,9 @@ func replayRun(o *replayOptions, args []string, stdout, stderr io.Writer) error 
 	}
 	if o.raw {
 		pyArgs = append(pyArgs, "--raw-output")
+	}
+	if o.maxMemory > 0 {
+		pyArgs = append(pyArgs, "--max-memory", o.maxMemory.String())
 	}
 	if o.debug != "" {
 		pyArgs = append(pyArgs, "--debug", o.debug)

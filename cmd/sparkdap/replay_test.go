@@ -32,10 +32,12 @@ func TestReplayFlagsReachPython(t *testing.T) {
 		want  string
 		not   []string
 	}{
-		{nil, capture, []string{"--trust-captured-code", "--force", "--raw-output"}},
+		{nil, capture, []string{"--trust-captured-code", "--force", "--raw-output", "--max-memory"}},
 		{[]string{"--trust-captured-code"}, capture + " --trust-captured-code", []string{"--force"}},
 		{[]string{"--force", "--trust-captured-code"}, capture + " --force --trust-captured-code", nil},
-		{[]string{"--raw-output"}, capture + " --raw-output", []string{"--trust-captured-code"}},
+		{[]string{"--raw-output"}, capture + " --raw-output", []string{"--trust-captured-code", "--max-memory"}},
+		{[]string{"--max-memory", "2GiB"}, capture + " --max-memory 2147483648", nil},
+		{[]string{"--max-memory", "512m"}, capture + " --max-memory 536870912", nil},
 	} {
 		args := append(append([]string{"replay", "--python", py}, tc.flags...), capture)
 		code, out, errOut := runCLI(t, args...)
@@ -64,5 +66,22 @@ func TestReplayHelpSaysWhatPythonIs(t *testing.T) {
 	want := "the Python interpreter; the one the call is replayed in; it needs"
 	if !strings.Contains(out+errOut, want) {
 		t.Errorf("replay -h lacks %q:\n%s%s", want, out, errOut)
+	}
+}
+
+// TestReplayMaxMemoryRefusesBadSizes: a SIZE that is no size is refused as
+// the flag is parsed, before any Python runs.
+func TestReplayMaxMemoryRefusesBadSizes(t *testing.T) {
+	for _, bad := range []string{"0", "-1", "12XB", "lots", "", "99999999999T"} {
+		code, _, errOut := runCLI(t, "replay", "--python", "/nonexistent/python", "--max-memory", bad, "c.json")
+		if code == 0 || !strings.Contains(errOut, "max-memory") {
+			t.Errorf("--max-memory %q: exit %d, stderr %q", bad, code, errOut)
+		}
+	}
+	var s sizeValue
+	for in, want := range map[string]int64{"1": 1, "64MiB": 64 << 20, "2GiB": 2 << 30, "2G": 2 << 30, "3kb": 3 << 10, "5 MB": 5 << 20, "7B": 7} {
+		if err := s.Set(in); err != nil || int64(s) != want {
+			t.Errorf("Set(%q) = %d, %v; want %d", in, int64(s), err, want)
+		}
 	}
 }
