@@ -74,6 +74,8 @@ type Registry struct {
 
 	mu      sync.Mutex
 	pending map[string]*pending
+	// fromCount is how many pending hellos came from each address.
+	fromCount map[string]int
 }
 
 type pending struct {
@@ -90,7 +92,7 @@ func NewRegistry(cfg Config) *Registry {
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultHelloTTL
 	}
-	return &Registry{cfg: cfg, pending: map[string]*pending{}}
+	return &Registry{cfg: cfg, pending: map[string]*pending{}, fromCount: map[string]int{}}
 }
 
 // CheckToken compares a presented token with the configured one in
@@ -151,11 +153,29 @@ func (r *Registry) Accept(key, from string, hello Hello, active int) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.pending[key] == p {
-			delete(r.pending, key)
+			r.forgetLocked(key, p)
 		}
 	})
 	r.pending[key] = p
+	r.fromCount[from]++
 	return nil
+}
+
+// forgetLocked drops the hello pending under key.
+func (r *Registry) forgetLocked(key string, p *pending) {
+	delete(r.pending, key)
+	if r.fromCount[p.from]--; r.fromCount[p.from] <= 0 {
+		delete(r.fromCount, p.from)
+	}
+}
+
+// PendingFrom is how many accepted hellos from the address from wait for
+// their debugger's connection: as many connections from there are
+// expected, whose peers proved the token a moment ago.
+func (r *Registry) PendingFrom(from string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fromCount[from]
 }
 
 // AcceptNonce is Accept under a fresh one-time nonce (128 random bits,
@@ -193,7 +213,7 @@ func (r *Registry) Claim(key, from string, pid int64) (Hello, bool) {
 		return Hello{}, false
 	}
 	p.timer.Stop()
-	delete(r.pending, key)
+	r.forgetLocked(key, p)
 	return p.hello, true
 }
 
@@ -214,7 +234,7 @@ func (r *Registry) ClaimWithToken(key, from string, pid int64, presented string)
 		return Hello{}, err
 	}
 	p.timer.Stop()
-	delete(r.pending, key)
+	r.forgetLocked(key, p)
 	return p.hello, nil
 }
 
@@ -290,6 +310,6 @@ func (r *Registry) Close() {
 	defer r.mu.Unlock()
 	for k, p := range r.pending {
 		p.timer.Stop()
-		delete(r.pending, k)
+		r.forgetLocked(k, p)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sparkdap/sparkdap/internal/acceptretry"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/connbudget"
 )
 
@@ -151,7 +152,12 @@ func (h *Hub) serveIDE(ctx context.Context, conn net.Conn, place *connbudget.Pla
 // returns the connection to serve in its stead, or closes conn unread and
 // logs the refusal, rate-limited per cause.
 func (h *Hub) take(b *connbudget.Budget, port string, conn net.Conn) (place *connbudget.Place, served net.Conn, ok bool) {
-	place, served, err := b.Take(conn)
+	expected := 0
+	if b == h.exeBudget {
+		// Workers from there whose hello was accepted connect pydevd next.
+		expected = h.admission.PendingFrom(admission.RemoteIP(conn.RemoteAddr().String()))
+	}
+	place, served, err := b.Take(conn, expected)
 	if err == nil {
 		return place, served, true
 	}

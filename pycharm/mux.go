@@ -331,7 +331,9 @@ func (p *Proxy) ServeExecutor(ctx context.Context, conn net.Conn) {
 // serve in its stead, or closes conn unread and logs the refusal,
 // rate-limited per cause.
 func (p *Proxy) take(conn net.Conn) (place *connbudget.Place, served net.Conn, ok bool) {
-	place, served, err := p.budget.Take(conn)
+	// Workers from there whose hello was accepted connect pydevd next.
+	expected := p.admission.PendingFrom(admission.RemoteIP(conn.RemoteAddr().String()))
+	place, served, err := p.budget.Take(conn, expected)
 	if err == nil {
 		return place, served, true
 	}

@@ -70,6 +70,7 @@ const (
 // Causes of a refusal or a shed connection, as Budget reports them.
 const (
 	CausePerSource  = "source address over its share"
+	CauseTotal      = "budget full of expected connections"
 	CauseSilent     = "sent nothing"
 	CauseUnadmitted = "not admitted"
 )
@@ -110,8 +111,11 @@ type Budget struct {
 	bySrc map[string]int // only sources holding a place
 	// silent, talking and progressed list the held places in the order
 	// they came: those that have sent nothing yet, those that sent bytes
-	// but no whole message, and the rest.
-	silent, talking, progressed placeList
+	// but no whole message, and the rest. expected lists those that are
+	// never closed to make room (Take's expected).
+	silent, talking, progressed, expected placeList
+	// expectedBySrc counts expected places per source.
+	expectedBySrc map[string]int
 }
 
 // New returns a Budget of total places, at most perSource of them per
@@ -135,21 +139,27 @@ func NewWith(o Options) *Budget {
 	if o.AdmitGrace <= 0 {
 		o.AdmitGrace = DefaultAdmitGrace
 	}
-	return &Budget{opt: o, bySrc: map[string]int{}}
+	return &Budget{opt: o, bySrc: map[string]int{}, expectedBySrc: map[string]int{}}
 }
 
 // Total and PerSource are the limits b enforces.
 func (b *Budget) Total() int     { return b.opt.Total }
 func (b *Budget) PerSource() int { return b.opt.PerSource }
 
-// Take holds a place for conn, making room if the budget is full by
-// closing the oldest connection that sent nothing, else the oldest one
-// not admitted. It returns the connection to serve in conn's stead (its
+// Take holds a place for conn, making room if the budget is full (see
+// victimLocked). It returns the connection to serve in conn's stead (its
 // reads mark the place as spoken) and the place, which the caller
-// releases once the connection is admitted or gone. Only a per-source
-// share refuses a newcomer (a *RefusedError): the caller closes conn
+// releases once the connection is admitted or gone.
+//
+// expected is how many connections from conn's address the caller awaits
+// from peers that proved themselves already (a worker whose hello was
+// accepted connects its debugger next, and pydevd speaks only when spoken
+// to, so it looks like a flood's idle connection): up to that many places
+// from the source are never closed to make room, and only the admission
+// grace holds for them. Only a per-source share, or a budget full of such
+// places, refuses a newcomer (a *RefusedError): the caller closes conn
 // unread.
-func (b *Budget) Take(conn net.Conn) (*Place, net.Conn, error) {
+func (b *Budget) Take(conn net.Conn, expected int) (*Place, net.Conn, error) {
 	src := Source(conn.RemoteAddr())
 	p := &Place{b: b, src: src, conn: conn, since: time.Now()}
 	p.timer = time.AfterFunc(b.opt.SilentGrace, p.graceOver)
@@ -163,14 +173,23 @@ func (b *Budget) Take(conn net.Conn) (*Place, net.Conn, error) {
 	var why string
 	if b.n >= b.opt.Total {
 		victim, why = b.victimLocked(p.since)
-		if victim != nil {
-			b.dropLocked(victim)
+		if victim == nil {
+			b.mu.Unlock()
+			p.timer.Stop()
+			return nil, nil, &RefusedError{Cause: CauseTotal}
 		}
+		b.dropLocked(victim)
 	}
 	b.n++
 	b.bySrc[src]++
-	b.silent.pushBack(p)
-	p.state = placeSilent
+	if b.expectedBySrc[src] < expected {
+		b.expectedBySrc[src]++
+		b.expected.pushBack(p)
+		p.state = placeExpected
+	} else {
+		b.silent.pushBack(p)
+		p.state = placeSilent
+	}
 	b.mu.Unlock()
 	if victim != nil {
 		b.shed(victim, why, "to make room")
@@ -179,25 +198,59 @@ func (b *Budget) Take(conn net.Conn) (*Place, net.Conn, error) {
 }
 
 // victimLocked picks the connection that makes room at now: the oldest
-// silent one if it has been silent for a while, else the oldest of those
-// that sent no whole message, else the oldest of all. A connection that
-// was just accepted is silent until its reader runs, so the newest silent
-// ones are spared: under a flood of connections that sent bytes (slow
-// hellos), an honest one must not go first for being new; and once it
-// sent a whole message it outlasts every one that did not.
+// that has sent nothing for the silent grace, else the oldest that sent
+// bytes but no whole message, else the oldest silent one, else the oldest
+// of all. Whether a connection sent something is what its reader saw or,
+// for the oldest silent ones, what waits in the kernel for a reader not
+// yet scheduled (a flood keeps the machine busy). A connection silent for
+// less than the grace may be an honest one whose first bytes are on their
+// way, or whose peer answers only when spoken to (pydevd), so under a
+// flood of connections that dribble bytes those go first.
 func (b *Budget) victimLocked(now time.Time) (*Place, string) {
+	for range maxPeeks {
+		if s := b.silent.front(); s == nil || !b.peekLocked(s) {
+			break
+		}
+	}
 	s, t := b.silent.front(), b.talking.front()
 	switch {
 	case s != nil && now.Sub(s.since) >= b.opt.SilentGrace:
 		return s, CauseSilent
-	case s != nil && (t == nil || s.since.Before(t.since)):
-		return s, CauseSilent
 	case t != nil:
 		return t, CauseUnadmitted
+	case s != nil:
+		return s, CauseSilent
 	default:
 		return b.progressed.front(), CauseUnadmitted
 	}
 }
+
+// peekLocked looks in silent p's kernel buffer and, if bytes wait there
+// unread, files p as it will be once they are read: progressed if they
+// hold a line end, talking if not. It reports whether p had bytes.
+func (b *Budget) peekLocked(p *Place) bool {
+	some, line := pendingBytes(p.conn)
+	if !some {
+		return false
+	}
+	p.spoke.Store(true)
+	b.silent.remove(p)
+	if line {
+		b.progressed.pushBack(p)
+		p.state = placeProgressed
+	} else {
+		b.talking.pushBack(p)
+		p.state = placeTalking
+	}
+	return true
+}
+
+// maxPeeks bounds the kernel buffers one newcomer has looked at, and
+// peekBytes how much of each.
+const (
+	maxPeeks  = 4
+	peekBytes = 512
+)
 
 // underPressureLocked: more than half the budget held.
 func (b *Budget) underPressureLocked() bool { return 2*b.n > b.opt.Total }
@@ -211,6 +264,11 @@ func (b *Budget) dropLocked(p *Place) {
 		b.talking.remove(p)
 	case placeProgressed:
 		b.progressed.remove(p)
+	case placeExpected:
+		b.expected.remove(p)
+		if b.expectedBySrc[p.src]--; b.expectedBySrc[p.src] <= 0 {
+			delete(b.expectedBySrc, p.src)
+		}
 	default:
 		return
 	}

@@ -66,7 +66,7 @@ func newConn(t *testing.T, addr string) (*testConn, net.Conn) {
 func take(t *testing.T, b *Budget, addr string) (*testConn, *Place, net.Conn) {
 	t.Helper()
 	c, peer := newConn(t, addr)
-	p, served, err := b.Take(c)
+	p, served, err := b.Take(c, 0)
 	if err != nil {
 		t.Fatalf("Take from %s: %v", addr, err)
 	}
@@ -91,49 +91,129 @@ func speak(t *testing.T, conn net.Conn) {
 }
 
 // TestBudgetMakesRoom: a full budget never refuses the newcomer. It
-// closes the oldest connection that sent no whole message, whether it
-// sent bytes or not; released places are never touched. (Those silent
-// past the silent grace go first: TestBudgetGracesUnderPressureOnly.)
+// closes the oldest connection silent for the silent grace; else the
+// oldest that sent bytes but no whole message; else the oldest silent
+// one; else the oldest of all. Released places are never touched.
 func TestBudgetMakesRoom(t *testing.T) {
 	b := NewWith(Options{Total: 3, SilentGrace: time.Hour, AdmitGrace: time.Hour})
+	age := func(p *Place, d time.Duration) {
+		b.mu.Lock()
+		p.since = p.since.Add(-d)
+		b.mu.Unlock()
+	}
 	c1, _, s1 := take(t, b, "10.0.0.1:1")
-	c2, _, _ := take(t, b, "10.0.0.1:2")
+	c2, p2, _ := take(t, b, "10.0.0.1:2")
 	c3, p3, _ := take(t, b, "10.0.0.1:3")
-	speak(t, s1)
+	speak(t, s1) // c1 sent bytes; c2 is silent
 	p3.Release() // admitted: no longer in the budget
-	c4, _, _ := take(t, b, "10.0.0.1:4")
+	c4, p4, _ := take(t, b, "10.0.0.1:4")
 	if c1.closed.Load() || c2.closed.Load() || c3.closed.Load() || c4.closed.Load() {
 		t.Fatal("a connection was closed while the budget had room")
 	}
-	c5, _, _ := take(t, b, "10.0.0.1:5")
-	if !c1.closed.Load() || c2.closed.Load() || c3.closed.Load() || c4.closed.Load() {
-		t.Fatalf("full budget: closed c1=%v c2=%v c3=%v c4=%v; want only c1, the oldest", c1.closed.Load(), c2.closed.Load(), c3.closed.Load(), c4.closed.Load())
+	// c2 and c4 are silent but new, so c1, which only dribbled, goes.
+	c5, _, s5 := take(t, b, "10.0.0.1:5")
+	if !c1.closed.Load() || c2.closed.Load() || c4.closed.Load() {
+		t.Fatalf("closed c1=%v c2=%v c4=%v; want c1, bytes but no message", c1.closed.Load(), c2.closed.Load(), c4.closed.Load())
 	}
-	take(t, b, "10.0.0.1:6")
+	// Silent for the whole grace, c2 goes before c5, which dribbled.
+	speak(t, s5)
+	age(p2, 2*time.Hour)
+	c6, _, _ := take(t, b, "10.0.0.1:6")
 	if !c2.closed.Load() || c4.closed.Load() || c5.closed.Load() {
-		t.Fatalf("full budget: closed c2=%v c4=%v c5=%v; want c2, the oldest left", c2.closed.Load(), c4.closed.Load(), c5.closed.Load())
+		t.Fatalf("closed c2=%v c4=%v c5=%v; want c2, silent past the grace", c2.closed.Load(), c4.closed.Load(), c5.closed.Load())
+	}
+	// One that sent a whole message outlasts the rest: c5 (bytes only)
+	// goes, then c6, the oldest silent one.
+	p4.Progressed()
+	take(t, b, "10.0.0.1:7")
+	take(t, b, "10.0.0.1:8")
+	if c4.closed.Load() || !c5.closed.Load() || !c6.closed.Load() {
+		t.Fatalf("closed c4=%v c5=%v c6=%v; want c5 then c6", c4.closed.Load(), c5.closed.Load(), c6.closed.Load())
 	}
 	if n, _ := b.InUse(); n != 3 {
 		t.Fatalf("InUse = %d, want 3", n)
 	}
 }
 
-// TestBudgetSparesTheNewlySilent: under connections that all spoke (slow
-// hellos that never finish), a newcomer that has not been read yet is not
-// the first to go: the oldest of those that spoke is.
-func TestBudgetSparesTheNewlySilent(t *testing.T) {
+// tcpPair is an accepted loopback connection whose peer first sent sent
+// (nothing if empty), waiting unread in the kernel.
+func tcpPair(t *testing.T, ln net.Listener, sent string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if sent != "" {
+		if _, err := c.Write([]byte(sent)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for deadline := time.Now().Add(10 * time.Second); sent != ""; time.Sleep(time.Millisecond) {
+		if some, _ := pendingBytes(s); some {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the bytes sent never showed in the kernel buffer")
+		}
+	}
+	return s
+}
+
+// closedConn says whether the budget closed c.
+func closedConn(c net.Conn) bool {
+	_, err := c.Write(nil)
+	return errors.Is(err, net.ErrClosed)
+}
+
+// TestBudgetLooksInTheKernelBuffer: bytes that arrived but have not been
+// read (the reader not yet scheduled, on a machine a flood keeps busy)
+// count: a connection with a line waiting outlasts ones that dribble
+// bytes, and one with bytes waiting outlasts idle ones.
+func TestBudgetLooksInTheKernelBuffer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
 	b := NewWith(Options{Total: 3, SilentGrace: time.Hour, AdmitGrace: time.Hour})
+	takeConn := func(c net.Conn) {
+		t.Helper()
+		if _, _, err := b.Take(c, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Under connections that dribbled bytes, an honest hello waiting unread.
 	var slow []*testConn
-	for i := range 3 {
+	for i := range 2 {
 		c, _, s := take(t, b, "10.0.0.1:"+strconv.Itoa(i+1))
 		speak(t, s)
 		slow = append(slow, c)
 	}
-	honest, _, _ := take(t, b, "10.0.0.1:9") // closes slow[0]
-	take(t, b, "10.0.0.1:10")                // closes slow[1], not the honest one
-	if honest.closed.Load() || !slow[0].closed.Load() || !slow[1].closed.Load() || slow[2].closed.Load() {
-		t.Fatalf("closed: honest %v, slow %v %v %v; want the two oldest slow ones", honest.closed.Load(),
-			slow[0].closed.Load(), slow[1].closed.Load(), slow[2].closed.Load())
+	honest := tcpPair(t, ln, "SPARKDAP/2 HELLO 0123\n")
+	takeConn(honest)
+	takeConn(tcpPair(t, ln, "SPARKDAP/2 HEL")) // closes slow[0]
+	takeConn(tcpPair(t, ln, "SPARKDAP/2 HEL")) // closes slow[1]
+	if closedConn(honest) || !slow[0].closed.Load() || !slow[1].closed.Load() {
+		t.Fatalf("closed: honest %v, slow %v %v; want the slow ones", closedConn(honest), slow[0].closed.Load(), slow[1].closed.Load())
+	}
+
+	// Under idle connections silent for the grace, one with a message
+	// waiting unread.
+	b = NewWith(Options{Total: 2, SilentGrace: 50 * time.Millisecond, AdmitGrace: time.Hour})
+	waiting := tcpPair(t, ln, "Content-Length: 2\r\n\r\n{}")
+	takeConn(waiting)
+	idle := tcpPair(t, ln, "")
+	takeConn(idle)
+	time.Sleep(60 * time.Millisecond)
+	takeConn(tcpPair(t, ln, ""))
+	if closedConn(waiting) || !closedConn(idle) {
+		t.Fatalf("closed: waiting %v, idle %v; want the idle one", closedConn(waiting), closedConn(idle))
 	}
 }
 
@@ -153,6 +233,41 @@ func TestBudgetProgressedGoLast(t *testing.T) {
 	}
 }
 
+// TestBudgetKeepsExpectedConnections: as many connections from a source
+// as the caller expects (workers whose hello was accepted, whose pydevd
+// then connects and waits to be spoken to) are never closed to make room;
+// a budget full of them refuses the newcomer instead.
+func TestBudgetKeepsExpectedConnections(t *testing.T) {
+	b := NewWith(Options{Total: 3, SilentGrace: time.Hour, AdmitGrace: time.Hour})
+	var expected []*testConn
+	for i := range 2 {
+		c, _ := newConn(t, "10.0.0.1:"+strconv.Itoa(i+1))
+		if _, _, err := b.Take(c, 2); err != nil {
+			t.Fatal(err)
+		}
+		expected = append(expected, c)
+	}
+	idle, _, _ := take(t, b, "10.0.0.1:3") // a third from there: not expected
+	for i := range 3 {
+		take(t, b, "10.0.0.1:"+strconv.Itoa(10+i))
+	}
+	if expected[0].closed.Load() || expected[1].closed.Load() || !idle.closed.Load() {
+		t.Fatalf("closed: expected %v %v, idle %v; want only the idle one", expected[0].closed.Load(), expected[1].closed.Load(), idle.closed.Load())
+	}
+
+	b = NewWith(Options{Total: 1, SilentGrace: time.Hour, AdmitGrace: time.Hour})
+	c, _ := newConn(t, "10.0.0.1:1")
+	if _, _, err := b.Take(c, 1); err != nil {
+		t.Fatal(err)
+	}
+	c2, _ := newConn(t, "10.0.0.1:2")
+	_, _, err := b.Take(c2, 1)
+	var refused *RefusedError
+	if !errors.As(err, &refused) || refused.Cause != CauseTotal || c.closed.Load() {
+		t.Fatalf("newcomer to a budget of expected connections: %v (expected one closed: %v)", err, c.closed.Load())
+	}
+}
+
 // TestBudgetPerSourceOnlyWhenAsked: by default one address may hold the
 // whole budget (workers share addresses); a share given refuses the
 // newcomer over it.
@@ -169,7 +284,7 @@ func TestBudgetPerSourceOnlyWhenAsked(t *testing.T) {
 	take(t, b, "10.0.0.1:1")
 	take(t, b, "10.0.0.1:2")
 	c, _ := newConn(t, "10.0.0.1:3")
-	_, _, err := b.Take(c)
+	_, _, err := b.Take(c, 0)
 	var refused *RefusedError
 	if !errors.As(err, &refused) || refused.Cause != CausePerSource {
 		t.Fatalf("third from one source: %v, want %q", err, CausePerSource)
@@ -251,7 +366,7 @@ func TestBudgetConcurrent(t *testing.T) {
 			for j := range 500 {
 				c, peer := net.Pipe()
 				tc := &testConn{Conn: c, addr: tcp("10.0.0." + strconv.Itoa(i+1) + ":" + strconv.Itoa(j+1))}
-				if p, served, err := b.Take(tc); err == nil {
+				if p, served, err := b.Take(tc, 0); err == nil {
 					if j%3 == 0 {
 						go peer.Write([]byte{1})
 						_, _ = served.Read(make([]byte, 1))

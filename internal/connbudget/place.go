@@ -10,6 +10,7 @@ const (
 	placeSilent = iota + 1
 	placeTalking
 	placeProgressed
+	placeExpected
 	placeGone
 )
 
@@ -58,7 +59,7 @@ func (p *Place) Spoke() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if p.state != placeSilent {
-		return
+		return // an expected one stays expected
 	}
 	b.silent.remove(p)
 	b.talking.pushBack(p)
@@ -77,6 +78,11 @@ func (p *Place) graceOver() {
 	var why string
 	switch {
 	case p.state == placeGone || !b.underPressureLocked():
+	case p.state == placeExpected && p.phase == 1:
+		// Its peer may speak only when spoken to (pydevd), and the proxy
+		// proved to be busy: only the admission grace holds for it.
+	case p.state == placeSilent && b.peekLocked(p):
+		// Its bytes wait for a reader not yet scheduled: it spoke.
 	case p.state == placeSilent:
 		why = CauseSilent
 	case p.phase > 1: // spoke, or progressed, but is not admitted yet
@@ -109,7 +115,7 @@ func (p *Place) Progressed() {
 	case placeTalking:
 		b.talking.remove(p)
 	default:
-		return
+		return // progressed already, or expected
 	}
 	b.progressed.pushBack(p)
 	p.state = placeProgressed
