@@ -63,8 +63,7 @@ func TestProbeArgsAgainstProxy(t *testing.T) {
 			fmt.Fprintln(stdin, tc.token)
 			line := make(chan string, 1)
 			go func() {
-				l, _ := bufio.NewReader(stdout).ReadString('\n')
-				line <- l
+				line <- outcome(bufio.NewReader(stdout))
 				_, _ = io.Copy(io.Discard, stdout)
 			}()
 			select {
@@ -120,7 +119,7 @@ func runProbe(t *testing.T, python, addr, token string) string {
 		t.Fatal(err)
 	}
 	fmt.Fprintln(stdin, token)
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	line := outcome(bufio.NewReader(stdout))
 	stdin.Close()
 	_, _ = io.Copy(io.Discard, stdout)
 	_ = cmd.Wait()
@@ -251,3 +250,14 @@ func TestProbeCapturedHelloReplayRefused(t *testing.T) {
 type writerFunc func([]byte)
 
 func (f writerFunc) Write(b []byte) (int, error) { f(b); return len(b), nil }
+
+// outcome is the probe's outcome line, past the ADMITTED it says once
+// its hello is accepted.
+func outcome(br *bufio.Reader) string {
+	for {
+		l, err := br.ReadString('\n')
+		if l != "ADMITTED\n" || err != nil {
+			return l
+		}
+	}
+}

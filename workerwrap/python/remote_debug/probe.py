@@ -25,8 +25,8 @@ def _probe(host, port, stdin, out):
     worker sends, then debugpy.connect, then it stays connected until stdin
     closes. The token is stdin's first line, never on a command line. Each
     outcome is one line on out that doctor reads: UNREACHABLE, NOHELLO,
-    UNPROVEN, REFUSED, NODEBUGPY or CONNECTED <pid>. Returns the exit
-    status."""
+    UNPROVEN, REFUSED, NODEBUGPY or CONNECTED <pid>, after ADMITTED once
+    the hello is accepted. Returns the exit status."""
     import socket
 
     def say(line):
@@ -80,6 +80,7 @@ def _probe(host, port, stdin, out):
     if not accepted:
         say("REFUSED " + detail)
         return 3
+    say("ADMITTED")
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     os.environ.setdefault("PYDEVD_CONNECT_TIMEOUT", "%d" % _PROBE_TIMEOUT)
     try:

@@ -584,12 +584,22 @@ def test_probe_unreachable(rd):
 
 def test_probe_entry_point(rd):
     """As `sparkdap doctor` runs it (workerwrap.ProbeArgs): the module's
-    source on the command line, no file."""
-    with open(rd.__file__, encoding="utf-8") as f:
+    source on the command line, compressed (one argument may not pass 128
+    KiB), no file."""
+    import base64
+    import zlib
+
+    with open(rd.__file__, "rb") as f:
         source = f.read()
+    program = (
+        "import base64, zlib\nexec(compile(zlib.decompress(base64.b64decode(%r)), "
+        "'<sparkdap probe>', 'exec'))\n"
+        % base64.b64encode(zlib.compress(source, 9)).decode("ascii")
+    )
+    assert len(program) < 128 * 1024
     port = closed_port()
     proc = subprocess.run(
-        [sys.executable, "-c", source, "--sparkdap-probe", "127.0.0.1", str(port)],
+        [sys.executable, "-c", program, "--sparkdap-probe", "127.0.0.1", str(port)],
         input="tok\n",
         capture_output=True,
         text=True,
