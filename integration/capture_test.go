@@ -482,6 +482,14 @@ func attachReplayDebug(t *testing.T, ctx context.Context, cmd *exec.Cmd, addr, s
 		}
 	}
 	for i := 0; c == nil; i++ {
+		select {
+		case err := <-done:
+			// Ended before it listened: what it printed says why.
+			done <- err
+			stop()
+			t.Fatalf("replay --debug exited (%v) before it listened", err)
+		default:
+		}
 		if strings.Contains(out.String(), "waiting for a debugger") {
 			if c, err = dapclient.Dial(ctx, addr); err != nil && i > 100 {
 				stop()
