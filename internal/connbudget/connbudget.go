@@ -15,13 +15,21 @@
 //
 // What keeps a flood of connections that prove nothing from shutting the
 // port, as OpenSSH's MaxStartups and LoginGraceTime do for sshd:
-//   - When the budget is full, a newcomer takes the place of the oldest
-//     connection that has sent nothing for the silent grace, or failing that of the oldest that sent no whole
-//     message of its protocol (the front end says when one did:
-//     Place.Progressed), or failing that of the oldest not admitted; the
-//     newcomer is never the one refused. An honest peer sends a whole
-//     message at once and proves itself in one round trip, so it is never
-//     the oldest of its kind for long.
+//   - When the budget is full, a newcomer takes the place of another,
+//     and is never refused itself: the oldest connection silent for the
+//     silent grace; else the oldest that sent bytes but no whole message
+//     of its protocol (the front end says when one did: Place.Progressed);
+//     else the oldest silent one; else the oldest not admitted. Whether a
+//     connection sent anything is what its reader saw or, for the oldest
+//     silent ones, what waits unread in the kernel (a flood keeps readers
+//     from being scheduled). An honest peer sends a whole message at once
+//     and proves itself in one round trip, so it is never the oldest of
+//     its kind for long.
+//   - A worker whose hello was accepted connects its debugger next, and
+//     pydevd speaks only when spoken to: as many connections from an
+//     address as the caller awaits there (Take's expected) are never taken
+//     to make room. The proof is the hello's; a budget full of them
+//     refuses the newcomer.
 //   - Under pressure (more than half the budget in use), a connection that
 //     has sent nothing within the silent grace is closed, and one not
 //     admitted within the admission grace too. Without pressure nothing is

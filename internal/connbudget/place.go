@@ -49,8 +49,8 @@ func (p *Place) Release() {
 	}
 }
 
-// Spoke marks the connection as one that sent bytes: it is no longer the
-// first to go when room is needed.
+// Spoke marks the connection as one that sent bytes: it is no longer
+// taken for an idle one.
 func (p *Place) Spoke() {
 	if p.spoke.Swap(true) {
 		return
