@@ -311,9 +311,10 @@ func TestPyCharmSparkBreakpoint(t *testing.T) {
 	if doc.Format != "sparkdap-capture/3" || doc.LocalFile != localMath || doc.Data == "" || doc.Code == "" {
 		t.Errorf("capture file: %+v", doc)
 	}
-	// pcmath is a module the job imports: replay imports it from the
-	// local file's directory, as the job did from its copy.
-	if rc, o := replay(t, ctx, capPath); rc != 0 || !strings.Contains(o, "returned 40") || !strings.Contains(o, "from your local module pcmath") {
+	// pcmath is a module the job imports: replay loads scale from the
+	// local copy of its file, as the proxy mapped it.
+	if rc, o := replay(t, ctx, capPath); rc != 0 || !strings.Contains(o, "returned 40") ||
+		!strings.Contains(o, "using scale (a def) from "+localMath+":") || !strings.Contains(o, "(your local source)") {
 		t.Errorf("replay of scale(20): status %d, output:\n%s", rc, o)
 	}
 	// `sparkdap capture` against the PyCharm-mode proxy: it lists the
