@@ -80,7 +80,7 @@ const (
 	CausePerSource  = "source address over its share"
 	CauseTotal      = "budget full of expected connections"
 	CauseSilent     = "sent nothing"
-	CauseUnadmitted = "not admitted"
+	CauseUnadmitted = "was not admitted"
 )
 
 // Options are a Budget's limits; zero values take the defaults.
