@@ -282,6 +282,16 @@ func startLocalProbe(py, host, port string) (*probeProc, error) {
 
 // startRemoteProbe runs the probe with python on the gateway, over SSH.
 func startRemoteProbe(client *ssh.Client, python, host, port string) (*probeProc, error) {
+	command := shellquote.Quote(python)
+	for _, arg := range workerwrap.ProbeArgs(host, port) {
+		command += " " + shellquote.Quote(arg)
+	}
+	return startRemote(client, command)
+}
+
+// startRemote runs a test worker's shell command on the gateway, in an SSH
+// session of its own.
+func startRemote(client *ssh.Client, command string) (*probeProc, error) {
 	sess, err := client.NewSession()
 	if err != nil {
 		return nil, err
@@ -296,10 +306,6 @@ func startRemoteProbe(client *ssh.Client, python, host, port string) (*probeProc
 		return nil, err
 	}
 	sess.Stderr = p.stderr
-	command := shellquote.Quote(python)
-	for _, arg := range workerwrap.ProbeArgs(host, port) {
-		command += " " + shellquote.Quote(arg)
-	}
 	if err := sess.Start(command); err != nil {
 		sess.Close()
 		return nil, err

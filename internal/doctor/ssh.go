@@ -17,7 +17,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sparkdap/sparkdap/internal/safefile"
 	"github.com/sparkdap/sparkdap/internal/shellquote"
-	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/tunnel"
 	"github.com/sparkdap/sparkdap/workerwrap"
 	"golang.org/x/crypto/ssh"
@@ -231,31 +230,15 @@ func startShippedProbe(ctx context.Context, client *ssh.Client, python string, w
 	if err := workerwrap.Render(&wrapper, o); err != nil {
 		return nil, err
 	}
-	sess, err := client.NewSession()
-	if err != nil {
-		return nil, err
-	}
-	p := &probeProc{stderr: &syncbuf.Buffer{}}
-	if p.stdin, err = sess.StdinPipe(); err != nil {
-		sess.Close()
-		return nil, err
-	}
-	if p.stdout, err = sess.StdoutPipe(); err != nil {
-		sess.Close()
-		return nil, err
-	}
-	sess.Stderr = p.stderr
 	command := shellquote.Quote(python) + " -c " + shellquote.Quote(shippedProbeScript)
 	for _, arg := range []string{workerwrap.ModuleName, strconv.Itoa(wrapper.Len()),
 		workerwrap.ShippedDebugpyWheel, strconv.Itoa(len(wheel)), host, port} {
 		command += " " + shellquote.Quote(arg)
 	}
-	if err := sess.Start(command); err != nil {
-		sess.Close()
+	p, err := startRemote(client, command)
+	if err != nil {
 		return nil, err
 	}
-	p.wait = sess.Wait
-	p.kill = func() { _ = sess.Signal(ssh.SIGKILL); sess.Close() }
 	// The upload waits on the gateway's reading: bounded, as every check.
 	uploaded := make(chan error, 1)
 	go func() {
