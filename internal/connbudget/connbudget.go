@@ -17,9 +17,10 @@
 // port, as OpenSSH's MaxStartups and LoginGraceTime do for sshd:
 //   - When the budget is full, a newcomer takes the place of another,
 //     and is never refused itself: the oldest connection silent for the
-//     silent grace; else the oldest that sent bytes but no whole message
-//     of its protocol (the front end says when one did: Place.Progressed);
-//     else the oldest silent one; else the oldest not admitted. Whether a
+//     silent grace; else the oldest that has sent bytes for the silent
+//     grace but no whole message of its protocol (the front end says when
+//     one did: Place.Progressed); else the oldest silent one; else the
+//     oldest that sent bytes; else the oldest not admitted. Whether a
 //     connection sent anything is what its reader saw or, for the oldest
 //     silent ones, what waits unread in the kernel (a flood keeps readers
 //     from being scheduled). An honest peer sends a whole message at once
@@ -206,17 +207,21 @@ func (b *Budget) Take(conn net.Conn, expected int) (*Place, net.Conn, error) {
 }
 
 // victimLocked picks the connection that makes room at now: the oldest
-// that has sent nothing for the silent grace, else the oldest that sent
-// bytes but no whole message, else the oldest silent one, else the oldest
-// of all. Whether a connection sent something is what its reader saw or,
-// for the oldest silent ones, what waits in the kernel for a reader not
-// yet scheduled (a flood keeps the machine busy). A connection silent for
-// less than the grace may be an honest one whose first bytes are on their
-// way, or whose peer answers only when spoken to (pydevd), so under a
-// flood of connections that dribble bytes those go first.
+// that has sent nothing for the silent grace; else the oldest that has
+// sent bytes for the silent grace but no whole message; else the oldest
+// silent one; else the oldest that sent bytes; else the oldest of all.
+// Whether a connection sent something is what its reader saw or, for the
+// oldest silent ones, what waits in the kernel for a reader not yet
+// scheduled (a flood keeps the machine busy). An honest peer sends its
+// whole first message at once, so it is found talking only between the
+// read of its first bytes and the parse of its message: that moment must
+// not make it the first to go under a flood that renews itself faster
+// than the grace, which is what the grace on talking ones is for. A
+// connection silent for less than the grace may be an honest one whose
+// first bytes are on their way.
 func (b *Budget) victimLocked(now time.Time) (*Place, string) {
 	for range maxPeeks {
-		if s := b.silent.front(); s == nil || !b.peekLocked(s) {
+		if s := b.silent.front(); s == nil || !b.peekLocked(s, now) {
 			break
 		}
 	}
@@ -224,10 +229,12 @@ func (b *Budget) victimLocked(now time.Time) (*Place, string) {
 	switch {
 	case s != nil && now.Sub(s.since) >= b.opt.SilentGrace:
 		return s, CauseSilent
-	case t != nil:
+	case t != nil && now.Sub(t.spokeAt) >= b.opt.SilentGrace:
 		return t, CauseUnadmitted
 	case s != nil:
 		return s, CauseSilent
+	case t != nil:
+		return t, CauseUnadmitted
 	default:
 		return b.progressed.front(), CauseUnadmitted
 	}
@@ -236,12 +243,13 @@ func (b *Budget) victimLocked(now time.Time) (*Place, string) {
 // peekLocked looks in silent p's kernel buffer and, if bytes wait there
 // unread, files p as it will be once they are read: progressed if they
 // hold a line end, talking if not. It reports whether p had bytes.
-func (b *Budget) peekLocked(p *Place) bool {
+func (b *Budget) peekLocked(p *Place, now time.Time) bool {
 	some, line := pendingBytes(p.conn)
 	if !some {
 		return false
 	}
 	p.spoke.Store(true)
+	p.spokeAt = now
 	b.silent.remove(p)
 	if line {
 		b.progressed.pushBack(p)

@@ -92,17 +92,26 @@ func speak(t *testing.T, conn net.Conn) {
 
 // TestBudgetMakesRoom: a full budget never refuses the newcomer. It
 // closes the oldest connection silent for the silent grace; else the
-// oldest that sent bytes but no whole message; else the oldest silent
-// one; else the oldest of all. Released places are never touched.
+// oldest that has sent bytes for the grace but no whole message; else the
+// oldest silent one; else the oldest that sent bytes; else the oldest of
+// all. Released places are never touched.
 func TestBudgetMakesRoom(t *testing.T) {
 	b := NewWith(Options{Total: 3, SilentGrace: time.Hour, AdmitGrace: time.Hour})
 	age := func(p *Place, d time.Duration) {
 		b.mu.Lock()
 		p.since = p.since.Add(-d)
+		p.spokeAt = p.spokeAt.Add(-d)
 		b.mu.Unlock()
 	}
-	c1, _, s1 := take(t, b, "10.0.0.1:1")
-	c2, p2, _ := take(t, b, "10.0.0.1:2")
+	closed := func(cs ...*testConn) []bool {
+		var out []bool
+		for _, c := range cs {
+			out = append(out, c.closed.Load())
+		}
+		return out
+	}
+	c1, p1, s1 := take(t, b, "10.0.0.1:1")
+	c2, _, _ := take(t, b, "10.0.0.1:2")
 	c3, p3, _ := take(t, b, "10.0.0.1:3")
 	speak(t, s1) // c1 sent bytes; c2 is silent
 	p3.Release() // admitted: no longer in the budget
@@ -110,25 +119,38 @@ func TestBudgetMakesRoom(t *testing.T) {
 	if c1.closed.Load() || c2.closed.Load() || c3.closed.Load() || c4.closed.Load() {
 		t.Fatal("a connection was closed while the budget had room")
 	}
-	// c2 and c4 are silent but new, so c1, which only dribbled, goes.
+	// c1 has only just sent its first bytes (an honest peer's message
+	// between its read and its parse): the oldest silent one, c2, goes.
 	c5, _, s5 := take(t, b, "10.0.0.1:5")
-	if !c1.closed.Load() || c2.closed.Load() || c4.closed.Load() {
-		t.Fatalf("closed c1=%v c2=%v c4=%v; want c1, bytes but no message", c1.closed.Load(), c2.closed.Load(), c4.closed.Load())
+	if got := closed(c1, c2, c4); got[0] || !got[1] || got[2] {
+		t.Fatalf("closed c1, c2, c4 = %v; want c2, the oldest silent one", got)
 	}
-	// Silent for the whole grace, c2 goes before c5, which dribbled.
+	// Once c1 has sent bytes for the grace without a whole message, it
+	// goes before the silent ones that are new.
+	age(p1, 2*time.Hour)
+	c6, p6, _ := take(t, b, "10.0.0.1:6")
+	if got := closed(c1, c4, c5); !got[0] || got[1] || got[2] {
+		t.Fatalf("closed c1, c4, c5 = %v; want c1, bytes but no message for the grace", got)
+	}
+	// Silent for the whole grace, c4 goes before c5, which just spoke.
 	speak(t, s5)
-	age(p2, 2*time.Hour)
-	c6, _, _ := take(t, b, "10.0.0.1:6")
-	if !c2.closed.Load() || c4.closed.Load() || c5.closed.Load() {
-		t.Fatalf("closed c2=%v c4=%v c5=%v; want c2, silent past the grace", c2.closed.Load(), c4.closed.Load(), c5.closed.Load())
+	age(p4, 2*time.Hour)
+	c7, _, _ := take(t, b, "10.0.0.1:7")
+	if got := closed(c4, c5, c6); !got[0] || got[1] || got[2] {
+		t.Fatalf("closed c4, c5, c6 = %v; want c4, silent past the grace", got)
 	}
-	// One that sent a whole message outlasts the rest: c5 (bytes only)
-	// goes, then c6, the oldest silent one.
-	p4.Progressed()
-	take(t, b, "10.0.0.1:7")
-	take(t, b, "10.0.0.1:8")
-	if c4.closed.Load() || !c5.closed.Load() || !c6.closed.Load() {
-		t.Fatalf("closed c4=%v c5=%v c6=%v; want c5 then c6", c4.closed.Load(), c5.closed.Load(), c6.closed.Load())
+	// One that sent a whole message outlasts the rest: with c6 progressed,
+	// the silent c7 goes; then, with no silent one left, c5, the oldest
+	// that sent bytes.
+	p6.Progressed()
+	c8, _, s8 := take(t, b, "10.0.0.1:8")
+	if got := closed(c5, c6, c7); got[0] || got[1] || !got[2] {
+		t.Fatalf("closed c5, c6, c7 = %v; want c7, the silent one", got)
+	}
+	speak(t, s8)
+	take(t, b, "10.0.0.1:9")
+	if got := closed(c5, c6, c8); !got[0] || got[1] || got[2] {
+		t.Fatalf("closed c5, c6, c8 = %v; want c5, the oldest that sent bytes", got)
 	}
 	if n, _ := b.InUse(); n != 3 {
 		t.Fatalf("InUse = %d, want 3", n)

@@ -31,7 +31,8 @@ type Place struct {
 
 	// Guarded by b.mu.
 	state      int
-	phase      int // graces over so far
+	phase      int       // graces over so far
+	spokeAt    time.Time // when it was first seen to have sent bytes
 	prev, next *Place
 }
 
@@ -64,6 +65,7 @@ func (p *Place) Spoke() {
 	b.silent.remove(p)
 	b.talking.pushBack(p)
 	p.state = placeTalking
+	p.spokeAt = time.Now()
 }
 
 // graceOver runs on the timer's goroutine, first after SilentGrace, then
@@ -81,7 +83,7 @@ func (p *Place) graceOver() {
 	case p.state == placeExpected && p.phase == 1:
 		// Its peer may speak only when spoken to (pydevd), and the proxy
 		// proved to be busy: only the admission grace holds for it.
-	case p.state == placeSilent && b.peekLocked(p):
+	case p.state == placeSilent && b.peekLocked(p, time.Now()):
 		// Its bytes wait for a reader not yet scheduled: it spoke.
 	case p.state == placeSilent:
 		why = CauseSilent
