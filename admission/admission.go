@@ -76,6 +76,11 @@ type Registry struct {
 	pending map[string]*pending
 	// fromCount is how many pending hellos came from each address.
 	fromCount map[string]int
+	// accepted remembers the last hellos accepted, by pydevd token, for
+	// loss reports (ReadLoss); losses the last loss reports read, to
+	// report each once.
+	accepted *recent[TaskInfo]
+	losses   *recent[struct{}]
 }
 
 type pending struct {
@@ -92,7 +97,8 @@ func NewRegistry(cfg Config) *Registry {
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultHelloTTL
 	}
-	return &Registry{cfg: cfg, pending: map[string]*pending{}, fromCount: map[string]int{}}
+	return &Registry{cfg: cfg, pending: map[string]*pending{}, fromCount: map[string]int{},
+		accepted: newRecent[TaskInfo](maxRememberedHellos), losses: newRecent[struct{}](maxRememberedHellos)}
 }
 
 // CheckToken compares a presented token with the configured one in
@@ -158,6 +164,11 @@ func (r *Registry) Accept(key, from string, hello Hello, active int) error {
 	})
 	r.pending[key] = p
 	r.fromCount[from]++
+	// Without its roots, which may be long: a loss report names the
+	// worker only.
+	info := hello.TaskInfo
+	info.Roots = nil
+	r.accepted.put(hello.pydevdToken, info)
 	return nil
 }
 

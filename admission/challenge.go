@@ -26,6 +26,11 @@ import (
 //	wrapper → proxy:  SPARKDAP/2 {"proof": HMAC(token, "sparkdap/2 worker", wn, pn), "pid": …, …}\n
 //	proxy → wrapper:  SPARKDAP/2 OK[ <nonce>]\n   or   SPARKDAP/2 REFUSED <reason>\n
 //
+// and, only when a task's output could not all reach the proxy before the
+// task ended, later and on a fresh connection (loss.go), with no reply:
+//
+//	wrapper → proxy:  SPARKDAP/2 LOST <wn> <pn> <bytes> <lines> <HMAC(token, "sparkdap/2 lost", wn, pn "\n" bytes "\n" lines)>\n
+//
 // The proxy proves first: the wrapper checks that proof before it says
 // anything about itself and before it loads a debugger, and runs undebugged
 // when it does not hold. The worker's debugger then authenticates with
@@ -138,7 +143,9 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 // hellos) and carries this hello's pydevd token. On failure the caller
 // replies Reply("", err) (an old hello's refusal is already sent); errors
 // are ErrProbe, ErrOldHello, ErrBadHello, ErrNoToken, ErrBadProof (errors.Is), or
-// reading failed.
+// reading failed. A connection that starts with a loss report instead gets
+// ErrLossReport, with nothing read or sent: the caller reads it with
+// ReadLoss and replies nothing.
 func (r *Registry) Handshake(br *bufio.Reader, send func([]byte)) (Hello, error) {
 	// An old hello's one line is long (it carried the whole description):
 	// told by its prefix, before the first line's bound.
@@ -149,6 +156,9 @@ func (r *Registry) Handshake(br *bufio.Reader, send func([]byte)) (Hello, error)
 	if b, err := br.Peek(len(helloV1Prefix)); err == nil && string(b) == helloV1Prefix {
 		send([]byte(helloV1Prefix + "REFUSED " + ErrOldHello.Error() + "\n"))
 		return Hello{}, ErrOldHello
+	}
+	if isLossReport(br) {
+		return Hello{}, ErrLossReport
 	}
 	line, err := readLine(br, maxFirstLineBytes)
 	if err != nil {
@@ -199,12 +209,20 @@ func Introduce(rw io.ReadWriter, token string, info TaskInfo) (reply, pydevdToke
 // IntroduceHello is Introduce with the whole description: h's TaskInfo and
 // Undebugged (its Proof is made here).
 func IntroduceHello(rw io.ReadWriter, token string, h Hello) (reply, pydevdToken string, err error) {
-	wn, err := NewNonce()
+	reply, pydevdToken, _, _, err = IntroduceWithNonces(rw, token, h)
+	return reply, pydevdToken, err
+}
+
+// IntroduceWithNonces is IntroduceHello that also returns the hello's
+// nonces (wn the worker's, pn the proxy's; pn "" when the proxy refused
+// before its challenge), which a loss report names (ReportLoss).
+func IntroduceWithNonces(rw io.ReadWriter, token string, h Hello) (reply, pydevdToken, wn, pn string, err error) {
+	wn, err = NewNonce()
 	if err != nil {
-		return "", "", err
+		return "", "", "", "", err
 	}
 	if _, err := io.WriteString(rw, HelloPrefix+"HELLO "+wn+"\n"); err != nil {
-		return "", "", err
+		return "", "", "", "", err
 	}
 	br := bufio.NewReader(rw)
 	next := func() (string, error) {
@@ -221,31 +239,31 @@ func IntroduceHello(rw io.ReadWriter, token string, h Hello) (reply, pydevdToken
 	}
 	line, err := next()
 	if err != nil {
-		return "", "", err
+		return "", "", "", "", err
 	}
 	rest, ok := strings.CutPrefix(line, HelloPrefix)
 	if !ok {
-		return "", "", fmt.Errorf("%w: %q", ErrProxyUnproven, line)
+		return "", "", "", "", fmt.Errorf("%w: %q", ErrProxyUnproven, line)
 	}
 	if strings.HasPrefix(rest, "REFUSED ") {
-		return rest, "", nil
+		return rest, "", wn, "", nil
 	}
 	f := strings.Fields(rest)
 	if len(f) != 3 || f[0] != "CHALLENGE" || !equal(f[2], ProxyProof(token, wn, f[1])) {
-		return "", "", fmt.Errorf("%w: %q", ErrProxyUnproven, line)
+		return "", "", "", "", fmt.Errorf("%w: %q", ErrProxyUnproven, line)
 	}
-	pn := f[1]
+	pn = f[1]
 	h.Proof = WorkerProof(token, wn, pn)
 	b, err := json.Marshal(h)
 	if err != nil {
-		return "", "", err
+		return "", "", "", "", err
 	}
 	if _, err := rw.Write(append(append([]byte(HelloPrefix), b...), '\n')); err != nil {
-		return "", "", err
+		return "", "", "", "", err
 	}
 	line, err = next()
 	if err != nil {
-		return "", "", err
+		return "", "", "", "", err
 	}
-	return strings.TrimPrefix(line, HelloPrefix), PydevdToken(token, wn, pn), nil
+	return strings.TrimPrefix(line, HelloPrefix), PydevdToken(token, wn, pn), wn, pn, nil
 }

@@ -21,4 +21,14 @@
 // The front end calls Claim when the debugger's connection says which
 // process it is (then CheckPydevdToken, if the debugger presents an access
 // token). RemoteIP is the source address every front end keys by.
+//
+// A worker whose debugger could not send all of a task's output before the
+// task ended (the proxy frozen or too slow) says how much on a fresh
+// connection to the executor port, in one line and expecting no reply:
+// "SPARKDAP/2 LOST <wn> <pn> <bytes> <lines> <proof>" (loss.go; LossProof,
+// ReportLoss for the worker's side). ServeHello recognises it, verifies it
+// (ReadLoss: the proof, and the hello's worker remembered by its pydevd
+// token among the last accepted hellos) and hands it to the front end's
+// Lost once, which says LossReport.Message in serve's log and the IDE's
+// console; one that does not verify is noted as a refused hello.
 package admission

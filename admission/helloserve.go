@@ -26,6 +26,10 @@ type HelloConn struct {
 	// the IDE. It runs on the caller's goroutine, under no lock of this
 	// package.
 	Undebugged func(line string)
+	// Lost, if set, gets a verified loss report (LossReport.Message says
+	// it), once per report: the front end logs it and tells the IDE. It
+	// runs on the caller's goroutine, under no lock of this package.
+	Lost func(LossReport)
 }
 
 // ErrUndebugged refuses a hello that said the worker cannot load a
@@ -50,6 +54,11 @@ type Admit func(ip string, hello Hello) (nonce string, err error)
 // A worker that failed the token check or was refused by admit is
 // counted (RefusalLog.Count); a hello that could not be read or parsed
 // is not (it may be no worker at all), though its line is printed alike.
+//
+// A connection that starts with a worker's loss report (LossPrefix) gets
+// no reply: a verified report goes to c.Lost, once; one that does not
+// verify is noted as a refused hello. ServeHello returns ErrLossReport
+// then, wrapping ReadLoss's error if any.
 func ServeHello(c HelloConn, reg *Registry, refusals *RefusalLog, admit Admit) error {
 	ip := RemoteIP(c.Remote)
 	hello, err := reg.Handshake(c.Reader, c.Send)
@@ -57,6 +66,12 @@ func ServeHello(c HelloConn, reg *Registry, refusals *RefusalLog, admit Admit) e
 		// Answered; the prober is no worker (sparkdap doctor, say).
 		c.Log.Debug().Str("remote", c.Remote).Msg("port probe answered")
 		return err
+	}
+	if errors.Is(err, ErrLossReport) {
+		if err := serveLoss(c, reg, refusals, ip); err != nil {
+			return fmt.Errorf("%w: %w", ErrLossReport, err)
+		}
+		return ErrLossReport
 	}
 	if err != nil {
 		var printed bool
@@ -95,6 +110,33 @@ func ServeHello(c HelloConn, reg *Registry, refusals *RefusalLog, admit Admit) e
 	}
 	c.Log.Debug().Int64("pid", hello.PID).Str("label", hello.Label).Msg("hello accepted")
 	c.Send(Reply(nonce, nil))
+	return nil
+}
+
+// serveLoss reads a loss report (Registry.ReadLoss) and hands it to the
+// front end (c.Lost) the first time it comes; it sends nothing back. A
+// report that does not verify is noted as a refused hello is: counted when
+// its proof is wrong, its line printed unless its address's are summed up.
+func serveLoss(c HelloConn, reg *Registry, refusals *RefusalLog, ip string) error {
+	rep, first, err := reg.ReadLoss(c.Reader, c.Remote)
+	if err != nil {
+		var printed bool
+		if errors.Is(err, ErrLossProof) {
+			printed = refusals.Refused(ip, fmt.Sprintf("loss report from %s refused: %v", c.Remote, err))
+		} else {
+			// Never the peer's bytes raw.
+			printed = refusals.Noted(ip, fmt.Sprintf("loss report from %s refused (%s)", c.Remote, Clean(err.Error(), MaxMessageRunes)))
+		}
+		level(c.Log, printed).Err(err).Msg("loss report refused")
+		return err
+	}
+	if !first {
+		c.Log.Debug().Int64("bytes", rep.Bytes).Int64("lines", rep.Lines).Msg("loss report repeated; reported already")
+		return nil
+	}
+	if c.Lost != nil {
+		c.Lost(rep)
+	}
 	return nil
 }
 
