@@ -71,7 +71,7 @@ func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
 		send = func(b []byte) { p(); es.w.sendRaw(b) }
 	}
 	err := admission.ServeHello(admission.HelloConn{Remote: es.remote, Reader: br, Send: send, Log: *es.logger(),
-		Undebugged: es.hub.tellIDE}, es.hub.admission, es.hub.refusals, es.hub.acceptHello)
+		Undebugged: es.hub.tellIDE, Lost: es.tellLoss}, es.hub.admission, es.hub.refusals, es.hub.acceptHello)
 	// Still a hello connection, never a debug session: no handshake
 	// failure to report on top of a refusal.
 	if err != nil {
@@ -81,6 +81,15 @@ func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
 	}
 	es.w.closeAfterFlush(err)
 	return err
+}
+
+// tellLoss tells of a worker's loss report (output its debugger could
+// not send before the task ended, which the executor's log has): at Warn
+// in serve's log and in the IDE's console.
+func (es *ExecutorSession) tellLoss(rep admission.LossReport) {
+	msg := rep.Message()
+	es.logger().Warn().Str("worker", rep.Label()).Int64("bytes", rep.Bytes).Int64("lines", rep.Lines).Msg(msg)
+	es.hub.tellIDE(msg)
 }
 
 // errHelloDone ends a hello connection: it was never a debug session.
