@@ -509,12 +509,22 @@ func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger, 
 	}
 	_ = conn.SetDeadline(time.Now().Add(identifyTimeout))
 	_ = admission.ServeHello(admission.HelloConn{Remote: conn.RemoteAddr().String(), Reader: br, Send: send, Log: log,
-		Undebugged: p.tellPyCharm}, p.admission, p.refusals, p.acceptHello)
+		Undebugged: p.tellPyCharm, Lost: func(rep admission.LossReport) { p.tellLoss(log, rep) }}, p.admission, p.refusals, p.acceptHello)
+}
+
+// tellLoss tells of a worker's loss report (output its debugger could not
+// send before the task ended, which the executor's log has): at Warn in
+// serve's log and in PyCharm's console.
+func (p *Proxy) tellLoss(log zerolog.Logger, rep admission.LossReport) {
+	msg := rep.Message()
+	log.Warn().Str("worker", rep.Label()).Int64("bytes", rep.Bytes).Int64("lines", rep.Lines).Msg(msg)
+	p.tellPyCharm(msg)
 }
 
 // tellPyCharm shows line in PyCharm's console, as pydevd's stderr output
 // would appear there: for what the user should know about workers that
-// never became a session (one that cannot load a debugger). It connects
+// never became a session (one that cannot load a debugger), or output a
+// worker could not deliver (a loss report). It connects
 // to PyCharm's debug server for it, as a worker's hello would: a job whose
 // every worker lacks a debugger should not leave PyCharm waiting in
 // silence. serve's log has the line from the RefusalLog either way.
