@@ -131,6 +131,10 @@ def _load_config():
     # A wrapper generated before the lease existed bakes none.
     cfg.setdefault("lease", _DEFAULT_LEASE)
     cfg.setdefault("proxy_backoff", _DEFAULT_PROXY_BACKOFF)
+    # How long the end of a task waits for a connection that takes none of
+    # its output (output._FLUSH_TIMEOUT); not baked: a job sets it in its
+    # environment.
+    cfg.setdefault("output_flush_timeout", 5.0)
     env = os.environ
     overrides = (
         ("SPARKDAP_PROXY", "proxy", _parse_proxy),
@@ -138,6 +142,7 @@ def _load_config():
         ("SPARKDAP_STAGES", "stages", _parse_ids),
         ("SPARKDAP_CONNECT_TIMEOUT", "connect_timeout", _parse_seconds),
         ("SPARKDAP_HANDSHAKE_TIMEOUT", "handshake_timeout", _parse_seconds),
+        ("SPARKDAP_OUTPUT_FLUSH_TIMEOUT", "output_flush_timeout", _parse_seconds),
         ("SPARKDAP_WAIT", "wait", _parse_bool),
         ("SPARKDAP_POST_MORTEM", "post_mortem", _parse_bool),
         ("SPARKDAP_SAMPLE_RATE", "sample_rate", _parse_rate),

@@ -38,7 +38,7 @@ def _mac(token, label, wn, pn):
     return hmac.new(token.encode("utf-8"), msg.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
-def _hello_exchange(sock, token, body, timeout):
+def _hello_exchange(sock, token, body, timeout, nonces=None):
     """The worker's side of the hello (see admission/challenge.go): sends a
     fresh nonce, checks the proxy's proof of the token, and only then sends
     body with the worker's own proof. The token itself never crosses the
@@ -46,7 +46,8 @@ def _hello_exchange(sock, token, body, timeout):
     "SPARKDAP/2 " prefix, and the one-time token the debugger presents
     instead of the real one. The whole exchange is bounded by timeout
     seconds: raises _NoHelloReply past it, _HelloClosed if the proxy closes
-    the connection first, _ProxyUnproven if its proof does not hold."""
+    the connection first, _ProxyUnproven if its proof does not hold. A
+    nonces list gets this hello's (wn, pn), which name the worker later."""
     import binascii
     import hmac
     import json
@@ -95,6 +96,8 @@ def _hello_exchange(sock, token, body, timeout):
     ):
         raise _ProxyUnproven()
     pn = parts[1]
+    if nonces is not None:
+        nonces[:] = [wn, pn]
     body = dict(body, proof=_mac(token, "sparkdap/2 worker", wn, pn))
     sock.sendall(_HELLO + json.dumps(body).encode("utf-8") + b"\n")
     return reply_line(), _mac(token, "sparkdap/2 pydevd", wn, pn)
@@ -105,7 +108,7 @@ def _hello_exchange(sock, token, body, timeout):
 _MAX_HELLO_TRIES = 8
 
 
-def _hello_with_retries(connect, token, body, timeout, budget, sleep=None, rand=None):
+def _hello_with_retries(connect, token, body, timeout, budget, sleep=None, rand=None, nonces=None):
     """_hello_exchange on a fresh connection from connect(), tried again
     when the proxy closed it before it answered anything: a proxy whose
     unadmitted budget is full of connections that prove nothing closes the
@@ -127,7 +130,7 @@ def _hello_with_retries(connect, token, body, timeout, budget, sleep=None, rand=
         tries += 1
         sock = connect()
         try:
-            return _hello_exchange(sock, token, body, timeout)
+            return _hello_exchange(sock, token, body, timeout, nonces)
         except _HelloClosed as e:
             # What the proxy sends before it reads a hello, pydevd's first
             # request, is no answer to it; anything else is.
@@ -171,12 +174,14 @@ def _hello(cfg, task, undebugged=None):
     body = _task_body(cfg, task)
     if undebugged is not None:
         body["undebugged"] = undebugged
+    nonces = []
     reply, pydevd_token = _hello_with_retries(
         lambda: socket.create_connection((host, port), timeout=cfg["connect_timeout"]),
         cfg["token"],
         body,
         cfg["handshake_timeout"],
         cfg["connect_timeout"],
+        nonces=nonces,
     )
     accepted, detail = _hello_accepted(reply)
     if not accepted:
@@ -187,4 +192,5 @@ def _hello(cfg, task, undebugged=None):
     # What debugpy.connect presents as its access token: pydevd hands that
     # to whoever asks, so it is good for this hello only.
     st.pydevd_token = pydevd_token
+    st.hello_nonces = tuple(nonces)
     return None

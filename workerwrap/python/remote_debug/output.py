@@ -4,13 +4,16 @@ batches, never blocking the task on the debugger."""
 import os
 import sys
 
-from .state import _describe, _say
+from .hello import _mac
+from .state import _describe, _say, _st
 from .pydevd_compat import (
     _around_stops,
     _global_debugger,
     _hide_from_pydevd,
+    _io_message_limit,
     _output_redirects,
     _output_sink_gone,
+    _queue_marker,
     _queue_output,
     _take_output_redirects,
     _writer_backlog,
@@ -34,6 +37,11 @@ _OUTPUT_BATCH = 32 << 10  # characters that wake the sender at once
 _OUTPUT_EVENT = 64 << 10  # characters per output event at most
 _OUTPUT_CAP = 4 << 20  # characters held back at most; more are dropped
 _OUTPUT_QUEUED = 16  # commands in pydevd's writer queue that mean "backed up"
+# Seconds a writer over the cap, and the end-of-task flush, wait for the
+# connection to take some output before they give up on it; the flush
+# waits _FLUSH_MOST seconds at most in all, however slowly it moves.
+_FLUSH_TIMEOUT = 5.0
+_FLUSH_MOST = 120.0
 
 _output = None  # (pid, _OutputBatcher) of this process, once installed
 
@@ -53,6 +61,25 @@ def _split_output(text, most):
     return pieces
 
 
+class _Delivered:
+    """A command on pydevd's writer queue that writes nothing: pydevd's
+    writer thread sends its commands one at a time, in order, with a
+    blocking sendall, so when it calls this one's send(), the output queued
+    before it is in the socket. Every pydevd the wrapper loads has that
+    loop (WriterThread._on_run: cmd.as_dict, cmd.send(sock), cmd.id)."""
+
+    as_dict = None  # no DAP message: pydevd's listeners never see it
+    id = -1  # no command of pydevd's (CMD_EXIT ends the writer)
+
+    def __init__(self, batcher, nbytes, nlines):
+        self._batcher = batcher
+        self._bytes = nbytes
+        self._lines = nlines
+
+    def send(self, sock):
+        self._batcher._delivered(self._bytes, self._lines)
+
+
 class _OutputBatcher:
     """Collects a worker's stdout/stderr writes and hands them to pydevd's
     writer as one output event per run of one stream (at most `event`
@@ -65,16 +92,31 @@ class _OutputBatcher:
     a thread that is about to stop or has finished its task. While pydevd's
     writer queue holds more than `queued` commands (the proxy or the network
     is slower than the task's output) the batcher keeps the output itself,
-    up to `cap` characters. Beyond that it drops writes, and the next batch
-    says so with a "[sparkdap: N bytes of output dropped ...]" line where
-    they were. Order within and across the two streams is kept.
+    up to `cap` characters. Beyond that a writer waits for room while the
+    connection takes output, and drops its write only once the connection
+    took nothing for `timeout` seconds; the next batch then says so with a
+    "[sparkdap: N bytes of output dropped ...]" line where they were. Order
+    within and across the two streams is kept.
+
+    Each batch is followed on pydevd's queue by a _Delivered marker, so the
+    batcher knows how much of its output pydevd has written to the socket:
+    the end of a task (wait_delivered) waits for all of it, and what did
+    not go in time is reported as lost (_report_loss).
+
+    Threads: the sender thread queues batches on pydevd's writer; the
+    flusher thread empties the tee streams' buffers into the batcher
+    every interval. They are two because a writer waiting for room holds
+    its stream's buffer lock, which the flusher then waits for: the
+    sender must not. A pydevd thread, or the batcher's own, never waits.
 
     Locks: _lock guards the held output (_segments, _held, _dropped,
-    _dropped_ctx, _flush_soon, _closed); nothing is called under it.
-    _send_lock (taken before _lock, never inside it) is held from taking a
-    batch until it is queued, so two senders cannot reorder batches; pydevd
-    is called under it only. A write from inside pydevd's calls (pydevd
-    logging to stderr) takes only _lock, so it cannot deadlock."""
+    _dropped_ctx, _flush_soon, _closed) and the counts (_queued_*,
+    _delivered_*, _taken); nothing is called under it. _room and _progress
+    are conditions on it. _send_lock (taken before _lock, never inside it)
+    is held from taking a batch until it is queued, so two senders cannot
+    reorder batches; pydevd is called under it only. A write from inside
+    pydevd's calls (pydevd logging to stderr) takes only _lock and never
+    waits, so it cannot deadlock."""
 
     def __init__(
         self,
@@ -85,6 +127,7 @@ class _OutputBatcher:
         queued=_OUTPUT_QUEUED,
         event=_OUTPUT_EVENT,
         thread=True,
+        timeout=_FLUSH_TIMEOUT,
     ):
         import threading
 
@@ -93,9 +136,14 @@ class _OutputBatcher:
         self.batch = batch
         self.cap = cap
         self.queued = queued
-        self.event = event
+        # pydevd would cut a longer event short: pieces of its limit.
+        limit = _io_message_limit(pydb)
+        self.event = min(event, limit) if limit else event
+        self.timeout = timeout
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
+        self._room = threading.Condition(self._lock)  # held output went out
+        self._progress = threading.Condition(self._lock)  # a marker was sent
         self._send_lock = threading.RLock()
         self._segments = []  # [ctx, [str, ...]]: ctx 1 stdout, 2 stderr
         self._held = 0
@@ -103,14 +151,28 @@ class _OutputBatcher:
         self._dropped_ctx = 2
         self._flush_soon = False
         self._closed = False
+        # Output queued on pydevd's writer, and of that what it has sent
+        # (the latest _Delivered marker's), in UTF-8 bytes and lines; and
+        # how many batches were taken, which is what a writer waiting for
+        # room watches.
+        self._queued_bytes = self._queued_lines = 0
+        self._delivered_bytes = self._delivered_lines = 0
+        self._taken = 0
+        self._mine = threading.local()  # .sending: this thread is in _send
         self.events = 0  # output commands queued (tests, benchmark)
         self.streams = []  # the tee streams feeding this batcher, flushed each interval
-        self._thread = None
+        self.log = None  # the original stderr (the executor log), for the loss line
+        self._threads = []
         if thread:
-            self._thread = threading.Thread(target=self._run, name="sparkdap-output")
-            self._thread.daemon = True
-            _hide_from_pydevd(self._thread)  # from the IDE's thread list, and never traced
-            self._thread.start()
+            for target, name in (
+                (self._run, "sparkdap-output"),
+                (self._flush_streams_loop, "sparkdap-output-flush"),
+            ):
+                t = threading.Thread(target=target, name=name)
+                t.daemon = True
+                _hide_from_pydevd(t)  # from the IDE's thread list, and never traced
+                self._threads.append(t)
+                t.start()
 
     def write(self, ctx, s):
         if not s:
@@ -122,9 +184,12 @@ class _OutputBatcher:
         with self._lock:
             if self._closed:
                 return
+            if not self._dropped and self._held + len(s) > self.cap and self._may_wait():
+                self._wait_for_room(len(s))
             # Once dropping, drop until a batch went out: a later write
-            # that fits must not overtake the ones dropped before it.
-            if self._dropped or self._held + len(s) > self.cap:
+            # that fits must not overtake the ones dropped before it. One
+            # write bigger than the cap goes alone.
+            if self._dropped or (self._held and self._held + len(s) > self.cap):
                 if not self._dropped:
                     self._dropped_ctx = ctx
                 self._dropped += len(s.encode("utf-8", "replace"))
@@ -140,6 +205,71 @@ class _OutputBatcher:
                 self._wake.notify()
             elif was_empty:
                 self._wake.notify()
+
+    def _may_wait(self):
+        """Whether the writing thread may wait for room: not pydevd's (its
+        writer is what makes room), not the batcher's, and not one queuing
+        a batch (pydevd logging from inside the call)."""
+        import threading
+
+        if getattr(self._mine, "sending", False):
+            return False
+        t = threading.current_thread()
+        return not (t in self._threads or getattr(t, "is_pydev_daemon_thread", False))
+
+    def _wait_for_room(self, n):
+        """Under _lock: waits until n more characters fit under the cap, as
+        long as the connection takes some output every `timeout` seconds."""
+        import time
+
+        self._flush_soon = True
+        self._wake.notify()
+        seen = (self._taken, self._delivered_bytes)
+        last = time.monotonic()
+        while self._held and self._held + n > self.cap and not self._closed:
+            now = time.monotonic()
+            if (self._taken, self._delivered_bytes) != seen:
+                seen, last = (self._taken, self._delivered_bytes), now
+            left = last + self.timeout - now
+            if left <= 0 or _output_sink_gone(self._pydb):
+                return
+            self._room.wait(min(left, self.interval))
+
+    def _delivered(self, nbytes, nlines):
+        """A _Delivered marker's send(), on pydevd's writer thread."""
+        with self._lock:
+            if nbytes > self._delivered_bytes:
+                self._delivered_bytes, self._delivered_lines = nbytes, nlines
+            self._progress.notify_all()
+            self._room.notify_all()
+
+    def wait_delivered(self, timeout=None, most=_FLUSH_MOST):
+        """Waits until pydevd has written to the socket all the output
+        queued so far, giving up once nothing went for `timeout` seconds
+        (the batcher's by default) or after `most` in all. Returns the
+        (bytes, lines) that did not go: (0, 0) when all did, or when pydevd
+        dropped it itself because the debugger session is over."""
+        import time
+
+        timeout = self.timeout if timeout is None else timeout
+        with self._lock:
+            want_bytes, want_lines = self._queued_bytes, self._queued_lines
+            start = last = time.monotonic()
+            seen = self._delivered_bytes
+            while self._delivered_bytes < want_bytes:
+                if _output_sink_gone(self._pydb):
+                    return 0, 0
+                now = time.monotonic()
+                if self._delivered_bytes != seen:
+                    seen, last = self._delivered_bytes, now
+                left = min(last + timeout, start + most) - now
+                if left <= 0:
+                    break
+                self._progress.wait(min(left, 0.5))
+            return (
+                max(0, want_bytes - self._delivered_bytes),
+                max(0, want_lines - self._delivered_lines),
+            )
 
     def request_flush(self):
         """sys.stdout.flush(): sent by the batching thread at once, but not
@@ -185,16 +315,34 @@ class _OutputBatcher:
                     )
                     segments.append([self._dropped_ctx, [note]])
                     self._dropped = 0
+                if segments:
+                    self._taken += 1
+                    self._room.notify_all()
             pydb = self._pydb
             if not segments or _output_sink_gone(pydb):
                 return True  # pydevd itself drops output once disconnected
-            for ctx, parts in segments:
-                for text in _split_output("".join(parts), self.event):
-                    try:
-                        _queue_output(pydb, text, ctx)
-                        self.events += 1
-                    except Exception:
-                        pass
+            nbytes = nlines = 0
+            self._mine.sending = True
+            try:
+                for ctx, parts in segments:
+                    for text in _split_output("".join(parts), self.event):
+                        try:
+                            _queue_output(pydb, text, ctx)
+                            self.events += 1
+                            nbytes += len(text.encode("utf-8", "replace"))
+                            nlines += text.count("\n")
+                        except Exception:
+                            pass
+                with self._lock:
+                    self._queued_bytes += nbytes
+                    self._queued_lines += nlines
+                    marker = _Delivered(self, self._queued_bytes, self._queued_lines)
+                try:
+                    _queue_marker(pydb, marker)
+                except Exception:
+                    pass
+            finally:
+                self._mine.sending = False
             return True
 
     def _run(self):
@@ -206,15 +354,21 @@ class _OutputBatcher:
                     self._wake.wait(self.interval)
                 if self._closed:
                     return
-            # What print() left in the streams' buffers (_TeeRaw) comes to
-            # the batcher here, then goes out in one event per stream run.
+            if not self._send(False):
+                time.sleep(self.interval)  # backed up: look again later
+
+    def _flush_streams_loop(self):
+        """What print() left in the streams' buffers (_TeeRaw) comes to the
+        batcher every interval, then goes out with the next batch."""
+        import time
+
+        while not self._closed:
+            time.sleep(self.interval)
             for stream in list(self.streams):
                 try:
                     stream.flush()
                 except Exception:
                     pass
-            if not self._send(False):
-                time.sleep(self.interval)  # backed up: look again later
 
 
 def _tee_raw_class():
@@ -305,7 +459,8 @@ def _batch_output(pydb=None):
         redirects = _output_redirects()
         if pydb is None or not redirects:
             return None
-        batcher = _OutputBatcher(pydb)
+        cfg = _st().config or {}
+        batcher = _OutputBatcher(pydb, timeout=cfg.get("output_flush_timeout", _FLUSH_TIMEOUT))
 
         def hook(ctx):
             def on_write(s):
@@ -319,6 +474,8 @@ def _batch_output(pydb=None):
             if getattr(sys, std) is redirector and orig is not None:
                 stream = _tee_stream(orig, batcher, ctx)
                 batcher.streams.append(stream)
+                if ctx == 2:
+                    batcher.log = orig
                 setattr(sys, std, stream)
         # pydevd queues the stopped event as the thread stops: the output
         # before it goes first.
@@ -333,11 +490,65 @@ def _batch_output(pydb=None):
         return None
 
 
-def _flush_output():
-    """At the end of a task: its output reaches the debugger before the
-    next task's (and before the worker may exit)."""
-    if _output is not None and _output[0] == os.getpid():
+def _flush_output(timeout=None):
+    """At the end of a task: its output reaches the proxy before the next
+    task's, and before the worker may exit (a worker is killed when its
+    job ends). Waits for pydevd to have written it all, as long as the
+    connection takes some every `timeout` seconds (the setting
+    output_flush_timeout); what did not go is reported (_report_loss)."""
+    if _output is None or _output[0] != os.getpid():
+        return
+    batcher = _output[1]
+    try:
+        batcher.flush()
+        lost_bytes, lost_lines = batcher.wait_delivered(timeout)
+    except Exception:
+        return
+    if lost_bytes:
+        _report_loss(batcher, lost_bytes, lost_lines)
+
+
+def _report_loss(batcher, lost_bytes, lost_lines):
+    """Says in the executor log, and to the proxy on a connection of its
+    own (the debugger's is stuck), how much of the task's output did not
+    reach the debugger. Never raises, never waits longer than a connect."""
+    timeout = batcher.timeout
+    line = (
+        "sparkdap: [pid %d] %d bytes (%d lines) of this task's output did not reach the "
+        "debugger: the connection took none of it for %g s; they are in this log\n"
+        % (os.getpid(), lost_bytes, lost_lines, timeout)
+    )
+    log = batcher.log or sys.__stderr__
+    try:
+        log.write(line)
+        log.flush()
+    except Exception:
+        pass
+    st = _st()
+    cfg = st.config
+    if not cfg or not st.hello_nonces or not cfg.get("token"):
+        return
+    wn, pn = st.hello_nonces
+    try:
+        import socket
+
+        host, port = cfg["proxy"]
+        sock = socket.create_connection(
+            (host, port), timeout=min(2.0, cfg.get("connect_timeout", 2.0))
+        )
         try:
-            _output[1].flush()
-        except Exception:
-            pass
+            sock.sendall(_loss_line(cfg["token"], wn, pn, lost_bytes, lost_lines))
+        finally:
+            sock.close()
+    except Exception as exc:
+        _say("could not tell the proxy of the output lost: %s" % (_describe(exc),))
+
+
+def _loss_line(token, wn, pn, lost_bytes, lost_lines):
+    """The LOST line (admission/challenge.go reads it): the counts, the
+    hello's nonces that name this worker, and the proof that the sender
+    holds the token."""
+    proof = _mac(token, "sparkdap/2 lost", wn, "%s\n%d\n%d" % (pn, lost_bytes, lost_lines))
+    return ("SPARKDAP/2 LOST %s %s %d %d %s\n" % (wn, pn, lost_bytes, lost_lines, proof)).encode(
+        "ascii"
+    )

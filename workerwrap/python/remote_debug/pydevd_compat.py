@@ -615,6 +615,26 @@ def _queue_output(pydb, text, ctx):
     pydb.writer.add_command(pydb.cmd_factory.make_io_message(text, ctx))
 
 
+def _io_message_limit(pydb):
+    """The most characters one output command of pydb's may carry, or None
+    for no limit. pydevd's XML command factories (pydevd-pycharm's
+    NetCommandFactory, debugpy's pydevd_net_command_factory_xml) cut a
+    longer text to MAX_IO_MSG_SIZE and add "...": 1,000 characters in
+    pydevd-pycharm. The JSON factory (debugpy's DAP) has no such limit,
+    and its module no such name."""
+    factory = getattr(pydb, "cmd_factory", None)
+    module = sys.modules.get(getattr(type(factory), "__module__", ""))
+    limit = getattr(module, "MAX_IO_MSG_SIZE", None)
+    return limit if isinstance(limit, int) and limit > 0 else None
+
+
+def _queue_marker(pydb, marker):
+    """Queues a command that writes nothing (output._Delivered) behind the
+    output on pydevd's writer: its send() runs on the writer thread once
+    what was queued before it is written."""
+    pydb.writer.add_command(marker)
+
+
 def _take_output_redirects(redirects, on_write, request_flush):
     """Points pydevd's redirections (_output_redirects) at the batcher:
     their on_write hook (RedirectToPyDBIoMessages._on_write) becomes

@@ -33,6 +33,7 @@ class _State:
         self.sent_dirs = None  # code_dirs as the proxy last heard them
         self.hello_nonce = ""  # PyCharm mode: the accepted hello's nonce
         self.pydevd_token = None  # the accepted hello's one-time pydevd token
+        self.hello_nonces = None  # (wn, pn) of the accepted hello: name this worker to the proxy
 
 
 _state = _State(None)

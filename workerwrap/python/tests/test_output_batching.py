@@ -30,12 +30,23 @@ class FakeWriter:
     def add_command(self, cmd):
         self._cmd_queue.put(cmd)
 
+    def outputs_queued(self):
+        """Output commands waiting, the batcher's markers left out."""
+        with self._cmd_queue.mutex:
+            return sum(1 for cmd in self._cmd_queue.queue if not hasattr(cmd, "send"))
+
     def drain(self):
+        """What pydevd's writer thread does: sends each command in order,
+        a _Delivered marker by calling its send()."""
         while True:
             try:
-                self.sent.append(self._cmd_queue.get_nowait())
+                cmd = self._cmd_queue.get_nowait()
             except queue.Empty:
                 return self.sent
+            if hasattr(cmd, "send"):
+                cmd.send(None)
+            else:
+                self.sent.append(cmd)
 
 
 class FakePyDB:
@@ -120,11 +131,11 @@ def test_thread_sends_within_an_interval_and_on_flush(rd):
     try:
         b.write(1, "one\n")
         deadline = time.monotonic() + 10
-        while pydb.writer._cmd_queue.qsize() < 1 and time.monotonic() < deadline:
+        while pydb.writer.outputs_queued() < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         b.write(2, "two\n")
         b.request_flush()
-        while pydb.writer._cmd_queue.qsize() < 2 and time.monotonic() < deadline:
+        while pydb.writer.outputs_queued() < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert pydb.writer.drain() == [("output", "stdout", "one\n"), ("output", "stderr", "two\n")]
     finally:
@@ -172,7 +183,10 @@ _SCRIPT = textwrap.dedent(
         def __init__(self):
             self._cmd_queue = queue.Queue()
         def add_command(self, cmd):
-            self._cmd_queue.put(cmd.as_dict)
+            if cmd.as_dict is None:
+                cmd.send(None)  # the batcher's marker: nothing on the wire
+            else:
+                self._cmd_queue.put(cmd.as_dict)
 
     class PyDB(object):
         def __init__(self):
@@ -279,3 +293,269 @@ def test_tee_stream_to_a_stream_without_buffer(rd):
     b.flush()
     assert log.getvalue() == "a\nb\n"
     assert pydb.writer.drain() == [("output", "stderr", "a\nb\n")]
+
+
+class SlowWriter(FakeWriter):
+    """A connection slower than the task: a thread sends one command every
+    `pause` seconds, as pydevd's writer does behind a slow proxy."""
+
+    def __init__(self, pause):
+        FakeWriter.__init__(self)
+        import threading
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._send_slowly, args=(pause,), daemon=True)
+        self._thread.start()
+
+    def _send_slowly(self, pause):
+        while not self._stop.is_set():
+            try:
+                cmd = self._cmd_queue.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if hasattr(cmd, "send"):
+                cmd.send(None)
+            else:
+                self.sent.append(cmd)
+                time.sleep(pause)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+
+
+def test_writer_over_the_cap_waits_for_a_slow_connection_and_nothing_is_lost(rd):
+    pydb = FakePyDB()
+    pydb.writer = SlowWriter(0.002)
+    b = rd._OutputBatcher(pydb, interval=0.01, batch=256, cap=1024, queued=2, event=256, timeout=5)
+    try:
+        lines = ["line %05d %s\n" % (i, "y" * 40) for i in range(2000)]  # 100 KiB, 100 caps
+        for line in lines:
+            b.write(1, line)
+        b.flush()
+        assert b.wait_delivered() == (0, 0)
+    finally:
+        pydb.writer.stop()
+        b.close()
+    out = text_of(pydb.writer.sent)
+    assert "dropped" not in out
+    assert out == "".join(lines)
+
+
+def test_writer_gives_up_on_a_connection_that_takes_nothing(rd):
+    pydb = FakePyDB()  # nothing ever drains pydevd's queue
+    b = rd._OutputBatcher(pydb, interval=0.01, cap=100, queued=0, timeout=0.3)
+    try:
+        start = time.monotonic()
+        for i in range(20):
+            b.write(1, "line %02d %s\n" % (i, "z" * 40))
+        waited = time.monotonic() - start
+        # One wait of the timeout, then the rest dropped at once.
+        assert 0.25 <= waited < 3, waited
+        assert b._dropped > 0
+    finally:
+        b.close()
+
+
+def test_pydevd_threads_never_wait(rd):
+    import threading
+
+    pydb = FakePyDB()
+    b = rd._OutputBatcher(pydb, cap=10, queued=0, timeout=30, thread=False)
+    b.write(1, "0123456789")
+    took = []
+
+    def pydevd_log():
+        start = time.monotonic()
+        b.write(2, "pydevd says something\n")
+        took.append(time.monotonic() - start)
+
+    t = threading.Thread(target=pydevd_log)
+    t.is_pydev_daemon_thread = True
+    t.start()
+    t.join(10)
+    assert took and took[0] < 1
+    assert b._dropped == len("pydevd says something\n")
+
+
+def test_end_of_task_waits_for_the_output_to_be_sent(rd):
+    pydb = FakePyDB()
+    b = rd._OutputBatcher(pydb, thread=False, timeout=0.3)
+    b.write(1, "first\nsecond\n")
+    b.flush()
+    # Queued but not sent: pydevd's writer has not run.
+    assert b.wait_delivered() == (len("first\nsecond\n"), 2)
+    pydb.writer.drain()
+    assert b.wait_delivered() == (0, 0)
+    b.write(2, "ünïcode\n")
+    b.flush()
+    assert b.wait_delivered(timeout=0.1) == (len("ünïcode\n".encode()), 1)
+
+
+def _listen():
+    import socket
+
+    ln = socket.socket()
+    ln.bind(("127.0.0.1", 0))
+    ln.listen(4)
+    ln.settimeout(10)
+    return ln
+
+
+def test_lost_output_is_reported_in_the_log_and_to_the_proxy(rd):
+    import hashlib
+    import hmac
+    import io
+
+    ln = _listen()
+    try:
+        st = rd._st()
+        token = "t0ken-for-the-loss-report-0123456789"
+        st.config = {"proxy": ln.getsockname(), "token": token, "connect_timeout": 5}
+        wn, pn = "a" * 32, "b" * 32
+        st.hello_nonces = (wn, pn)
+        pydb = FakePyDB()
+        b = rd._OutputBatcher(pydb, thread=False, timeout=0.2)
+        b.log = io.StringIO()
+        rd._output = (rd.os.getpid(), b)
+        try:
+            b.write(1, "never sent 1\nnever sent 2\n")
+            start = time.monotonic()
+            rd._flush_output()
+            assert time.monotonic() - start < 3
+        finally:
+            rd._output = None
+        nbytes = len("never sent 1\nnever sent 2\n")
+        assert (
+            "%d bytes (2 lines) of this task's output did not reach the debugger" % nbytes
+            in b.log.getvalue()
+        )
+        conn, _ = ln.accept()
+        with conn:
+            conn.settimeout(10)
+            got = b""
+            while not got.endswith(b"\n"):
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+        # admission/challenge.go's form, computed here independently.
+        msg = "sparkdap/2 lost\n%s\n%s\n%d\n2" % (wn, pn, nbytes)
+        proof = hmac.new(token.encode(), msg.encode(), hashlib.sha256).hexdigest()
+        assert got == ("SPARKDAP/2 LOST %s %s %d 2 %s\n" % (wn, pn, nbytes, proof)).encode()
+    finally:
+        ln.close()
+
+
+def test_nothing_lost_nothing_reported(rd):
+    import io
+
+    pydb = FakePyDB()
+    b = rd._OutputBatcher(pydb, thread=False, timeout=0.2)
+    b.log = io.StringIO()
+    rd._output = (rd.os.getpid(), b)
+    try:
+        b.write(1, "sent\n")
+        b.flush()
+        pydb.writer.drain()
+        rd._flush_output()
+    finally:
+        rd._output = None
+    assert b.log.getvalue() == ""
+
+
+# pydevd's own WriterThread on a socket pair: its markers run in every
+# debugger of the matrix, and a peer that stops reading is noticed.
+_WRITER_SCRIPT = textwrap.dedent(
+    """
+    import json, re, socket, sys, threading, time
+    sys.path.insert(0, sys.argv[1])
+    import remote_debug as rd
+    if sys.argv[5] == "pydevd-pycharm":
+        import pydevd_pycharm as debugger
+    else:
+        debugger = rd._import_debugger()
+    from _pydevd_bundle.pydevd_comm import WriterThread
+    try:
+        from _pydevd_bundle.pydevd_net_command_factory_json import NetCommandFactoryJson as Factory
+    except ImportError:
+        try:
+            from _pydevd_bundle.pydevd_net_command_factory_xml import NetCommandFactory as Factory
+        except ImportError:  # pydevd-pycharm
+            from _pydevd_bundle.pydevd_comm import NetCommandFactory as Factory
+
+    class PyDB(object):
+        def __init__(self):
+            self.created_pydb_daemon_threads = {}
+            self.dap_messages_listeners = []
+            self.cmd_factory = Factory()
+            self.pydb_disposed = False
+
+    ours, peer = socket.socketpair()
+    pydb = PyDB()
+    pydb.writer = WriterThread(ours, pydb)
+    pydb.writer.daemon = True
+    pydb.writer.start()
+    batcher = rd._OutputBatcher(pydb, timeout=float(sys.argv[3]))
+    got = []
+    reader = None
+    if sys.argv[2] == "read":
+        def read():
+            while True:
+                chunk = peer.recv(1 << 16)
+                if not chunk:
+                    return
+                got.append(chunk)
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+    n = int(sys.argv[4])
+    for i in range(n):
+        batcher.write(1, "L%07d %s\\n" % (i, "p" * 60))
+    batcher.flush()
+    start = time.monotonic()
+    lost = batcher.wait_delivered()
+    took = time.monotonic() - start
+    if reader is not None:
+        # What was written is in the socket: the peer reads it all.
+        ours.shutdown(socket.SHUT_WR)
+        reader.join(30)
+    data = b"".join(got)
+    order = [int(x) for x in re.findall(rb"L(\\d{7})", data)]
+    print("RESULT " + json.dumps({"lost": lost, "took": took, "file": debugger.__file__,
+                                  "complete": order == list(range(n))}))
+    sys.stdout.flush()
+    """
+)
+
+
+def _run_writer(kind, mode, timeout, n):
+    proc = subprocess.run(
+        [sys.executable, "-c", _WRITER_SCRIPT, flat.directory(), mode, str(timeout), str(n), kind],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=real_debugger.env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    result = json.loads(line[len("RESULT ") :])
+    real_debugger.check_loaded_from_dir(result["file"])
+    return result
+
+
+@pytest.mark.real_debugger
+@pytest.mark.parametrize("kind", real_debugger.kinds())
+def test_real_pydevd_writer_reports_what_it_sent(rd, kind):
+    result = _run_writer(kind, "read", 10, 20000)
+    assert result["lost"] == [0, 0]
+    assert result["complete"]  # every line, once, in order, none cut short
+
+
+@pytest.mark.real_debugger
+@pytest.mark.parametrize("kind", real_debugger.kinds())
+def test_real_pydevd_writer_to_a_peer_that_reads_nothing(rd, kind):
+    # 20 MB: more than the socket pair's buffers hold.
+    result = _run_writer(kind, "freeze", 0.5, 300000)
+    lost_bytes, lost_lines = result["lost"]
+    assert lost_bytes > 0 and lost_lines > 0
+    assert result["took"] < 10
