@@ -36,7 +36,9 @@ _OUTPUT_INTERVAL = 0.05  # seconds a write waits at most before it is sent
 _OUTPUT_BATCH = 32 << 10  # characters that wake the sender at once
 _OUTPUT_EVENT = 64 << 10  # characters per output event at most
 _OUTPUT_CAP = 4 << 20  # characters held back at most; more are dropped
-_OUTPUT_QUEUED = 16  # commands in pydevd's writer queue that mean "backed up"
+# Commands in pydevd's writer queue that mean "backed up": each output
+# event is followed by its _Delivered marker.
+_OUTPUT_QUEUED = 32
 # Seconds a writer over the cap, and the end-of-task flush, wait for the
 # connection to take some output before they give up on it; the flush
 # waits _FLUSH_MOST seconds at most in all, however slowly it moves.
@@ -77,7 +79,7 @@ class _Delivered:
         self._lines = nlines
 
     def send(self, sock):
-        self._batcher._delivered(self._bytes, self._lines)
+        self._batcher._delivered(self._bytes, self._lines, _kernel_position(sock))
 
 
 class _OutputBatcher:
@@ -158,6 +160,17 @@ class _OutputBatcher:
         self._queued_bytes = self._queued_lines = 0
         self._delivered_bytes = self._delivered_lines = 0
         self._taken = 0
+        # Of what pydevd wrote, what the proxy's kernel acknowledged, from
+        # marks (socket bytes written, output bytes, lines) of the markers
+        # sent: a worker killed with bytes in its socket loses them. None
+        # where the socket cannot tell (not Linux): pydevd's write counts.
+        import collections
+
+        self._marks = collections.deque()
+        self._acked_bytes = self._acked_lines = 0
+        # Dropped since the last end of task: reported with what did not
+        # go (wait_delivered), as the note in the stream may not go either.
+        self._dropped_unreported = self._dropped_unreported_lines = 0
         self._mine = threading.local()  # .sending: this thread is in _send
         self.events = 0  # output commands queued (tests, benchmark)
         self.streams = []  # the tee streams feeding this batcher, flushed each interval
@@ -192,7 +205,10 @@ class _OutputBatcher:
             if self._dropped or (self._held and self._held + len(s) > self.cap):
                 if not self._dropped:
                     self._dropped_ctx = ctx
-                self._dropped += len(s.encode("utf-8", "replace"))
+                n = len(s.encode("utf-8", "replace"))
+                self._dropped += n
+                self._dropped_unreported += n
+                self._dropped_unreported_lines += s.count("\n")
                 return
             if self._segments and self._segments[-1][0] == ctx:
                 self._segments[-1][1].append(s)
@@ -235,26 +251,69 @@ class _OutputBatcher:
                 return
             self._room.wait(min(left, self.interval))
 
-    def _delivered(self, nbytes, nlines):
-        """A _Delivered marker's send(), on pydevd's writer thread."""
+    def _delivered(self, nbytes, nlines, position):
+        """A _Delivered marker's send(), on pydevd's writer thread, with
+        the socket's (written, acknowledged) bytes, or None if unknown."""
         with self._lock:
             if nbytes > self._delivered_bytes:
                 self._delivered_bytes, self._delivered_lines = nbytes, nlines
+            if position is None:
+                self._marks = None
+            elif self._marks is not None:
+                written, acked = position
+                self._marks.append((written, nbytes, nlines))
+                self._acked_locked(acked)
             self._progress.notify_all()
             self._room.notify_all()
 
+    def _wait_acked(self, want_bytes, timeout, until):
+        """Waits until the proxy's kernel acknowledged output up to
+        want_bytes, as long as acknowledgements come within `timeout`
+        seconds and until the monotonic time `until`."""
+        import time
+
+        sock = getattr(getattr(self._pydb, "writer", None), "sock", None)
+        last = time.monotonic()
+        while True:
+            with self._lock:
+                if self._marks is None or self._acked_bytes >= want_bytes or sock is None:
+                    return
+                seen = self._acked_bytes
+                position = _kernel_position(sock)
+                if position is None:
+                    return
+                self._acked_locked(position[1])
+                if self._acked_bytes >= want_bytes:
+                    return
+                now = time.monotonic()
+                if self._acked_bytes != seen:
+                    last = now
+                if now >= until or now - last >= timeout:
+                    return
+            time.sleep(0.005)
+
+    def _acked_locked(self, acked):
+        """Under _lock: the output the proxy's kernel acknowledged, by the
+        socket's count of bytes acknowledged."""
+        marks = self._marks
+        while marks and marks[0][0] <= acked:
+            _, self._acked_bytes, self._acked_lines = marks.popleft()
+
     def wait_delivered(self, timeout=None, most=_FLUSH_MOST):
         """Waits until pydevd has written to the socket all the output
-        queued so far, giving up once nothing went for `timeout` seconds
-        (the batcher's by default) or after `most` in all. Returns the
-        (bytes, lines) that did not go: (0, 0) when all did, or when pydevd
-        dropped it itself because the debugger session is over."""
+        queued so far, and the kernel has sent it, giving up once nothing
+        went for `timeout` seconds (the batcher's by default) or after
+        `most` in all. Returns the (bytes, lines) that did not reach the
+        debugger since the last call: what did not go, and what writers
+        dropped. (0, 0) when all went, or when pydevd dropped it itself
+        because the debugger session is over."""
         import time
 
         timeout = self.timeout if timeout is None else timeout
+        start = time.monotonic()
         with self._lock:
             want_bytes, want_lines = self._queued_bytes, self._queued_lines
-            start = last = time.monotonic()
+            last = start
             seen = self._delivered_bytes
             while self._delivered_bytes < want_bytes:
                 if _output_sink_gone(self._pydb):
@@ -266,10 +325,21 @@ class _OutputBatcher:
                 if left <= 0:
                     break
                 self._progress.wait(min(left, 0.5))
-            return (
-                max(0, want_bytes - self._delivered_bytes),
-                max(0, want_lines - self._delivered_lines),
-            )
+        if self._delivered_bytes >= want_bytes:
+            self._wait_acked(want_bytes, timeout, start + most)
+        sock = getattr(getattr(self._pydb, "writer", None), "sock", None)
+        position = _kernel_position(sock) if sock is not None else None
+        with self._lock:
+            if position is not None and self._marks is not None:
+                self._acked_locked(position[1])
+            if self._marks is None:
+                got_bytes, got_lines = self._delivered_bytes, self._delivered_lines
+            else:
+                got_bytes, got_lines = self._acked_bytes, self._acked_lines
+            lost_bytes = max(0, want_bytes - got_bytes) + self._dropped_unreported
+            lost_lines = max(0, want_lines - got_lines) + self._dropped_unreported_lines
+            self._dropped_unreported = self._dropped_unreported_lines = 0
+        return lost_bytes, lost_lines
 
     def request_flush(self):
         """sys.stdout.flush(): sent by the batching thread at once, but not
@@ -321,26 +391,22 @@ class _OutputBatcher:
             pydb = self._pydb
             if not segments or _output_sink_gone(pydb):
                 return True  # pydevd itself drops output once disconnected
-            nbytes = nlines = 0
             self._mine.sending = True
             try:
                 for ctx, parts in segments:
                     for text in _split_output("".join(parts), self.event):
+                        # A marker behind each event: a slow connection is
+                        # seen to move one event at a time.
                         try:
                             _queue_output(pydb, text, ctx)
                             self.events += 1
-                            nbytes += len(text.encode("utf-8", "replace"))
-                            nlines += text.count("\n")
+                            with self._lock:
+                                self._queued_bytes += len(text.encode("utf-8", "replace"))
+                                self._queued_lines += text.count("\n")
+                                marker = _Delivered(self, self._queued_bytes, self._queued_lines)
+                            _queue_marker(pydb, marker)
                         except Exception:
                             pass
-                with self._lock:
-                    self._queued_bytes += nbytes
-                    self._queued_lines += nlines
-                    marker = _Delivered(self, self._queued_bytes, self._queued_lines)
-                try:
-                    _queue_marker(pydb, marker)
-                except Exception:
-                    pass
             finally:
                 self._mine.sending = False
             return True
@@ -369,6 +435,28 @@ class _OutputBatcher:
                     stream.flush()
                 except Exception:
                     pass
+
+
+def _kernel_position(sock):
+    """(bytes written to sock, bytes of them the peer acknowledged), from
+    Linux's TCP_INFO (tcpi_bytes_acked, which counts the SYN too) and
+    SIOCOUTQ (written, not yet acknowledged); None where unavailable."""
+    try:
+        import fcntl
+        import socket
+        import struct
+        import termios
+
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+        if len(info) < 128:
+            return None
+        acked = struct.unpack_from("Q", info, 120)[0] - 1
+        unacked = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+        if acked < 0 or unacked < 0:
+            return None
+        return acked + unacked, acked
+    except Exception:
+        return None
 
 
 def _tee_raw_class():

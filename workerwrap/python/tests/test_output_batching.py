@@ -353,6 +353,12 @@ def test_writer_gives_up_on_a_connection_that_takes_nothing(rd):
         # One wait of the timeout, then the rest dropped at once.
         assert 0.25 <= waited < 3, waited
         assert b._dropped > 0
+        # The end of the task counts every line: those queued and never
+        # sent, those dropped, and the note that says so.
+        b.flush()
+        lost_bytes, lost_lines = b.wait_delivered(timeout=0.1)
+        assert lost_lines == 20 + 1
+        assert lost_bytes > 20 * len("line 00 %s\n" % ("z" * 40))
     finally:
         b.close()
 
