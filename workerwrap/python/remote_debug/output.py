@@ -79,7 +79,7 @@ class _Delivered:
         self._lines = nlines
 
     def send(self, sock):
-        self._batcher._delivered(self._bytes, self._lines, _kernel_position(sock))
+        self._batcher._delivered(self._bytes, self._lines)
 
 
 class _OutputBatcher:
@@ -160,14 +160,6 @@ class _OutputBatcher:
         self._queued_bytes = self._queued_lines = 0
         self._delivered_bytes = self._delivered_lines = 0
         self._taken = 0
-        # Of what pydevd wrote, what the proxy's kernel acknowledged, from
-        # marks (socket bytes written, output bytes, lines) of the markers
-        # sent: a worker killed with bytes in its socket loses them. None
-        # where the socket cannot tell (not Linux): pydevd's write counts.
-        import collections
-
-        self._marks = collections.deque()
-        self._acked_bytes = self._acked_lines = 0
         # Dropped since the last end of task: reported with what did not
         # go (wait_delivered), as the note in the stream may not go either.
         self._dropped_unreported = self._dropped_unreported_lines = 0
@@ -251,62 +243,23 @@ class _OutputBatcher:
                 return
             self._room.wait(min(left, self.interval))
 
-    def _delivered(self, nbytes, nlines, position):
-        """A _Delivered marker's send(), on pydevd's writer thread, with
-        the socket's (written, acknowledged) bytes, or None if unknown."""
+    def _delivered(self, nbytes, nlines):
+        """A _Delivered marker's send(), on pydevd's writer thread."""
         with self._lock:
             if nbytes > self._delivered_bytes:
                 self._delivered_bytes, self._delivered_lines = nbytes, nlines
-            if position is None:
-                self._marks = None
-            elif self._marks is not None:
-                written, acked = position
-                self._marks.append((written, nbytes, nlines))
-                self._acked_locked(acked)
             self._progress.notify_all()
             self._room.notify_all()
-
-    def _wait_acked(self, want_bytes, timeout, until):
-        """Waits until the proxy's kernel acknowledged output up to
-        want_bytes, as long as acknowledgements come within `timeout`
-        seconds and until the monotonic time `until`."""
-        import time
-
-        sock = getattr(getattr(self._pydb, "writer", None), "sock", None)
-        last = time.monotonic()
-        while True:
-            with self._lock:
-                if self._marks is None or self._acked_bytes >= want_bytes or sock is None:
-                    return
-                seen = self._acked_bytes
-                position = _kernel_position(sock)
-                if position is None:
-                    return
-                self._acked_locked(position[1])
-                if self._acked_bytes >= want_bytes:
-                    return
-                now = time.monotonic()
-                if self._acked_bytes != seen:
-                    last = now
-                if now >= until or now - last >= timeout:
-                    return
-            time.sleep(0.005)
-
-    def _acked_locked(self, acked):
-        """Under _lock: the output the proxy's kernel acknowledged, by the
-        socket's count of bytes acknowledged."""
-        marks = self._marks
-        while marks and marks[0][0] <= acked:
-            _, self._acked_bytes, self._acked_lines = marks.popleft()
 
     def wait_delivered(self, timeout=None, most=_FLUSH_MOST):
         """Waits until pydevd has written to the socket all the output
         queued so far, and the kernel has sent it, giving up once nothing
         went for `timeout` seconds (the batcher's by default) or after
-        `most` in all. Returns the (bytes, lines) that did not reach the
-        debugger since the last call: what did not go, and what writers
-        dropped. (0, 0) when all went, or when pydevd dropped it itself
-        because the debugger session is over."""
+        `most` in all. Returns the (bytes, lines) that will not reach the
+        debugger, since the last call: what pydevd did not write (bytes it
+        wrote are sent by the kernel even once the worker exits), and what
+        writers dropped. (0, 0) when all went, or when pydevd dropped it
+        itself because the debugger session is over."""
         import time
 
         timeout = self.timeout if timeout is None else timeout
@@ -325,20 +278,14 @@ class _OutputBatcher:
                 if left <= 0:
                     break
                 self._progress.wait(min(left, 0.5))
-        if self._delivered_bytes >= want_bytes:
-            self._wait_acked(want_bytes, timeout, start + most)
-        sock = getattr(getattr(self._pydb, "writer", None), "sock", None)
-        position = _kernel_position(sock) if sock is not None else None
-        with self._lock:
-            if position is not None and self._marks is not None:
-                self._acked_locked(position[1])
-            if self._marks is None:
-                got_bytes, got_lines = self._delivered_bytes, self._delivered_lines
-            else:
-                got_bytes, got_lines = self._acked_bytes, self._acked_lines
-            lost_bytes = max(0, want_bytes - got_bytes) + self._dropped_unreported
-            lost_lines = max(0, want_lines - got_lines) + self._dropped_unreported_lines
+            lost_bytes = max(0, want_bytes - self._delivered_bytes) + self._dropped_unreported
+            lost_lines = max(0, want_lines - self._delivered_lines) + self._dropped_unreported_lines
             self._dropped_unreported = self._dropped_unreported_lines = 0
+        if self._delivered_bytes >= want_bytes:
+            # What pydevd wrote reaches the proxy even if the worker exits
+            # now, unless its close turns into a reset (bytes from the
+            # proxy left unread): let the kernel send it while it moves.
+            _wait_unsent(self._pydb, timeout, start + most)
         return lost_bytes, lost_lines
 
     def request_flush(self):
@@ -437,26 +384,36 @@ class _OutputBatcher:
                     pass
 
 
-def _kernel_position(sock):
-    """(bytes written to sock, bytes of them the peer acknowledged), from
-    Linux's TCP_INFO (tcpi_bytes_acked, which counts the SYN too) and
-    SIOCOUTQ (written, not yet acknowledged); None where unavailable."""
+def _wait_unsent(pydb, timeout, until):
+    """Waits while pydevd's socket holds bytes the proxy has not
+    acknowledged (SIOCOUTQ, Linux), as long as their count goes down
+    within `timeout` seconds and until the monotonic time `until`.
+    Elsewhere, or on any error, returns at once."""
+    import time
+
     try:
         import fcntl
-        import socket
         import struct
         import termios
 
-        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
-        if len(info) < 128:
-            return None
-        acked = struct.unpack_from("Q", info, 120)[0] - 1
-        unacked = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
-        if acked < 0 or unacked < 0:
-            return None
-        return acked + unacked, acked
+        fd = pydb.writer.sock.fileno()
+
+        def unsent():
+            return struct.unpack("i", fcntl.ioctl(fd, termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+
+        left = unsent()
+        last = time.monotonic()
+        while left > 0:
+            now = time.monotonic()
+            if now >= until or now - last >= timeout:
+                return
+            time.sleep(0.005)
+            n = unsent()
+            if n < left:
+                last = now
+            left = n
     except Exception:
-        return None
+        return
 
 
 def _tee_raw_class():
