@@ -13,6 +13,11 @@
 // connection costs no goroutine (thousands of executors sit idle most of
 // the time), and a peer that lets more than a byte cap pile up is cut off,
 // so one stuck peer cannot make the proxy grow without bound.
+//
+// A relay that can slow its own source (stop reading the connection the
+// bytes come from) need not let a slow peer pile up that much: Queued says
+// how much waits for the peer, and WaitBelow waits, bounded, until the
+// peer has read enough of it.
 package wirequeue
 
 import (
@@ -33,6 +38,12 @@ const DefaultMaxQueued = 64 << 20
 
 // FlushWait bounds how long CloseAfterFlush waits for a peer to read.
 const FlushWait = 2 * time.Second
+
+// writeChunk bounds one write of the flusher: what it took is written in
+// pieces of this size, so that Queued goes down, and WaitBelow sees
+// progress, while a slow peer reads a large batch, not only once the
+// whole batch is written.
+const writeChunk = 1 << 20
 
 // WriteHook is a connection that wants a call with its file descriptor
 // after each write the queue makes to it (quickack re-arms TCP_QUICKACK,
@@ -68,9 +79,21 @@ type Queue struct {
 	// after is conn's WriteHook, or nil.
 	after func(fd uintptr)
 
-	mu       sync.Mutex
-	queue    [][]byte
-	queued   int
+	mu     sync.Mutex
+	queue  [][]byte
+	queued int // bytes in queue: what the byte cap counts
+	// inflight is what the flusher took from queue and has not written
+	// yet. It is not counted against the byte cap (it never was: the
+	// flusher takes the whole queue at once), but it waits for the peer
+	// all the same, so Queued counts it.
+	inflight int
+	// progressAt is when the bytes waiting for the peer (queued+inflight)
+	// last went down, or went up from none: WaitBelow's stall clock.
+	progressAt time.Time
+	// progress, if not nil, is closed (and reset to nil) when bytes are
+	// written or the queue closes: WaitBelow's wake-up. Made by a waiter,
+	// so a queue nobody waits on never makes one.
+	progress chan struct{}
 	flushing bool  // a writer is writing: a sender inline, or the flusher goroutine
 	closing  error // CloseAfterFlush's reason: close once the queue is written
 	err      error // why the queue closed; nil while open
@@ -117,6 +140,9 @@ func (q *Queue) SendWith(build func() []byte) error {
 		q.mu.Unlock()
 		return q.writeInline(b)
 	}
+	if q.queued+q.inflight == 0 {
+		q.progressAt = time.Now()
+	}
 	q.queue = append(q.queue, b)
 	q.queued += len(b)
 	if !q.flushing {
@@ -150,7 +176,13 @@ func (q *Queue) writeInline(b []byte) error {
 		return ErrClosed
 	}
 	q.mu.Lock()
+	if n > 0 {
+		q.progressed()
+	}
 	if rest := b[n:]; len(rest) > 0 && q.err == nil {
+		if q.queued+q.inflight == 0 {
+			q.progressAt = time.Now()
+		}
 		q.queue = append([][]byte{rest}, q.queue...)
 		q.queued += len(rest)
 	}
@@ -174,11 +206,15 @@ func (q *Queue) writeInline(b []byte) error {
 }
 
 // flush writes what is queued until the queue is empty, then ends; it
-// closes the queue if CloseAfterFlush asked for that.
+// closes the queue if CloseAfterFlush asked for that. It takes the whole
+// queue at once (so the byte cap counts only what was sent since) and
+// writes it in pieces of writeChunk.
 func (q *Queue) flush() {
+	var pieces net.Buffers
 	for {
 		q.mu.Lock()
 		batch := q.queue
+		q.inflight += q.queued
 		q.queue, q.queued = nil, 0
 		if len(batch) == 0 || q.err != nil {
 			q.flushing = false
@@ -193,20 +229,62 @@ func (q *Queue) flush() {
 		if q.opts.WriteTimeout > 0 {
 			_ = q.conn.SetWriteDeadline(time.Now().Add(q.opts.WriteTimeout))
 		}
-		bufs := net.Buffers(batch)
-		_, err := bufs.WriteTo(q.conn)
-		if q.after != nil && q.raw != nil {
-			// WriteTo wrote the descriptor (writev), not through
-			// conn's Write: what that adds is done here.
-			_ = q.raw.Control(q.after)
-		}
-		if err != nil {
+		for len(batch) > 0 {
+			piece := pieces[:0]
+			piece, batch = takeChunk(piece, batch)
+			pieces = piece
+			n := 0
+			for _, b := range piece {
+				n += len(b)
+			}
+			_, err := piece.WriteTo(q.conn)
+			if q.after != nil && q.raw != nil {
+				// WriteTo wrote the descriptor (writev), not through
+				// conn's Write: what that adds is done here.
+				_ = q.raw.Control(q.after)
+			}
 			q.mu.Lock()
-			q.flushing = false
+			if err != nil || q.err != nil {
+				q.flushing = false
+				q.mu.Unlock()
+				if err != nil {
+					q.Close(fmt.Errorf("write: %w", err))
+				}
+				return
+			}
+			q.inflight -= n
+			q.progressed()
 			q.mu.Unlock()
-			q.Close(fmt.Errorf("write: %w", err))
-			return
 		}
+		clear(pieces[:cap(pieces)]) // let what was written go
+	}
+}
+
+// takeChunk appends to piece the first writeChunk bytes of batch (cutting
+// a buffer if it must) and returns piece and what is left of batch.
+func takeChunk(piece net.Buffers, batch [][]byte) (net.Buffers, [][]byte) {
+	n := 0
+	for len(batch) > 0 && n < writeChunk {
+		b := batch[0]
+		if k := writeChunk - n; len(b) > k {
+			piece = append(piece, b[:k])
+			batch[0] = b[k:]
+			break
+		}
+		piece = append(piece, b)
+		n += len(b)
+		batch = batch[1:]
+	}
+	return piece, batch
+}
+
+// progressed notes, under mu, that bytes reached the peer: WaitBelow's
+// stall clock starts again and its waiters look again.
+func (q *Queue) progressed() {
+	q.progressAt = time.Now()
+	if q.progress != nil {
+		close(q.progress)
+		q.progress = nil
 	}
 }
 
@@ -223,6 +301,10 @@ func (q *Queue) Close(reason error) {
 	}
 	q.err = reason
 	q.queue = nil
+	if q.progress != nil {
+		close(q.progress)
+		q.progress = nil
+	}
 	q.mu.Unlock()
 	close(q.done)
 	q.conn.Close()
@@ -279,4 +361,67 @@ func (q *Queue) Flushing() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.flushing
+}
+
+// Queued is how many bytes wait for the peer: queued, or taken by the
+// flusher and not written yet. 0 once the queue is closed.
+func (q *Queue) Queued() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err != nil {
+		return 0
+	}
+	return q.queued + q.inflight
+}
+
+// WaitBelow returns once at most n bytes wait for the peer (Queued), the
+// queue is closed, abort (may be nil) is closed, or the queue has written
+// nothing for stall. It reports whether it had to wait. It costs nothing
+// when at most n bytes wait: no goroutine, no timer.
+//
+// The stall is measured from the queue's last progress (bytes written, or
+// bytes waiting after none did), not from the call: once a peer has read
+// nothing for stall, every wait returns at once until it reads again, so a
+// peer that stopped reading is still cut off by the byte cap, and whoever
+// waits is not held by it.
+//
+// It blocks: call it from a goroutine that may wait (a connection's
+// reader), never while holding a lock that a sender or the flusher may
+// need.
+func (q *Queue) WaitBelow(n int, stall time.Duration, abort <-chan struct{}) (waited bool) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		q.mu.Lock()
+		if q.err != nil || q.queued+q.inflight <= n {
+			q.mu.Unlock()
+			return waited
+		}
+		left := stall - time.Since(q.progressAt)
+		if left <= 0 {
+			q.mu.Unlock()
+			return waited
+		}
+		if q.progress == nil {
+			q.progress = make(chan struct{})
+		}
+		progress := q.progress
+		q.mu.Unlock()
+		waited = true
+		if timer == nil {
+			timer = time.NewTimer(left)
+		} else {
+			timer.Reset(left)
+		}
+		select {
+		case <-progress:
+		case <-timer.C:
+		case <-abort:
+			return waited
+		}
+	}
 }
