@@ -78,6 +78,12 @@ type ExecutorSession struct {
 	// the reader.
 	progressed func()
 
+	// paceOn is the wire of the IDE session its latest output event was
+	// relayed to, set by event (under the Hub's lock) and taken by pace
+	// once the lock is released. Owned by the reader goroutine: only
+	// handle, on that goroutine, sets and reads it.
+	paceOn *wire
+
 	// g is its state guarded by the Hub's lock (held.exec).
 	g guard.Guarded[executorState]
 	// paths translates its paths (its roots and path translations; its own
@@ -763,9 +769,55 @@ func (es *ExecutorSession) handle(m Message) {
 		}
 	case "event":
 		es.event(m)
+		es.pace() // after event: the Hub's lock is released
 	case "request":
 		es.logger().Warn().Str("command", m.Command()).Msg("debuggee sent a request; sparkdap serves none")
 		_ = es.w.send(newErrorResponse(m, "sparkdap does not serve %q requests from debuggees", m.Command()), nil)
+	}
+}
+
+// Output pacing: a worker that prints a lot sends output events as fast
+// as pydevd writes them, and the IDE's wire never blocks, so without a
+// brake the proxy would hold whatever the IDE has not read yet, and cut
+// the IDE off at the wire's byte cap (wirequeue.DefaultMaxQueued): the
+// user would lose the session and the output. So the executor's reader
+// stops reading while the IDE session its output goes to is far behind.
+// That is TCP backpressure to pydevd, whose writer blocks, and so to the
+// wrapper's output batcher, which makes print() wait, bounded, and fails
+// open; the executor's other messages wait with its output, in order.
+const (
+	// paceHigh: more than this queued for the IDE and the executor's
+	// reader waits ...
+	paceHigh = 8 << 20
+	// paceLow: ... until no more than this is.
+	paceLow = 4 << 20
+	// paceStall: an IDE that has read nothing for this long is not waited
+	// for (wirequeue.Queue.WaitBelow): its byte cap cuts it off as before,
+	// and no executor is held by it.
+	paceStall = 10 * time.Second
+)
+
+// pace waits, if the output event just handled was relayed to an IDE
+// session that is far behind, until that session has read enough (see
+// paceHigh). On the reader goroutine only, never under the Hub's lock.
+// It is the one place handle waits for another connection (see Hub's
+// locking rules): under no lock, ended by the executor's own close, and
+// bounded by paceStall; the IDE's reader never waits for an executor's,
+// so the two cannot wait for each other.
+func (es *ExecutorSession) pace() {
+	w := es.paceOn
+	if w == nil {
+		return
+	}
+	es.paceOn = nil
+	if w.q.Queued() <= paceHigh {
+		return
+	}
+	start := time.Now()
+	w.q.WaitBelow(paceLow, paceStall, es.w.q.Done())
+	if d := time.Since(start); d > time.Second {
+		es.logger().Debug().Dur("waited", d).Int("queued", w.q.Queued()).
+			Msg("paused reading the executor's output: the IDE reads slowly")
 	}
 }
 

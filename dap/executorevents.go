@@ -126,6 +126,9 @@ func (es *ExecutorSession) event(m Message) {
 		return
 	}
 	tx.relayEvent(es, m, target)
+	if m.Event() == "output" {
+		es.paceOn = target.w // waited on by handle once the lock is released (pace)
+	}
 	if m.Event() == "thread" && body["reason"] == "exited" {
 		h.ids.ReleaseOne(kindThread, es.id, tid)
 	}
