@@ -173,7 +173,10 @@ const DefaultChildAttachTimeout = 30 * time.Second
 //   - Each connection has one reader goroutine (ExecutorSession.serve,
 //     IDESession.serve) that calls handle for each message in order;
 //     handle may take the Hub's lock but never waits for another
-//     connection.
+//     connection, but for one bounded wait under no lock: after relaying
+//     an output event, an executor's reader waits for an IDE session far
+//     behind to read (ExecutorSession.pace). No IDE reader ever waits for
+//     an executor, so no two readers wait for each other.
 //   - Sends never block and never call back: wire.send only queues, under
 //     wire.mu, which is taken after the Hub's lock and never before it. So
 //     sending while holding the Hub's lock is allowed.
