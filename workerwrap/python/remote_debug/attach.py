@@ -126,8 +126,8 @@ def _connect(cfg, task):
                     debugger.settrace(
                         host=host,
                         port=port,
-                        stdout_to_server=False,
-                        stderr_to_server=False,
+                        stdout_to_server=True,
+                        stderr_to_server=True,
                         suspend=False,
                         trace_only_current_thread=False,
                         patch_multiprocessing=False,
@@ -150,8 +150,7 @@ def _connect(cfg, task):
         quiet.restore()
         st.debugger = "connected"
         _set_nodelay()
-        if not pycharm:
-            _batch_output()
+        _batch_output()
         _hold_stops_on_lease(cfg)
         return
     _teardown()

@@ -434,20 +434,33 @@ def _debugger_alive():
 
 def _output_redirects():
     """pydevd's redirections of stdout and stderr, as (ctx, name,
-    IORedirector, RedirectToPyDBIoMessages) tuples; empty without
-    redirectOutput."""
+    IORedirector, writer to the debugger) tuples; empty without them.
+    debugpy's pydevd keeps them in pydevd_io._RedirectionsHolder, its
+    writer a RedirectToPyDBIoMessages; pydevd-pycharm's settrace
+    (stdout_to_server) puts the IORedirector on sys.stdout/sys.stderr,
+    its writer the _CustomWriter in sys._pydevd_out_buffer_ /
+    _pydevd_err_buffer_. Both writers call their _on_write instead of
+    sending, once it is set."""
     try:
         from _pydevd_bundle import pydevd_io
     except Exception:
         return []
     found = []
-    holder = pydevd_io._RedirectionsHolder
+    holder = getattr(pydevd_io, "_RedirectionsHolder", None)
     for ctx, std in ((1, "stdout"), (2, "stderr")):
         info = getattr(holder, "_pydevd_%s_redirect_" % std, None)
         redirector = getattr(info, "redirect_to", None)
+        kind = getattr(pydevd_io, "RedirectToPyDBIoMessages", None)
         for target in getattr(redirector, "_redirect_to", ()):
-            if isinstance(target, pydevd_io.RedirectToPyDBIoMessages):
+            if kind is not None and isinstance(target, kind):
                 found.append((ctx, std, redirector, target))
+                break
+        else:
+            buffer = getattr(sys, "_pydevd_%s_buffer_" % ("out" if ctx == 1 else "err"), None)
+            redirector = getattr(sys, std, None)
+            targets = getattr(redirector, "_redirect_to", ())
+            if buffer is not None and hasattr(buffer, "_on_write") and buffer in targets:
+                found.append((ctx, std, redirector, buffer))
     return found
 
 
@@ -597,8 +610,12 @@ def _swap_reader_socket(pydb, sock):
 
 
 def _writer_backlog(pydb):
-    """How many commands wait in pydevd's writer queue; None if unknown."""
-    q = getattr(getattr(pydb, "writer", None), "_cmd_queue", None)
+    """How many commands wait in pydevd's writer queue (debugpy's
+    _cmd_queue, pydevd-pycharm's cmdQueue); None if unknown."""
+    writer = getattr(pydb, "writer", None)
+    q = getattr(writer, "_cmd_queue", None)
+    if q is None:
+        q = getattr(writer, "cmdQueue", None)
     try:
         return None if q is None else q.qsize()
     except Exception:
