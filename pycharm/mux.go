@@ -166,7 +166,9 @@ type Proxy struct {
 
 	// mu guards the fields below, the executors' state and PyCharm's
 	// session state. Sends to peers happen under it (they only queue);
-	// nothing under it waits on the network.
+	// nothing under it waits on the network. The one reader that waits
+	// for another connection, an executor's for PyCharm to read its
+	// console output (peer.pace), does so after releasing it.
 	mu     sync.Mutex
 	ide    *peer    // the connection to PyCharm, nil when none
 	st     *session // PyCharm's session state, with ide
@@ -491,7 +493,15 @@ func (p *Proxy) serveConn(conn net.Conn, place *connbudget.Place) {
 			}
 			break
 		}
-		p.fromExecutor(e, m)
+		// Console output just relayed to a PyCharm far behind: stop
+		// reading this executor until PyCharm catches up (peer.pace),
+		// here on its reader, p.mu released.
+		if ide := p.fromExecutor(e, m); ide != nil {
+			if d := ide.pace(e.p.q.Done()); d > time.Second {
+				log.Debug().Dur("waited", d).Int("queued", ide.q.Queued()).
+					Msg("paused reading the executor's output: PyCharm reads slowly")
+			}
+		}
 	}
 	p.leave(e)
 	log.Info().Msg("executor left the PyCharm session")
@@ -919,7 +929,9 @@ func ownThreads(e *executor, m Message) bool {
 // fromExecutor relays one message from an executor's pydevd to PyCharm:
 // the events PyCharm needs about e's own threads, and answers to requests
 // PyCharm is waiting for. Everything else is dropped with a debug line.
-func (p *Proxy) fromExecutor(e *executor, m Message) {
+// It returns PyCharm's peer if m was console output relayed to it, for
+// the caller to pace on once p.mu is released (peer.pace); else nil.
+func (p *Proxy) fromExecutor(e *executor, m Message) (paceOn *peer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.execs[e.pid] != e || p.ide == nil {
@@ -1000,6 +1012,10 @@ func (p *Proxy) fromExecutor(e *executor, m Message) {
 	}
 	p.renewLeaseLocked(e)
 	p.ide.send(m)
+	if m.ID == CmdWriteToConsole {
+		return p.ide
+	}
+	return nil
 }
 
 // hideOwnThread keeps the wrapper's own threads (named "sparkdap-…", such
