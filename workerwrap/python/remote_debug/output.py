@@ -171,6 +171,7 @@ class _OutputBatcher:
         self.streams = []  # the tee streams feeding this batcher, flushed each interval
         self.log = None  # the original stderr (the executor log), for the loss line
         self._threads = []
+        self._flusher = None
         if thread:
             for target, name in (
                 (self._run, "sparkdap-output"),
@@ -180,6 +181,8 @@ class _OutputBatcher:
                 t.daemon = True
                 _hide_from_pydevd(t)  # from the IDE's thread list, and never traced
                 self._threads.append(t)
+            self._flusher = self._threads[1]
+            for t in self._threads:
                 t.start()
 
     def write(self, ctx, s):
@@ -219,13 +222,17 @@ class _OutputBatcher:
 
     def _may_wait(self):
         """Whether the writing thread may wait for room: not pydevd's (its
-        writer is what makes room), not the batcher's, and not one queuing
-        a batch (pydevd logging from inside the call)."""
+        writer is what makes room), not the sender's, and not one queuing
+        a batch (pydevd logging from inside the call). The flusher may: it
+        passes on what a print left in a stream's buffer, which would be
+        lost if it could not wait, and only writers need the stream."""
         import threading
 
         if getattr(self._mine, "sending", False):
             return False
         t = threading.current_thread()
+        if t is self._flusher:
+            return True
         return not (t in self._threads or getattr(t, "is_pydev_daemon_thread", False))
 
     def _wait_for_room(self, n):
