@@ -498,7 +498,17 @@ func TestOutputFlushBoundWhenProxyFrozen(t *testing.T) {
 		}
 	}
 	t.Logf("serve: %s", detached.FindString(p.Log()))
-	time.Sleep(time.Second) // for the IDE to read what serve sent last
+	// serve may still be relaying what it read last (a race build relays
+	// a few MB/s): the IDE has all it will get once nothing more came for
+	// two seconds.
+	for deadline, n, since := time.Now().Add(60*time.Second), -1, time.Now(); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		_, events, _, _, _ := out.snapshot()
+		if events != n {
+			n, since = events, time.Now()
+		} else if time.Since(since) >= 2*time.Second {
+			break
+		}
+	}
 	seqs, events, bytes, _, _ := out.snapshot()
 	sum := summarize(seqs, bigOutputLines)
 	t.Logf("the IDE got %d output events, %d bytes; %v", events, bytes, sum)
