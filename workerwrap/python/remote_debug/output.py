@@ -1,5 +1,6 @@
 """Output batching: a debugged worker's stdout and stderr reach the IDE in
-batches, never blocking the task on the debugger."""
+batches, whole and in order; the task waits for the debugger only while
+its connection is behind, and never longer than the connection stalls."""
 
 import os
 import sys
@@ -35,7 +36,7 @@ from .pydevd_compat import (
 _OUTPUT_INTERVAL = 0.05  # seconds a write waits at most before it is sent
 _OUTPUT_BATCH = 32 << 10  # characters that wake the sender at once
 _OUTPUT_EVENT = 64 << 10  # characters per output event at most
-_OUTPUT_CAP = 4 << 20  # characters held back at most; more are dropped
+_OUTPUT_CAP = 4 << 20  # characters held back at most; a writer over it waits
 # Commands in pydevd's writer queue that mean "backed up": each output
 # event is followed by its _Delivered marker.
 _OUTPUT_QUEUED = 32
@@ -103,8 +104,9 @@ class _OutputBatcher:
     "[sparkdap: N bytes of output dropped ...]" line where they were. Order
     within and across the two streams is kept.
 
-    Each batch is followed on pydevd's queue by a _Delivered marker, so the
-    batcher knows how much of its output pydevd has written to the socket:
+    Each output event is followed on pydevd's queue by a _Delivered marker,
+    so the batcher knows how much of its output pydevd has written to the
+    socket:
     the end of a task (wait_delivered) waits for all of it, and what did
     not go in time is reported as lost (_report_loss).
 
@@ -112,7 +114,8 @@ class _OutputBatcher:
     flusher thread empties the tee streams' buffers into the batcher
     every interval. They are two because a writer waiting for room holds
     its stream's buffer lock, which the flusher then waits for: the
-    sender must not. A pydevd thread, or the batcher's own, never waits.
+    sender must not. The flusher waits for room like any writer; the
+    sender and pydevd's threads, which make the room, never do.
 
     Locks: _lock guards the held output (_segments, _held, _dropped,
     _dropped_ctx, _flush_soon, _closed) and the counts (_queued_*,
