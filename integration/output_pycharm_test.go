@@ -258,22 +258,7 @@ func TestPyCharmTaskOutputArrivesWhole(t *testing.T) {
 	t.Logf("the job ran %v", job.elapsed.Round(100*time.Millisecond))
 
 	// Wait for the last line, or for the output to stop coming.
-	var seqs []int
-	for {
-		var last time.Time
-		seqs, _, _, _, last = out.snapshot()
-		if len(seqs) > 0 && seqs[len(seqs)-1] == lines-1 {
-			break
-		}
-		quiet := time.Since(ended)
-		if !last.IsZero() && last.After(ended) {
-			quiet = time.Since(last)
-		}
-		if quiet > 10*time.Second || time.Since(ended) > 90*time.Second {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	out.waitEnd(lines, ended)
 	seqs, events, bytes, first, last := out.snapshot()
 	s := summarize(seqs, lines)
 	serveLog := serveErr.String()

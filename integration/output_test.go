@@ -130,6 +130,25 @@ func (o *ideOutput) line(line string) {
 }
 
 // snapshot is what arrived so far.
+// waitEnd returns once line lines-1 arrived, or once nothing arrived for
+// 10 s after the job ended at ended (90 s after it at most).
+func (o *ideOutput) waitEnd(lines int, ended time.Time) {
+	for {
+		seqs, _, _, _, last := o.snapshot()
+		if len(seqs) > 0 && seqs[len(seqs)-1] == lines-1 {
+			return
+		}
+		quiet := time.Since(ended)
+		if !last.IsZero() && last.After(ended) {
+			quiet = time.Since(last)
+		}
+		if quiet > 10*time.Second || time.Since(ended) > 90*time.Second {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func (o *ideOutput) snapshot() (seqs []int, events int, bytes int64, first, last time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -241,23 +260,9 @@ func checkTaskOutputWhole(t *testing.T, ctx context.Context, p *proxy, executors
 	}
 	t.Logf("the job ran %v", job.elapsed.Round(100*time.Millisecond))
 
-	// The worker is gone with the job: what it sent is in flight (here
-	// through the tunnel too) or arrived. Wait for the last line, or for
-	// the output to stop coming.
-	for {
-		seqs, _, _, _, last := out.snapshot()
-		if len(seqs) > 0 && seqs[len(seqs)-1] == lines-1 {
-			break
-		}
-		quiet := time.Since(ended)
-		if !last.IsZero() && last.After(ended) {
-			quiet = time.Since(last)
-		}
-		if quiet > 10*time.Second || time.Since(ended) > 90*time.Second {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// The worker is gone with the job: what it sent is in flight (through
+	// the tunnel too, with --ssh) or arrived.
+	out.waitEnd(lines, ended)
 	seqs, events, bytes, first, last := out.snapshot()
 	s := summarize(seqs, lines)
 	attached := regexp.MustCompile(`(?m)^sparkdap: \+ executor \d+ attached \[(.*)\]$`).FindAllString(p.Log(), -1)
