@@ -286,7 +286,7 @@ func pyQuote(s string) string {
 }
 
 // withData copies a capture file with its data replaced.
-func withData(t *testing.T, path string, data []byte) string {
+func withData(t testing.TB, path string, data []byte) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -166,7 +166,7 @@ func TestCaptureReplayOnSpark(t *testing.T) {
 
 // fixLine replaces broken by fixed on line (1-based) of path, as the
 // developer's edit would.
-func fixLine(t *testing.T, path string, line int, broken, fixed string) {
+func fixLine(t testing.TB, path string, line int, broken, fixed string) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

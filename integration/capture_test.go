@@ -222,7 +222,7 @@ func TestCaptureAndReplay(t *testing.T) {
 // proxy p's executor port with its token, until the test ends (its output
 // is logged if the test fails). It returns the worker's output so far and
 // a channel closed when it exits.
-func startCaptureWorker(t *testing.T, py, script string, p *proxy) (*syncbuf.Buffer, <-chan struct{}) {
+func startCaptureWorker(t testing.TB, py, script string, p *proxy) (*syncbuf.Buffer, <-chan struct{}) {
 	t.Helper()
 	host, port, err := splitHostPort(p.Executors)
 	if err != nil {
@@ -248,7 +248,7 @@ func startCaptureWorker(t *testing.T, py, script string, p *proxy) (*syncbuf.Buf
 }
 
 // names in its replay command.
-func consoleCapturePath(t *testing.T, result string) string {
+func consoleCapturePath(t testing.TB, result string) string {
 	t.Helper()
 	_, path, ok := strings.Cut(result, "replay: sparkdap replay ")
 	path, _, _ = strings.Cut(path, "\n") // notes follow
@@ -258,7 +258,7 @@ func consoleCapturePath(t *testing.T, result string) string {
 	return path
 }
 
-func stackOf(t *testing.T, ctx context.Context, c *dapclient.Client) []dapFrame {
+func stackOf(t testing.TB, ctx context.Context, c *dapclient.Client) []dapFrame {
 	t.Helper()
 	frames, err := c.StackTrace(ctx, threadOf(t, ctx, c))
 	if err != nil || len(frames) == 0 {
@@ -274,7 +274,7 @@ func stackOf(t *testing.T, ctx context.Context, c *dapclient.Client) []dapFrame 
 type dapFrame struct{ Id int }
 
 // threadOf is the thread of the last stop.
-func threadOf(t *testing.T, ctx context.Context, c *dapclient.Client) int {
+func threadOf(t testing.TB, ctx context.Context, c *dapclient.Client) int {
 	t.Helper()
 	var tid int
 	for _, ev := range c.Events() {
@@ -296,7 +296,7 @@ func threadOf(t *testing.T, ctx context.Context, c *dapclient.Client) int {
 
 // checkCaptureFile: the file is the user's only (0600), says what it
 // holds, and names the local source.
-func checkCaptureFile(t *testing.T, path, local string) {
+func checkCaptureFile(t testing.TB, path, local string) {
 	t.Helper()
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -327,7 +327,7 @@ func checkCaptureFile(t *testing.T, path, local string) {
 
 // withoutLocalFile copies a capture file with its localFile cleared, as
 // one whose executor path is not mapped.
-func withoutLocalFile(t *testing.T, path string) string {
+func withoutLocalFile(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -349,7 +349,7 @@ func withoutLocalFile(t *testing.T, path string) string {
 }
 
 // replay runs `sparkdap replay` and returns its exit status and output.
-func replay(t *testing.T, ctx context.Context, capture string, extra ...string) (int, string) {
+func replay(t testing.TB, ctx context.Context, capture string, extra ...string) (int, string) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, sparkdapBinary(t), append(append([]string{"replay", "--python", python(t)}, extra...), capture)...)
 	var out bytes.Buffer
@@ -365,7 +365,7 @@ func replay(t *testing.T, ctx context.Context, capture string, extra ...string) 
 	return 0, out.String()
 }
 
-func debugReplay(t *testing.T, ctx context.Context, capture, script string, line int) {
+func debugReplay(t testing.TB, ctx context.Context, capture, script string, line int) {
 	t.Helper()
 	debugReplayCheck(t, ctx, capture, script, line, "parse", map[string]string{"row": "{'n': 'x'}"}, `returned -10`)
 }
@@ -375,7 +375,7 @@ func debugReplay(t *testing.T, ctx context.Context, capture, script string, line
 // function fn, where want holds (a bare name: its value in the frame's
 // variables; anything else: what it evaluates to), and after continue the
 // replay's output must match returned (a regular expression).
-func debugReplayCheck(t *testing.T, ctx context.Context, capture, script string, line int, fn string, want map[string]string, returned string) {
+func debugReplayCheck(t testing.TB, ctx context.Context, capture, script string, line int, fn string, want map[string]string, returned string) {
 	t.Helper()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
 	cmd := exec.CommandContext(ctx, sparkdapBinary(t), "replay", "--python", python(t), "--debug", addr, capture)
@@ -458,7 +458,7 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // to close a pipe), then attaches a justMyCode DAP client to addr with a
 // breakpoint at script:line. done gets cmd's end; end closes the client,
 // kills the replay and, if the test failed, logs its output.
-func attachReplayDebug(t *testing.T, ctx context.Context, cmd *exec.Cmd, addr, script string, line int) (c *dapclient.Client, done chan error, out fileText, end func()) {
+func attachReplayDebug(t testing.TB, ctx context.Context, cmd *exec.Cmd, addr, script string, line int) (c *dapclient.Client, done chan error, out fileText, end func()) {
 	t.Helper()
 	outPath := filepath.Join(t.TempDir(), "replay.out")
 	f, err := os.Create(outPath)

@@ -20,7 +20,7 @@ import (
 // wrapConfArgs runs `sparkdap wrap` and `sparkdap conf` as the README tells
 // notebook and scheduler users to, and returns the spark-submit options conf
 // prints, with the token variable expanded as the user's shell would.
-func wrapConfArgs(t *testing.T, ctx context.Context, p *proxy, confFlags ...string) []string {
+func wrapConfArgs(t testing.TB, ctx context.Context, p *proxy, confFlags ...string) []string {
 	t.Helper()
 	dir := t.TempDir()
 	if out, err := exec.CommandContext(ctx, sparkdapBinary(t), "wrap", "-o", dir).CombinedOutput(); err != nil {
@@ -192,7 +192,7 @@ type shownBreakpoint struct {
 
 // breakpointEvents returns, by breakpoint id, every breakpoint event the
 // IDE has received so far, in order.
-func breakpointEvents(t *testing.T, ctx context.Context, ide *dapclient.Client) map[int][]shownBreakpoint {
+func breakpointEvents(t testing.TB, ctx context.Context, ide *dapclient.Client) map[int][]shownBreakpoint {
 	t.Helper()
 	out := map[int][]shownBreakpoint{}
 	for range 1000 {

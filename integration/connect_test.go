@@ -33,7 +33,7 @@ type connectEnv struct {
 // requireConnect finds a Spark with a Connect server and the client's gRPC
 // packages, or skips (fails in CI) without them. Spark 3.5's pip package
 // has no Connect server: it is a separate Maven package there.
-func requireConnect(t *testing.T) connectEnv {
+func requireConnect(t testing.TB) connectEnv {
 	t.Helper()
 	py := python(t)
 	sparkHome, _ := requireStandalone(t, py)
@@ -74,7 +74,7 @@ type connectServer struct {
 // wraps it) with args and the server options of examples/README.md's
 // recipe: local[2], a free port, no UI. It returns once the server listens
 // on loopback.
-func startConnectServer(t *testing.T, ctx context.Context, ce connectEnv, dir string, env []string, bin string, args ...string) *connectServer {
+func startConnectServer(t testing.TB, ctx context.Context, ce connectEnv, dir string, env []string, bin string, args ...string) *connectServer {
 	t.Helper()
 	port := standaloneFreePort(t)
 	args = append(args, "--master", "local[2]",
@@ -144,7 +144,7 @@ type connectLayout struct {
 	root, client, server, wrapDir string
 }
 
-func newConnectLayout(t *testing.T) connectLayout {
+func newConnectLayout(t testing.TB) connectLayout {
 	t.Helper()
 	root := t.TempDir()
 	l := connectLayout{
@@ -164,7 +164,7 @@ func newConnectLayout(t *testing.T) connectLayout {
 
 // connectScript runs the documented `sparkdap wrap` and `sparkdap conf
 // -connect`, and returns the script conf printed.
-func connectScript(t *testing.T, ctx context.Context, l connectLayout, confArgs ...string) string {
+func connectScript(t testing.TB, ctx context.Context, l connectLayout, confArgs ...string) string {
 	t.Helper()
 	bin := sparkdapBinary(t)
 	if out, err := exec.CommandContext(ctx, bin, "wrap", "-o", l.wrapDir).CombinedOutput(); err != nil {
@@ -186,7 +186,7 @@ func connectScript(t *testing.T, ctx context.Context, l connectLayout, confArgs 
 }
 
 // runConnectClient runs the client script against url and returns its result.
-func runConnectClient(t *testing.T, ctx context.Context, ce connectEnv, l connectLayout, url string) map[string]any {
+func runConnectClient(t testing.TB, ctx context.Context, ce connectEnv, l connectLayout, url string) map[string]any {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "result.json")
 	r := startSpark(t, ctx, filepath.Dir(l.client), ce.env, ce.py, l.client, url, out)

@@ -30,7 +30,7 @@ type faultProxy struct {
 }
 
 // startFaultProxy is startProxy, keeping hold of the process.
-func startFaultProxy(t *testing.T, ctx context.Context, extra ...string) *faultProxy {
+func startFaultProxy(t testing.TB, ctx context.Context, extra ...string) *faultProxy {
 	t.Helper()
 	bin := sparkdapBinary(t)
 	ready := filepath.Join(t.TempDir(), "ready.json")
@@ -78,7 +78,7 @@ func startFaultProxy(t *testing.T, ctx context.Context, extra ...string) *faultP
 }
 
 // kill9 kills the proxy the hard way: no cleanup of any kind.
-func (p *faultProxy) kill9(t *testing.T) {
+func (p *faultProxy) kill9(t testing.TB) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 
 // Small file helpers the end-to-end tests share.
 
-func copyFile(t *testing.T, from, to string) {
+func copyFile(t testing.TB, from, to string) {
 	t.Helper()
 	data, err := os.ReadFile(from)
 	if err != nil {
@@ -26,7 +26,7 @@ func copyFile(t *testing.T, from, to string) {
 }
 
 // zipFiles writes a zip holding each file under its base name.
-func zipFiles(t *testing.T, to string, files ...string) {
+func zipFiles(t testing.TB, to string, files ...string) {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
@@ -56,7 +56,7 @@ func tail(s string, n int) string {
 	return s
 }
 
-func readJSON(t *testing.T, path string) map[string]any {
+func readJSON(t testing.TB, path string) map[string]any {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

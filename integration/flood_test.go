@@ -25,7 +25,7 @@ import (
 
 // plainBinary is sparkdap built without the race detector, whose memory
 // is the product's own: what a flood costs serve is measured on it.
-func plainBinary(t *testing.T) string {
+func plainBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "sparkdap")
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/sparkdap/sparkdap/cmd/sparkdap")
@@ -48,7 +48,7 @@ type flood struct {
 
 const maxReopen = 400
 
-func startFlood(t *testing.T, addr string, srcs []string, n int, slow bool) *flood {
+func startFlood(t testing.TB, addr string, srcs []string, n int, slow bool) *flood {
 	t.Helper()
 	f := &flood{stop: make(chan struct{})}
 	var ready sync.WaitGroup
@@ -141,7 +141,7 @@ type floodPeer struct {
 	stdout *bufio.Scanner
 }
 
-func startFloodPeer(t *testing.T, addr string, srcs []string, n int, slow bool) *floodPeer {
+func startFloodPeer(t testing.TB, addr string, srcs []string, n int, slow bool) *floodPeer {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFloodPeer$", "-test.v")
 	cmd.Env = append(os.Environ(), "SPARKDAP_FLOOD_ADDR="+addr, "SPARKDAP_FLOOD_SRCS="+strings.Join(srcs, ","),
@@ -205,7 +205,7 @@ func TestFloodPeer(t *testing.T) {
 }
 
 // rssKiB is a process's resident memory.
-func rssKiB(t *testing.T, pid int) int64 {
+func rssKiB(t testing.TB, pid int) int64 {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -228,7 +228,7 @@ func rssKiB(t *testing.T, pid int) int64 {
 // client, then a real debugpy.connect) against the executor port: the
 // test fails unless the proxy admits its hello; it returns how long that
 // took and whether debugpy.connect then returned within 30 s.
-func probeWorker(t *testing.T, ctx context.Context, executors, token string) (admitted time.Duration, connected bool) {
+func probeWorker(t testing.TB, ctx context.Context, executors, token string) (admitted time.Duration, connected bool) {
 	t.Helper()
 	host, port, err := net.SplitHostPort(executors)
 	if err != nil {
@@ -292,7 +292,7 @@ func probeWorker(t *testing.T, ctx context.Context, executors, token string) (ad
 
 // attachWithToken attaches an IDE with serve's IDE token and returns how
 // long it took.
-func attachWithToken(t *testing.T, ctx context.Context, addr, ideToken string) time.Duration {
+func attachWithToken(t testing.TB, ctx context.Context, addr, ideToken string) time.Duration {
 	t.Helper()
 	start := time.Now()
 	ide := dialIDE(t, ctx, addr)
@@ -416,7 +416,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // helloStorm has n workers say hello to addr at once from one address,
 // as a wide stage's workers behind one NAT or the tunnel do, and returns
 // how many the proxy admitted and the first few other outcomes.
-func helloStorm(t *testing.T, ctx context.Context, addr string, n int) (admitted int, other []string) {
+func helloStorm(t testing.TB, ctx context.Context, addr string, n int) (admitted int, other []string) {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup

@@ -65,7 +65,7 @@ func atPackageEnd(fn func()) {
 	packageEnd.fns = append(packageEnd.fns, fn)
 }
 
-func sparkdapBinary(t *testing.T) string {
+func sparkdapBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binPath = filepath.Join(binDir, "sparkdap")
@@ -88,12 +88,12 @@ func sparkdapBinary(t *testing.T) string {
 // test is testenv.Missing. The real path, not a version manager's shim
 // (pyenv), which costs a shell start per worker and puts a wrapper between
 // us and the pid.
-func python(t *testing.T) string {
+func python(t testing.TB) string {
 	t.Helper()
 	return testenv.Python(t, "debugpy")
 }
 
-func testContext(t *testing.T, d time.Duration) context.Context {
+func testContext(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -114,14 +114,14 @@ func (p *proxy) Stop() { p.stop() }
 // Log is everything the proxy has written to stderr so far.
 func (p *proxy) Log() string { return p.stderr.String() }
 
-func startProxy(t *testing.T, ctx context.Context, extra ...string) *proxy {
+func startProxy(t testing.TB, ctx context.Context, extra ...string) *proxy {
 	t.Helper()
 	return startProxyTo(t, ctx, nil, extra...)
 }
 
 // startProxyTo is startProxy with serve's stdout and stderr going to out
 // (nil: the buffer Log reads).
-func startProxyTo(t *testing.T, ctx context.Context, out *os.File, extra ...string) *proxy {
+func startProxyTo(t testing.TB, ctx context.Context, out *os.File, extra ...string) *proxy {
 	t.Helper()
 	bin := sparkdapBinary(t)
 	ready := filepath.Join(t.TempDir(), "ready.json")
@@ -190,7 +190,7 @@ func startProxyTo(t *testing.T, ctx context.Context, out *os.File, extra ...stri
 
 // dialIDE connects a DAP client to the proxy's IDE port. SPARKDAP_TRACE=1
 // logs the whole conversation.
-func dialIDE(t *testing.T, ctx context.Context, addr string) *dapclient.Client {
+func dialIDE(t testing.TB, ctx context.Context, addr string) *dapclient.Client {
 	t.Helper()
 	c, err := dapclient.Dial(ctx, addr)
 	if err != nil {
@@ -204,7 +204,7 @@ func dialIDE(t *testing.T, ctx context.Context, addr string) *dapclient.Client {
 // attachAtLine connects a DAP client to p's IDE port and attaches it as an
 // IDE does, justMyCode off, with one line breakpoint at path:line set
 // before configurationDone.
-func attachAtLine(t *testing.T, ctx context.Context, p *proxy, path string, line int) *dapclient.Client {
+func attachAtLine(t testing.TB, ctx context.Context, p *proxy, path string, line int) *dapclient.Client {
 	t.Helper()
 	ide := dialIDE(t, ctx, p.IDE)
 	if _, err := ide.Initialize(ctx, false); err != nil {
@@ -219,7 +219,7 @@ func attachAtLine(t *testing.T, ctx context.Context, p *proxy, path string, line
 	return ide
 }
 
-func traceClient(t *testing.T, c *dapclient.Client, name string) {
+func traceClient(t testing.TB, c *dapclient.Client, name string) {
 	if os.Getenv("SPARKDAP_TRACE") == "1" {
 		c.SetTrace(func(format string, args ...any) { t.Logf(name+": "+format, args...) })
 	}
@@ -227,7 +227,7 @@ func traceClient(t *testing.T, c *dapclient.Client, name string) {
 
 // workerScript is the absolute path of testdata/worker.py, as debugpy
 // reports it in stack frames.
-func workerScript(t *testing.T) string {
+func workerScript(t testing.TB) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("testdata", "worker.py"))
 	if err != nil {
@@ -254,7 +254,7 @@ type workerOpts struct {
 	gate       string
 }
 
-func startWorker(t *testing.T, ctx context.Context, p *proxy, id int, o workerOpts) *worker {
+func startWorker(t testing.TB, ctx context.Context, p *proxy, id int, o workerOpts) *worker {
 	t.Helper()
 	py := python(t)
 	if o.token == "" {
@@ -281,7 +281,7 @@ func startWorker(t *testing.T, ctx context.Context, p *proxy, id int, o workerOp
 // runWorker starts cmd, a worker script that prints its progress lines on
 // stdout, as worker id; it is killed at the end of the test if still
 // running, and its output logged if the test failed.
-func runWorker(t *testing.T, cmd *exec.Cmd, id, iterations int) *worker {
+func runWorker(t testing.TB, cmd *exec.Cmd, id, iterations int) *worker {
 	t.Helper()
 	w := &worker{ID: id, Iterations: iterations, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{},
 		lines: make(chan string, 16), exited: make(chan struct{})}
@@ -329,7 +329,7 @@ func splitHostPort(addr string) (string, string, error) {
 }
 
 // waitLine waits for a stdout line starting with prefix.
-func (w *worker) waitLine(t *testing.T, ctx context.Context, prefix string) string {
+func (w *worker) waitLine(t testing.TB, ctx context.Context, prefix string) string {
 	t.Helper()
 	for {
 		select {
@@ -349,7 +349,7 @@ func (w *worker) waitLine(t *testing.T, ctx context.Context, prefix string) stri
 func (w *worker) value(i int) int { return w.ID*1000 + i }
 
 // waitSuccess waits for the worker to exit 0 after printing its full result.
-func (w *worker) waitSuccess(t *testing.T, ctx context.Context) {
+func (w *worker) waitSuccess(t testing.TB, ctx context.Context) {
 	t.Helper()
 	select {
 	case <-w.exited:

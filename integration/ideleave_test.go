@@ -106,7 +106,7 @@ func TestSparkIDELeavesWhileWorkerStopped(t *testing.T) {
 // first to show a stop (without taking its stopped event). A worker's
 // short-lived forks get child sessions of their own, so the first child
 // is not necessarily the worker's.
-func stoppedChild(t *testing.T, ctx context.Context, children <-chan dapclient.Child, job *sparkRun) *dapclient.Client {
+func stoppedChild(t testing.TB, ctx context.Context, children <-chan dapclient.Child, job *sparkRun) *dapclient.Client {
 	t.Helper()
 	var kids []*dapclient.Client
 	tick := time.NewTicker(50 * time.Millisecond)

@@ -33,7 +33,7 @@ type readmeK8sBlock struct {
 }
 
 // readmeK8s is the Kubernetes section's fenced blocks, in order.
-func readmeK8s(t *testing.T) []readmeK8sBlock {
+func readmeK8s(t testing.TB) []readmeK8sBlock {
 	t.Helper()
 	section := examplesSection(t, "Kubernetes")
 	var blocks []readmeK8sBlock
@@ -46,7 +46,7 @@ func readmeK8s(t *testing.T) []readmeK8sBlock {
 }
 
 // k8sBlock is the one block of the section in lang that contains want.
-func k8sBlock(t *testing.T, blocks []readmeK8sBlock, lang, want string) string {
+func k8sBlock(t testing.TB, blocks []readmeK8sBlock, lang, want string) string {
 	t.Helper()
 	var found []string
 	for _, b := range blocks {
@@ -80,7 +80,7 @@ func shellLines(block string) []string {
 }
 
 // requirementPin is the version requirements-test.txt pins pkg at.
-func requirementPin(t *testing.T, pkg string) string {
+func requirementPin(t testing.TB, pkg string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "requirements-test.txt"))
 	if err != nil {
@@ -106,7 +106,7 @@ type dockerfile struct {
 }
 
 // parseDockerfile reads text's instructions, with COPY sources from dir.
-func parseDockerfile(t *testing.T, text, dir string) dockerfile {
+func parseDockerfile(t testing.TB, text, dir string) dockerfile {
 	t.Helper()
 	var d dockerfile
 	dirs := map[string]bool{}
@@ -184,7 +184,7 @@ type k8sRecipe struct {
 
 // script runs a shell script of the recipe's to the end and returns its
 // output; background jobs it leaves (port-forward) are killed when t ends.
-func (r *k8sRecipe) script(t *testing.T, ctx context.Context, dir, script string, env ...string) string {
+func (r *k8sRecipe) script(t testing.TB, ctx context.Context, dir, script string, env ...string) string {
 	t.Helper()
 	out, err := os.CreateTemp(t.TempDir(), "script-*.log")
 	if err != nil {
@@ -303,7 +303,7 @@ func TestKubernetesRecipe(t *testing.T) {
 // ~/src/loans, sparkdap's checkout in ~/src/sparkdap, an SSH key, and the
 // commands the recipe runs on PATH (sparkdap, kubectl, spark-submit,
 // python3).
-func newK8sRecipe(t *testing.T, ctx context.Context, c *kubetest.Cluster, py, sparkSubmit string) *k8sRecipe {
+func newK8sRecipe(t testing.TB, ctx context.Context, c *kubetest.Cluster, py, sparkSubmit string) *k8sRecipe {
 	t.Helper()
 	r := &k8sRecipe{c: c, home: t.TempDir(), blocks: readmeK8s(t)}
 	src := filepath.Join(r.home, "src", "loans")
@@ -389,7 +389,7 @@ func newK8sRecipe(t *testing.T, ctx context.Context, c *kubetest.Cluster, py, sp
 // k8sNodeChecks: a pod of the Spark stand-in runs as Spark's user with the
 // host's PySpark and no debugpy, as the recipe's image has none, and
 // reaches Services by their cluster DNS names and nothing beyond the node.
-func k8sNodeChecks(t *testing.T, ctx context.Context, c *kubetest.Cluster, py string) {
+func k8sNodeChecks(t testing.TB, ctx context.Context, c *kubetest.Cluster, py string) {
 	t.Helper()
 	want, err := exec.CommandContext(ctx, py, "-c", "import pyspark; print('pyspark', pyspark.__version__)").Output()
 	if err != nil {
@@ -431,7 +431,7 @@ print('service', ip, 'default route', '00000000' in routes)`); err != nil {
 // function that records what it is asked, then builds each recorded image
 // from its Dockerfile as a layer on the base stand-in and imports it under
 // the recipe's tag.
-func (r *k8sRecipe) buildImages(t *testing.T, ctx context.Context, cache string) {
+func (r *k8sRecipe) buildImages(t testing.TB, ctx context.Context, cache string) {
 	t.Helper()
 	dir := filepath.Join(r.home, "sparkdap-k8s")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -530,7 +530,7 @@ func (r *k8sRecipe) buildImages(t *testing.T, ctx context.Context, cache string)
 }
 
 // osRelease is a field of this machine's /etc/os-release.
-func osRelease(t *testing.T, key string) string {
+func osRelease(t testing.TB, key string) string {
 	t.Helper()
 	data, err := os.ReadFile("/etc/os-release")
 	if err != nil {
@@ -548,7 +548,7 @@ func osRelease(t *testing.T, key string) string {
 // serve runs the laptop block: the port-forward (on a free port rather
 // than 2222), ssh-keyscan, doctor, and serve as printed, with flags added
 // for the test to find its IDE port.
-func (r *k8sRecipe) serve(t *testing.T, ctx context.Context) *proxy {
+func (r *k8sRecipe) serve(t testing.TB, ctx context.Context) *proxy {
 	t.Helper()
 	block := k8sBlock(t, r.blocks, "sh", "sparkdap serve")
 	port := strconv.Itoa(freePort(t, "127.0.0.1"))
@@ -652,7 +652,7 @@ func (r *k8sRecipe) serve(t *testing.T, ctx context.Context) *proxy {
 
 // attach attaches an IDE with the recipe's breakpoints: the UDF's body in
 // loans.py and the payment in loanlib.py, both in the developer's copy.
-func (r *k8sRecipe) attach(t *testing.T, ctx context.Context, p *proxy) *dapclient.Client {
+func (r *k8sRecipe) attach(t testing.TB, ctx context.Context, p *proxy) *dapclient.Client {
 	t.Helper()
 	ide := dialIDE(t, ctx, p.IDE)
 	if _, err := ide.Initialize(ctx, false); err != nil {
@@ -676,7 +676,7 @@ func (r *k8sRecipe) attach(t *testing.T, ctx context.Context, p *proxy) *dapclie
 // checks what the IDE shows there. Each is disarmed and continued, except
 // that with leave the IDE disconnects at the second stop instead, the
 // worker still stopped.
-func (r *k8sRecipe) stops(t *testing.T, ctx context.Context, ide *dapclient.Client, job *sparkRun, leave bool) {
+func (r *k8sRecipe) stops(t testing.TB, ctx context.Context, ide *dapclient.Client, job *sparkRun, leave bool) {
 	t.Helper()
 	want := loansPlaces(t, r.srcMain, r.srcLib, "udf-body", "loanlib-payment")
 	seen := map[string]bool{}
@@ -740,7 +740,7 @@ func (r *k8sRecipe) stops(t *testing.T, ctx context.Context, ide *dapclient.Clie
 
 // deleteDrivers removes the finished driver pods, so that the recipe's
 // `kubectl logs -l spark-role=driver` reads the next run's only.
-func (r *k8sRecipe) deleteDrivers(t *testing.T, ctx context.Context) {
+func (r *k8sRecipe) deleteDrivers(t testing.TB, ctx context.Context) {
 	t.Helper()
 	if _, err := r.c.Kubectl(ctx, "-n", "spark", "delete", "pods", "-l", "spark-role=driver", "--wait=true"); err != nil {
 		t.Fatal(err)
@@ -749,7 +749,7 @@ func (r *k8sRecipe) deleteDrivers(t *testing.T, ctx context.Context) {
 
 // podEnd waits up to limit for pod to succeed or fail, and returns its last
 // phase.
-func podEnd(ctx context.Context, t *testing.T, c *kubetest.Cluster, pod string, limit time.Duration) string {
+func podEnd(ctx context.Context, t testing.TB, c *kubetest.Cluster, pod string, limit time.Duration) string {
 	t.Helper()
 	var phase string
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {

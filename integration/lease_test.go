@@ -33,7 +33,7 @@ var leaseLine = fmt.Sprintf("no word from the proxy for %gs while stopped at a b
 
 // loansDir copies examples/loans into a new directory and returns it and
 // the breakpoint's file and line (loanlib.py, in every partition's rows).
-func loansDir(t *testing.T) (dir, lib string, line int) {
+func loansDir(t testing.TB) (dir, lib string, line int) {
 	t.Helper()
 	dir = t.TempDir()
 	for _, f := range []string{"loans.py", "loanlib.py"} {
@@ -52,7 +52,7 @@ type leaseJob struct {
 	pid  int
 }
 
-func startLeaseJob(t *testing.T, ctx context.Context, dir, proxyAddr string, prefix []string, sparkConf ...string) *leaseJob {
+func startLeaseJob(t testing.TB, ctx context.Context, dir, proxyAddr string, prefix []string, sparkConf ...string) *leaseJob {
 	t.Helper()
 	j := &leaseJob{out: &syncbuf.Buffer{}, done: make(chan error, 1), res: filepath.Join(dir, "result.json")}
 	args := append([]string{}, prefix...)
@@ -91,7 +91,7 @@ func startLeaseJob(t *testing.T, ctx context.Context, dir, proxyAddr string, pre
 // finishes checks that the job ends, within the lease and some slack of
 // the proxy going silent at since, with the plain run's result, the
 // worker having said once why it ran on.
-func (j *leaseJob) finishes(t *testing.T, ctx context.Context, since time.Time) {
+func (j *leaseJob) finishes(t testing.TB, ctx context.Context, since time.Time) {
 	t.Helper()
 	// Slack for the rest of the job (seconds alone) on a busy machine.
 	bound := testLease + 150*time.Second
@@ -124,7 +124,7 @@ func (j *leaseJob) finishes(t *testing.T, ctx context.Context, since time.Time) 
 
 // stopsInLoanlib sets the breakpoint and waits until the job's partition 0
 // is stopped there.
-func stopsInLoanlib(t *testing.T, ctx context.Context, p *faultProxy, lib string, line int, job *leaseJob) {
+func stopsInLoanlib(t testing.TB, ctx context.Context, p *faultProxy, lib string, line int, job *leaseJob) {
 	t.Helper()
 	c := dialIDE(t, ctx, p.IDE)
 	attachMerged(t, ctx, c, false)
@@ -145,7 +145,7 @@ func stopsInLoanlib(t *testing.T, ctx context.Context, p *faultProxy, lib string
 
 // freeze stops serve with SIGSTOP, as a closed laptop lid looks from the
 // executor: the connection stays, nothing is ever read from or sent on it.
-func (p *faultProxy) freeze(t *testing.T) {
+func (p *faultProxy) freeze(t testing.TB) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -199,7 +199,7 @@ type dropNamespace struct {
 // newDropNamespace makes the namespace, or skips the test without root or
 // the tools (scripts/setup installs iptables). Everything it makes is
 // removed when the test ends, failed or not.
-func newDropNamespace(t *testing.T) *dropNamespace {
+func newDropNamespace(t testing.TB) *dropNamespace {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.Missing(t, "root, to make a network namespace and its firewall rules")
@@ -245,7 +245,7 @@ func newDropNamespace(t *testing.T) *dropNamespace {
 // It enters the namespace through the process pid that runs in it, not by
 // its name: the name is only a file in /run/netns, which anything on the
 // machine may remove (`ip -all netns delete`) while the namespace lives on.
-func (n *dropNamespace) drop(t *testing.T, pid int) {
+func (n *dropNamespace) drop(t testing.TB, pid int) {
 	t.Helper()
 	for _, rule := range [][]string{
 		{"INPUT", "-s", n.hostIP, "-j", "DROP"},

@@ -39,7 +39,7 @@ func (d matrixDebugger) pycharm() bool { return d.name == "pydevd-pycharm" }
 
 // matrixDebuggers reads the matrix; a debugger whose directory is not
 // installed is testenv.Missing.
-func matrixDebuggers(t *testing.T) []matrixDebugger {
+func matrixDebuggers(t testing.TB) []matrixDebugger {
 	t.Helper()
 	f, err := os.Open(filepath.Join("..", "requirements-debuggers.txt"))
 	if err != nil {
@@ -74,7 +74,7 @@ func matrixDebuggers(t *testing.T) []matrixDebugger {
 }
 
 // matrixDebuggerNamed is the matrix's entry for name==version.
-func matrixDebuggerNamed(t *testing.T, name, version string) matrixDebugger {
+func matrixDebuggerNamed(t testing.TB, name, version string) matrixDebugger {
 	t.Helper()
 	for _, d := range matrixDebuggers(t) {
 		if d.name == name && d.version == version {
@@ -176,7 +176,7 @@ type matrixRun struct {
 
 // worker starts testdata/matrix_worker.py with the debugger first on its
 // path and the given lease.
-func (m *matrixRun) worker(t *testing.T, ctx context.Context, id int, lease string) *worker {
+func (m *matrixRun) worker(t testing.TB, ctx context.Context, id int, lease string) *worker {
 	t.Helper()
 	cmd := exec.Command(m.py, "-X", "frozen_modules=off", m.script, "--wrapper", m.wrapper, "--id", strconv.Itoa(id))
 	cmd.Env = matrixEnv(m.d, "SPARKDAP_TOKEN="+testToken, "SPARKDAP_PROXY="+m.proxy.Executors, "SPARKDAP_LEASE="+lease)
@@ -185,7 +185,7 @@ func (m *matrixRun) worker(t *testing.T, ctx context.Context, id int, lease stri
 
 // attached checks that the wrapper attached w with the matrix's copy of
 // the debugger, not the one site-packages holds.
-func (m *matrixRun) attached(t *testing.T, ctx context.Context, w *worker) {
+func (m *matrixRun) attached(t testing.TB, ctx context.Context, w *worker) {
 	t.Helper()
 	id := w.ID
 	loaded := strings.Fields(w.waitLine(t, ctx, "LOADED "))
@@ -215,7 +215,7 @@ func matrixValue(shown string, want int) bool {
 // stopped and the first resumed: the first ends with its plain result; a
 // silent serve lets the second go at its lease while the third, without
 // a lease, waits; a killed serve lets the third go.
-func (m *matrixRun) afterStops(t *testing.T, ctx context.Context, ws []*worker) {
+func (m *matrixRun) afterStops(t testing.TB, ctx context.Context, ws []*worker) {
 	t.Helper()
 	bounded := func(d time.Duration) context.Context {
 		c, cancel := context.WithTimeout(ctx, d)
@@ -251,7 +251,7 @@ var matrixWorkers = [][]struct {
 }{{{1, testLease.String()}}, {{2, testLease.String()}, {3, "0"}}}
 
 // runDAP: a debugpy release, debugged from VS Code's child sessions.
-func (m *matrixRun) runDAP(t *testing.T, ctx context.Context) {
+func (m *matrixRun) runDAP(t testing.TB, ctx context.Context) {
 	m.proxy = startFaultProxy(t, ctx, "--root", filepath.Dir(m.script))
 	ide := vscodeIDE(t, filepath.Dir(m.script))
 	ide.SetBreakpoints(m.script, m.line)
@@ -303,7 +303,7 @@ func (m *matrixRun) runDAP(t *testing.T, ctx context.Context) {
 // clients (sparkdap's demo among them) do: with no breakpoints list at
 // all. pydevd before debugpy 1.8.8 ended a worker's session on a request
 // without the list, unless the proxy filled it in.
-func clearLeavingListOut(t *testing.T, ctx context.Context, ide *vscodeclient.IDE, path string) {
+func clearLeavingListOut(t testing.TB, ctx context.Context, ide *vscodeclient.IDE, path string) {
 	t.Helper()
 	ide.SetBreakpoints(path)
 	for _, s := range ide.Sessions() {
@@ -318,7 +318,7 @@ func clearLeavingListOut(t *testing.T, ctx context.Context, ide *vscodeclient.ID
 
 // runPyCharm: a pydevd-pycharm build, debugged from the PyCharm double
 // through `serve --ide-kind pycharm`.
-func (m *matrixRun) runPyCharm(t *testing.T, ctx context.Context) {
+func (m *matrixRun) runPyCharm(t testing.TB, ctx context.Context) {
 	ide, err := pycharmtest.Listen()
 	if err != nil {
 		t.Fatal(err)
@@ -428,7 +428,7 @@ func TestMatrixSpark(t *testing.T) {
 
 // checkLoadedFrom fails unless file, a debugger module's __file__ on the
 // executor as the debugger shows it, is inside d's directory.
-func checkLoadedFrom(t *testing.T, d matrixDebugger, file string) {
+func checkLoadedFrom(t testing.TB, d matrixDebugger, file string) {
 	t.Helper()
 	dir, err := filepath.EvalSymlinks(d.dir)
 	if err != nil {
@@ -444,7 +444,7 @@ func checkLoadedFrom(t *testing.T, d matrixDebugger, file string) {
 }
 
 // matrixSparkDAP: the loans job, stopped in loanlib.py from VS Code.
-func matrixSparkDAP(t *testing.T, d matrixDebugger) {
+func matrixSparkDAP(t testing.TB, d matrixDebugger) {
 	requireSpark(t)
 	ctx := testContext(t, 5*time.Minute)
 	l := newLoansLayout(t)
@@ -501,7 +501,7 @@ func matrixSparkDAP(t *testing.T, d matrixDebugger) {
 
 // matrixSparkPyCharm: testdata/pycharm's job, suspended in pcmath.py from
 // the PyCharm double.
-func matrixSparkPyCharm(t *testing.T, d matrixDebugger) {
+func matrixSparkPyCharm(t testing.TB, d matrixDebugger) {
 	// spark-submit, and through it Spark's local workers, inherit it.
 	t.Setenv("PYTHONPATH", d.dir)
 	ctx := testContext(t, 5*time.Minute)

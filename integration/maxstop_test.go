@@ -121,7 +121,7 @@ func TestSparkMaxStopWithStderrStalled(t *testing.T) {
 }
 
 // fillPipe writes filler lines to w until the pipe's buffer is full.
-func fillPipe(t *testing.T, w *os.File) {
+func fillPipe(t testing.TB, w *os.File) {
 	t.Helper()
 	line := []byte(strings.Repeat("filler ", 15) + "\n")
 	for range 1 << 16 { // a pipe's buffer is at most 1 MiB by default

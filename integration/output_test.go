@@ -33,7 +33,7 @@ const (
 )
 
 // bigOutputScript is the absolute path of testdata/big_output.py.
-func bigOutputScript(t *testing.T) string {
+func bigOutputScript(t testing.TB) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("testdata", "big_output.py"))
 	if err != nil {
@@ -236,7 +236,7 @@ func TestSparkTaskOutputArrivesWhole(t *testing.T) {
 // big_output.py's job through `sparkdap submit --proxy executors` with
 // partition 0 debugged and printing lines, and checks that every line
 // reaches the IDE, in order, once each.
-func checkTaskOutputWhole(t *testing.T, ctx context.Context, p *proxy, executors string, lines int) {
+func checkTaskOutputWhole(t testing.TB, ctx context.Context, p *proxy, executors string, lines int) {
 	ide := dialIDE(t, ctx, p.IDE)
 	if _, err := ide.Initialize(ctx, false); err != nil {
 		t.Fatal(err)
@@ -311,7 +311,7 @@ type bigOutputWorker struct {
 	exitAt  time.Time
 }
 
-func startBigOutputWorker(t *testing.T, ctx context.Context, wrapper, executors string, lines int, env ...string) *bigOutputWorker {
+func startBigOutputWorker(t testing.TB, ctx context.Context, wrapper, executors string, lines int, env ...string) *bigOutputWorker {
 	t.Helper()
 	w := &bigOutputWorker{stdout: filepath.Join(t.TempDir(), "stdout"), stderr: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	f, err := os.Create(w.stdout)
@@ -349,7 +349,7 @@ func startBigOutputWorker(t *testing.T, ctx context.Context, wrapper, executors 
 
 // mark waits for the worker's stderr line starting with prefix (one of
 // big_output.py's marks) and returns when the worker wrote it.
-func (w *bigOutputWorker) mark(t *testing.T, ctx context.Context, prefix string) (string, time.Time) {
+func (w *bigOutputWorker) mark(t testing.TB, ctx context.Context, prefix string) (string, time.Time) {
 	t.Helper()
 	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(prefix) + `(.*) (\d+\.\d+)$`)
 	for {

@@ -30,7 +30,7 @@ type stop struct {
 // named after the worker's pid), the top frame is worker.py at the
 // breakpoint line, and both the Locals scope and evaluate show this
 // worker's own value. It identifies the worker by evaluating pid.
-func inspectStop(t *testing.T, ctx context.Context, c *dapclient.Client, threadID int, byPID map[int]*worker, merged bool) *worker {
+func inspectStop(t testing.TB, ctx context.Context, c *dapclient.Client, threadID int, byPID map[int]*worker, merged bool) *worker {
 	t.Helper()
 	threads, err := c.Threads(ctx)
 	if err != nil {
@@ -122,7 +122,7 @@ func indexByPID(ws []*worker) map[int]*worker {
 
 // collectStops waits for n stopped events on c, inspects each, and fails on
 // a repeated thread or worker or a stop in a process not in ws.
-func collectStops(t *testing.T, ctx context.Context, c *dapclient.Client, ws []*worker, n int, merged bool) []stop {
+func collectStops(t testing.TB, ctx context.Context, c *dapclient.Client, ws []*worker, n int, merged bool) []stop {
 	t.Helper()
 	byPID := indexByPID(ws)
 	var stops []stop
@@ -162,7 +162,7 @@ func countEvents(c *dapclient.Client, name string) int {
 
 // attachMerged attaches c as an IDE without child-session support, setting
 // the worker.py breakpoint during configuration when withBreakpoint.
-func attachMerged(t *testing.T, ctx context.Context, c *dapclient.Client, withBreakpoint bool) {
+func attachMerged(t testing.TB, ctx context.Context, c *dapclient.Client, withBreakpoint bool) {
 	t.Helper()
 	if _, err := c.Initialize(ctx, false); err != nil {
 		t.Fatalf("initialize: %v", err)

@@ -23,7 +23,7 @@ import (
 
 // requirePyCharmSpark returns python3's path when pyspark and pydevd-pycharm
 // are importable and Spark can run; otherwise the test is testenv.Missing.
-func requirePyCharmSpark(t *testing.T) string {
+func requirePyCharmSpark(t testing.TB) string {
 	t.Helper()
 	testenv.SkipIfShort(t, "runs a Spark job")
 	py, _ := testenv.Spark(t, "pydevd_pycharm")
@@ -50,26 +50,26 @@ type pycharmJob struct {
 	serve      *exec.Cmd
 }
 
-func startPyCharmJob(t *testing.T, ctx context.Context, master, partitions string) *pycharmJob {
+func startPyCharmJob(t testing.TB, ctx context.Context, master, partitions string) *pycharmJob {
 	return startPyCharmScript(t, ctx, master, partitions, "pcjob.py")
 }
 
 // startPyCharmScript runs testdata/pycharm/<script> (same result as
 // pcjob.py); submitFlags go to `sparkdap submit` before its --.
-func startPyCharmScript(t *testing.T, ctx context.Context, master, partitions, script string, submitFlags ...string) *pycharmJob {
+func startPyCharmScript(t testing.TB, ctx context.Context, master, partitions, script string, submitFlags ...string) *pycharmJob {
 	t.Helper()
 	return startPyCharmRun(t, ctx, master, partitions, script, nil, submitFlags)
 }
 
 // startPyCharmScriptServe is startPyCharmScript with more flags for serve.
-func startPyCharmScriptServe(t *testing.T, ctx context.Context, master, partitions, script string, serveArgs ...string) *pycharmJob {
+func startPyCharmScriptServe(t testing.TB, ctx context.Context, master, partitions, script string, serveArgs ...string) *pycharmJob {
 	t.Helper()
 	return startPyCharmRun(t, ctx, master, partitions, script, serveArgs, nil)
 }
 
 // startPyCharmRun starts serve (with serveArgs) and the job (submitFlags
 // before submit's --).
-func startPyCharmRun(t *testing.T, ctx context.Context, master, partitions, script string, serveArgs, submitFlags []string) *pycharmJob {
+func startPyCharmRun(t testing.TB, ctx context.Context, master, partitions, script string, serveArgs, submitFlags []string) *pycharmJob {
 	t.Helper()
 	py := requirePyCharmSpark(t)
 	bin := sparkdapBinary(t)
@@ -151,7 +151,7 @@ func startPyCharmRun(t *testing.T, ctx context.Context, master, partitions, scri
 }
 
 // nextSuspend waits for the next breakpoint suspend and returns its thread.
-func (j *pycharmJob) nextSuspend(t *testing.T, ctx context.Context) pycharmtest.Thread {
+func (j *pycharmJob) nextSuspend(t testing.TB, ctx context.Context) pycharmtest.Thread {
 	t.Helper()
 	suspendCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -167,7 +167,7 @@ func (j *pycharmJob) nextSuspend(t *testing.T, ctx context.Context) pycharmtest.
 }
 
 // finish waits for the job and checks its result and what PyCharm saw.
-func (j *pycharmJob) finish(t *testing.T, ctx context.Context) {
+func (j *pycharmJob) finish(t testing.TB, ctx context.Context) {
 	t.Helper()
 	select {
 	case err := <-j.submitDone:
@@ -199,7 +199,7 @@ func (j *pycharmJob) finish(t *testing.T, ctx context.Context) {
 
 // checkPyCharmView: nothing PyCharm would log or drop, the session kept,
 // no sparkdap thread shown.
-func (j *pycharmJob) checkPyCharmView(t *testing.T) {
+func (j *pycharmJob) checkPyCharmView(t testing.TB) {
 	t.Helper()
 	if a := j.ide.Anomalies(); len(a) > 0 {
 		t.Errorf("PyCharm would log: %q", a)

@@ -143,7 +143,7 @@ func TestCaptureReplayLoansExample(t *testing.T) {
 // --debug, stops a justMyCode client at script:line, then steps in, over
 // and out until the replay ends: no stop and no frame of any stack it
 // shows may be sparkdap_replay.py's.
-func steppedReplay(t *testing.T, ctx context.Context, printed func(context.Context, string) *exec.Cmd, command, script string, line int, returned string) {
+func steppedReplay(t testing.TB, ctx context.Context, printed func(context.Context, string) *exec.Cmd, command, script string, line int, returned string) {
 	t.Helper()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
 	cmd := printed(ctx, strings.Replace(command, "sparkdap replay ", "sparkdap replay --debug "+addr+" ", 1))

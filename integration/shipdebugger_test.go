@@ -19,7 +19,7 @@ import (
 // site-packages, so no debugpy), with only pyspark and py4j put back on
 // its path through a directory of their own. It checks that debugpy is
 // not importable there.
-func pythonWithoutDebugpy(t *testing.T) string {
+func pythonWithoutDebugpy(t testing.TB) string {
 	t.Helper()
 	py := python(t)
 	out, err := exec.Command(py, "-c", "import pyspark, py4j, os; print(os.path.dirname(pyspark.__file__)); print(os.path.dirname(py4j.__file__))").Output()
@@ -184,7 +184,7 @@ func TestYARNShipsDebuggerToExecutorsWithoutOne(t *testing.T) {
 // packedWithoutDebugpy archives a plain venv of py (no packages, so no
 // debugpy; pyspark comes from PYSPARK_ARCHIVES_PATH) as a packed
 // environment for --archives.
-func packedWithoutDebugpy(t *testing.T, py string) string {
+func packedWithoutDebugpy(t testing.TB, py string) string {
 	t.Helper()
 	dir := t.TempDir()
 	env := filepath.Join(dir, "pyenv")
@@ -202,7 +202,7 @@ func packedWithoutDebugpy(t *testing.T, py string) string {
 	return archive
 }
 
-func yarnWithoutDebugpy(t *testing.T, form string) {
+func yarnWithoutDebugpy(t testing.TB, form string) {
 	py := python(t)
 	sparkHome, _ := requireStandalone(t, py)
 	ctx := testContext(t, 10*time.Minute)

@@ -28,7 +28,7 @@ import (
 
 // requireSpark returns spark-submit for local-mode jobs with pandas UDFs
 // and debugpy, or the test is testenv.Missing.
-func requireSpark(t *testing.T) string {
+func requireSpark(t testing.TB) string {
 	t.Helper()
 	testenv.SkipIfShort(t, "runs a Spark job")
 	_, submit := testenv.Spark(t, "debugpy", "pandas", "pyarrow")
@@ -45,7 +45,7 @@ type sparkRun struct {
 	elapsed time.Duration
 }
 
-func startSpark(t *testing.T, ctx context.Context, dir string, env []string, name string, args ...string) *sparkRun {
+func startSpark(t testing.TB, ctx context.Context, dir string, env []string, name string, args ...string) *sparkRun {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
@@ -81,7 +81,7 @@ func startSpark(t *testing.T, ctx context.Context, dir string, env []string, nam
 	return r
 }
 
-func (r *sparkRun) wait(t *testing.T, ctx context.Context) {
+func (r *sparkRun) wait(t testing.TB, ctx context.Context) {
 	t.Helper()
 	select {
 	case <-r.done:
@@ -107,7 +107,7 @@ type sparkStop struct {
 
 // nextStop waits for a stopped event and reads the top frame and its
 // locals, as an IDE does when it shows a stop.
-func nextStop(t *testing.T, ctx context.Context, ide *dapclient.Client, job *sparkRun) sparkStop {
+func nextStop(t testing.TB, ctx context.Context, ide *dapclient.Client, job *sparkRun) sparkStop {
 	t.Helper()
 	type result struct {
 		tid int
@@ -175,7 +175,7 @@ type place struct {
 // loansPlaces are the breakpoints at markers in the loans example's
 // developer copy: a "loanlib-" marker is in loanlib.py (srcLib), any
 // other in loans.py (srcMain).
-func loansPlaces(t *testing.T, srcMain, srcLib string, markers ...string) map[string]place {
+func loansPlaces(t testing.TB, srcMain, srcLib string, markers ...string) map[string]place {
 	t.Helper()
 	out := make(map[string]place, len(markers))
 	for _, m := range markers {
@@ -210,7 +210,7 @@ func placeName(places map[string]place, s sparkStop) string {
 // disarmAndContinue removes the breakpoint s stopped at from armed, sends
 // its file's remaining ones, and continues the stopped thread: each
 // breakpoint stops once.
-func disarmAndContinue(t *testing.T, ctx context.Context, ide *dapclient.Client, armed map[string][]int, s sparkStop) {
+func disarmAndContinue(t testing.TB, ctx context.Context, ide *dapclient.Client, armed map[string][]int, s sparkStop) {
 	t.Helper()
 	var keep []int
 	for _, line := range armed[s.path] {
@@ -230,7 +230,7 @@ func disarmAndContinue(t *testing.T, ctx context.Context, ide *dapclient.Client,
 // checkRunsFromZip: at the loanlib-payment stop, the executor runs
 // loanlib from the --py-files zip, not from a copy of loanlib.py it could
 // have found elsewhere.
-func checkRunsFromZip(t *testing.T, ctx context.Context, ide *dapclient.Client, s sparkStop) {
+func checkRunsFromZip(t testing.TB, ctx context.Context, ide *dapclient.Client, s sparkStop) {
 	t.Helper()
 	if r, err := ide.Evaluate(ctx, s.frameID, "__file__"); err != nil {
 		t.Errorf("loanlib-payment: evaluate __file__: %v", err)
@@ -250,7 +250,7 @@ type loansLayout struct {
 	shipMain, shipLib string
 }
 
-func newLoansLayout(t *testing.T) loansLayout {
+func newLoansLayout(t testing.TB) loansLayout {
 	t.Helper()
 	root := t.TempDir()
 	l := loansLayout{src: filepath.Join(root, "home", "dev", "loans"), ship: filepath.Join(root, "deploy", "job")}
@@ -264,7 +264,7 @@ func newLoansLayout(t *testing.T) loansLayout {
 }
 
 // plainLoans runs the loans job without sparkdap, for the reference result.
-func plainLoans(t *testing.T, ctx context.Context, sparkSubmit string, l loansLayout) map[string]any {
+func plainLoans(t testing.TB, ctx context.Context, sparkSubmit string, l loansLayout) map[string]any {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "plain.json")
 	r := startSpark(t, ctx, l.ship, nil, sparkSubmit, "--master", "local[2]", "--py-files", l.shipLib, l.shipMain, "--output", out)
@@ -471,7 +471,7 @@ func TestSparkPartitionFilter(t *testing.T) {
 // checkLibrarySource: a frame of code with no local copy (PySpark's own
 // worker.py inside pyspark.zip) keeps a sourceReference and no path, and
 // the IDE gets the code through it from the executor.
-func checkLibrarySource(t *testing.T, ctx context.Context, ide *dapclient.Client, s sparkStop) {
+func checkLibrarySource(t testing.TB, ctx context.Context, ide *dapclient.Client, s sparkStop) {
 	t.Helper()
 	for _, f := range s.frames {
 		// With no local copy the IDE gets no path (an executor must not

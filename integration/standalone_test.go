@@ -192,7 +192,7 @@ func TestStandaloneClusterStopsInExecutor(t *testing.T) {
 
 // requireStandalone finds the pip-installed Spark (its bin/spark-class) and
 // spark-submit, or skips (fails in CI) without them or Java.
-func requireStandalone(t *testing.T, py string) (sparkHome, sparkSubmit string) {
+func requireStandalone(t testing.TB, py string) (sparkHome, sparkSubmit string) {
 	t.Helper()
 	fail := func(format string, args ...any) { t.Helper(); testenv.Missing(t, format, args...) }
 	if _, err := exec.LookPath("java"); err != nil {
@@ -215,7 +215,7 @@ func requireStandalone(t *testing.T, py string) (sparkHome, sparkSubmit string) 
 	return sparkHome, filepath.Join(sparkHome, "bin", "spark-submit")
 }
 
-func standaloneFreePort(t *testing.T) int {
+func standaloneFreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -274,7 +274,7 @@ func (p *standaloneProc) stop() error {
 	}
 }
 
-func standaloneStart(t *testing.T, dir string, env []string, name, bin string, args ...string) *standaloneProc {
+func standaloneStart(t testing.TB, dir string, env []string, name, bin string, args ...string) *standaloneProc {
 	t.Helper()
 	p, err := spawnProc(dir, env, name, bin, args...)
 	if err != nil {
@@ -292,7 +292,7 @@ func standaloneStart(t *testing.T, dir string, env []string, name, bin string, a
 }
 
 // waitFor waits until the process has printed want.
-func (p *standaloneProc) waitFor(t *testing.T, ctx context.Context, want string, limit time.Duration) {
+func (p *standaloneProc) waitFor(t testing.TB, ctx context.Context, want string, limit time.Duration) {
 	t.Helper()
 	if err := p.waitOutput(ctx, want, limit); err != nil {
 		t.Fatal(err)
@@ -318,7 +318,7 @@ func (p *standaloneProc) waitOutput(ctx context.Context, want string, limit time
 }
 
 // wait waits for a successful exit.
-func (p *standaloneProc) wait(t *testing.T, ctx context.Context, limit time.Duration) {
+func (p *standaloneProc) wait(t testing.TB, ctx context.Context, limit time.Duration) {
 	t.Helper()
 	select {
 	case <-p.done:

@@ -21,7 +21,7 @@ import (
 
 // taskLabelsJob lays out testdata/task_labels_job.py as the developer's
 // copy (src, where the IDE's breakpoints are) and the copy Spark runs.
-func taskLabelsJob(t *testing.T) (src, ship string) {
+func taskLabelsJob(t testing.TB) (src, ship string) {
 	t.Helper()
 	root := t.TempDir()
 	src = filepath.Join(root, "home", "dev", "job", "task_labels_job.py")
@@ -34,7 +34,7 @@ func taskLabelsJob(t *testing.T) (src, ship string) {
 // runningTask is the stage and partition a stopped frame's worker runs,
 // read from PySpark's TaskContext in that frame: the truth a label must
 // tell.
-func runningTask(t *testing.T, ctx context.Context, c *dapclient.Client, frameID int) (stage, partition string) {
+func runningTask(t testing.TB, ctx context.Context, c *dapclient.Client, frameID int) (stage, partition string) {
 	t.Helper()
 	ev, err := c.Evaluate(ctx, frameID, "'%d %d' % (__import__('pyspark').TaskContext.get().stageId(), __import__('pyspark').TaskContext.get().partitionId())")
 	if err != nil {
@@ -327,7 +327,7 @@ func TestSparkNvimDapThreadNameFollowsTask(t *testing.T) {
 }
 
 // waitUntil polls cond every 100 ms until it holds or ctx ends.
-func waitUntil(t *testing.T, ctx context.Context, what string, cond func() (bool, string)) {
+func waitUntil(t testing.TB, ctx context.Context, what string, cond func() (bool, string)) {
 	t.Helper()
 	for {
 		ok, state := cond()

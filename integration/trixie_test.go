@@ -27,7 +27,7 @@ import (
 // trixieRoot returns the prepared trixie root, or the test is
 // testenv.Missing: it needs root (chroot, mounts), unshare and the root
 // built by scripts/setup-trixie.
-func trixieRoot(t *testing.T) string {
+func trixieRoot(t testing.TB) string {
 	t.Helper()
 	root := os.Getenv("SPARKDAP_TRIXIE_ROOT")
 	if root == "" {
@@ -70,7 +70,7 @@ exec chroot "$root" /usr/bin/env -i PATH=/opt/sparkdap-venv/bin:/usr/bin:/bin HO
 
 // trixieRun starts args inside the trixie root (see inTrixieScript), with
 // job mounted at /srv/job and wrap at its own path.
-func trixieRun(t *testing.T, ctx context.Context, root, job, wrap string, args ...string) *sparkRun {
+func trixieRun(t testing.TB, ctx context.Context, root, job, wrap string, args ...string) *sparkRun {
 	t.Helper()
 	return startSpark(t, ctx, job, nil, "unshare",
 		append([]string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c", inTrixieScript, "sh", root, job, wrap}, args...)...)
@@ -209,7 +209,7 @@ func TestTrixieExecutorsOnPython313AndJava21(t *testing.T) {
 
 // checkZipMapped: `sparkdap paths` shows loanlib ran from inside the
 // shipped zip and was mapped to the developer's file.
-func checkZipMapped(t *testing.T, ctx context.Context, ideAddr, srcLib string) {
+func checkZipMapped(t testing.TB, ctx context.Context, ideAddr, srcLib string) {
 	t.Helper()
 	report, err := exec.CommandContext(ctx, sparkdapBinary(t), "paths", "--ide", ideAddr).CombinedOutput()
 	if err != nil {
@@ -223,7 +223,7 @@ func checkZipMapped(t *testing.T, ctx context.Context, ideAddr, srcLib string) {
 // checkTrixieWorker asks the stopped worker, through the debug console,
 // which Python runs it and which JVM started it: the point of the leg is
 // Python 3.13 under Java 21, not whatever the root happens to hold.
-func checkTrixieWorker(t *testing.T, ctx context.Context, ide *dapclient.Client, s sparkStop) {
+func checkTrixieWorker(t testing.TB, ctx context.Context, ide *dapclient.Client, s sparkStop) {
 	t.Helper()
 	for _, c := range []struct{ expr, want string }{
 		{"__import__('sys').version", "'3.13."},

@@ -31,12 +31,12 @@ import (
 )
 
 // requireSSHD: without OpenSSH's server the test is testenv.Missing.
-func requireSSHD(t *testing.T) {
+func requireSSHD(t testing.TB) {
 	t.Helper()
 	testenv.SSHD(t)
 }
 
-func writeKey(t *testing.T, path string) ssh.PublicKey {
+func writeKey(t testing.TB, path string) ssh.PublicKey {
 	t.Helper()
 	k, err := sshdtest.WriteKey(path)
 	if err != nil {
@@ -45,7 +45,7 @@ func writeKey(t *testing.T, path string) ssh.PublicKey {
 	return k
 }
 
-func freePort(t *testing.T, host string) int {
+func freePort(t testing.TB, host string) int {
 	t.Helper()
 	port, err := sshdtest.FreePort(host)
 	if err != nil {
@@ -59,7 +59,7 @@ type gateway struct{ *sshdtest.Gateway }
 
 // startGateway runs a real sshd on host with generated keys until the
 // test ends.
-func startGateway(t *testing.T, ctx context.Context, host string) *gateway {
+func startGateway(t testing.TB, ctx context.Context, host string) *gateway {
 	t.Helper()
 	requireSSHD(t)
 	g, err := sshdtest.Start(ctx, host, t.TempDir())
@@ -78,7 +78,7 @@ func startGateway(t *testing.T, ctx context.Context, host string) *gateway {
 // dropConnections kills every process under the sshd listener: each
 // client connection's sshd and what it runs. The client sees its TCP
 // connection die, as when a gateway reboots or a NAT drops the flow.
-func (g *gateway) dropConnections(t *testing.T) int {
+func (g *gateway) dropConnections(t testing.TB) int {
 	t.Helper()
 	victims := descendants(g.PID())
 	for _, pid := range victims {
@@ -123,7 +123,7 @@ func descendants(root int) []int {
 }
 
 // tunnelProxy starts `sparkdap serve --ssh` and waits for its tunnel.
-func tunnelProxy(t *testing.T, ctx context.Context, g *gateway, remoteListen string, extra ...string) *proxy {
+func tunnelProxy(t testing.TB, ctx context.Context, g *gateway, remoteListen string, extra ...string) *proxy {
 	t.Helper()
 	args := append([]string{"--ssh", g.Target(), "--ssh-identity", g.ClientKey, "--ssh-known-hosts", g.KnownHosts,
 		"--remote-listen", remoteListen, "--ssh-keepalive", "2s"}, extra...)
@@ -133,7 +133,7 @@ func tunnelProxy(t *testing.T, ctx context.Context, g *gateway, remoteListen str
 }
 
 // waitLog waits until the proxy's stderr holds want at least n times.
-func waitLog(t *testing.T, ctx context.Context, p *proxy, want string, n int) {
+func waitLog(t testing.TB, ctx context.Context, p *proxy, want string, n int) {
 	t.Helper()
 	for {
 		if strings.Count(p.Log(), want) >= n {
@@ -157,7 +157,7 @@ type debuggee struct {
 	err    error
 }
 
-func tunnelScript(t *testing.T) string {
+func tunnelScript(t testing.TB) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("testdata", "tunnel_worker.py"))
 	if err != nil {
@@ -168,7 +168,7 @@ func tunnelScript(t *testing.T) string {
 
 // startDebuggee runs the worker against addr (the gateway's listener),
 // under prefix (e.g. ip netns exec NS) if given.
-func startDebuggee(t *testing.T, addr string, iterations int, pause time.Duration, prefix ...string) *debuggee {
+func startDebuggee(t testing.TB, addr string, iterations int, pause time.Duration, prefix ...string) *debuggee {
 	t.Helper()
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -216,7 +216,7 @@ func startDebuggee(t *testing.T, addr string, iterations int, pause time.Duratio
 }
 
 // waitFinished waits, bounded, for a clean exit with the full result.
-func (d *debuggee) waitFinished(t *testing.T, ctx context.Context, iterations int) {
+func (d *debuggee) waitFinished(t testing.TB, ctx context.Context, iterations int) {
 	t.Helper()
 	select {
 	case <-d.exited:
@@ -237,7 +237,7 @@ func (d *debuggee) waitFinished(t *testing.T, ctx context.Context, iterations in
 
 // attachWithBreakpoint attaches an IDE to p with a breakpoint on the
 // worker's marked line.
-func attachWithBreakpoint(t *testing.T, ctx context.Context, p *proxy) *dapclient.Client {
+func attachWithBreakpoint(t testing.TB, ctx context.Context, p *proxy) *dapclient.Client {
 	t.Helper()
 	c := dialIDE(t, ctx, p.IDE)
 	if _, err := c.Initialize(ctx, false); err != nil {
@@ -258,7 +258,7 @@ func attachWithBreakpoint(t *testing.T, ctx context.Context, p *proxy) *dapclien
 	return c
 }
 
-func tunnelBreakpointLine(t *testing.T, path string) int {
+func tunnelBreakpointLine(t testing.TB, path string) int {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -275,7 +275,7 @@ func tunnelBreakpointLine(t *testing.T, path string) int {
 
 // expectStopAtBreakpoint waits for a stop and checks the top frame is the
 // marked line; it returns the stopped thread.
-func expectStopAtBreakpoint(t *testing.T, ctx context.Context, c *dapclient.Client) int {
+func expectStopAtBreakpoint(t testing.TB, ctx context.Context, c *dapclient.Client) int {
 	t.Helper()
 	ev, err := c.StoppedEvent(ctx)
 	if err != nil {
@@ -294,7 +294,7 @@ func expectStopAtBreakpoint(t *testing.T, ctx context.Context, c *dapclient.Clie
 
 // debugThroughTunnel: n debuggees connect to the gateway, each stops at
 // the breakpoint, and continuing lets each finish.
-func debugThroughTunnel(t *testing.T, ctx context.Context, p *proxy, remote string, n int) {
+func debugThroughTunnel(t testing.TB, ctx context.Context, p *proxy, remote string, n int) {
 	t.Helper()
 	c := attachWithBreakpoint(t, ctx, p)
 	const iterations = 2
@@ -322,7 +322,7 @@ func debugThroughTunnel(t *testing.T, ctx context.Context, p *proxy, remote stri
 // asserted: it shows whether pydevd's ~40 ms delayed-ACK stall is avoided
 // (agent mode re-arms TCP_QUICKACK on the gateway; forward mode ends the
 // socket at sshd, which does not).
-func logRoundTrip(t *testing.T, ctx context.Context, c *dapclient.Client, tid int) {
+func logRoundTrip(t testing.TB, ctx context.Context, c *dapclient.Client, tid int) {
 	t.Helper()
 	var ds []time.Duration
 	for range 15 {

@@ -76,7 +76,7 @@ func TestSparkDebuggerWithoutLeaseInternalRunsUndebugged(t *testing.T) {
 // debugpyWithout copies the debugpy the tests' Python imports into a
 // directory of its own, with PyDB's method renamed in the vendored pydevd
 // (its only definition), and returns the directory.
-func debugpyWithout(t *testing.T, method string) string {
+func debugpyWithout(t testing.TB, method string) string {
 	t.Helper()
 	out, err := exec.Command(python(t), "-c", "import debugpy, os; print(os.path.dirname(debugpy.__file__))").Output()
 	if err != nil {

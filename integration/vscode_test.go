@@ -17,7 +17,7 @@ import (
 // vscodeIDE opens a VS Code window (internal/vscodeclient: what the
 // recorded VS Code sessions do) on the workspace; SPARKDAP_TRACE=1 logs
 // every session's messages.
-func vscodeIDE(t *testing.T, workspace string) *vscodeclient.IDE {
+func vscodeIDE(t testing.TB, workspace string) *vscodeclient.IDE {
 	t.Helper()
 	o := vscodeclient.Options{Workspace: workspace}
 	if os.Getenv("SPARKDAP_TRACE") == "1" {
@@ -159,7 +159,7 @@ func TestSparkVSCodeDisconnectStopsTheJob(t *testing.T) {
 // checkPlumbingFramesSubtle: the wrapper's frames (remote_debug.py) and
 // PySpark's daemon.py, at the bottom of every executor stack, are shown
 // as library frames, not as the user's code.
-func checkPlumbingFramesSubtle(t *testing.T, st *vscodeclient.Stop) {
+func checkPlumbingFramesSubtle(t testing.TB, st *vscodeclient.Stop) {
 	t.Helper()
 	wrapper := 0
 	for _, f := range st.Frames {

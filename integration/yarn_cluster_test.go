@@ -29,7 +29,7 @@ type yarnCluster struct {
 
 // yarnJars is the directory of the cluster's jars: $SPARKDAP_YARN_JARS, or
 // the one scripts/setup fills.
-func yarnJars(t *testing.T) string {
+func yarnJars(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv("SPARKDAP_YARN_JARS")
 	if dir == "" {
@@ -75,7 +75,7 @@ var yarnShared struct {
 
 // sharedYARN returns the package's YARN, starting it on first use. On the
 // test's failure the daemons' output is logged.
-func sharedYARN(t *testing.T) *yarnCluster {
+func sharedYARN(t testing.TB) *yarnCluster {
 	t.Helper()
 	jars := yarnJars(t)
 	java, err := exec.LookPath("java")

@@ -215,7 +215,7 @@ func TestYARNRecipe(t *testing.T) {
 // inPackedEnv checks, at each stop, that the container runs the packed
 // environment's Python, and the debugpy the job shipped, which the
 // container's daemon unpacked into a private directory of its own.
-func inPackedEnv(t *testing.T, ctx context.Context, ide *dapclient.Client) func(name string, s sparkStop) {
+func inPackedEnv(t testing.TB, ctx context.Context, ide *dapclient.Client) func(name string, s sparkStop) {
 	return func(name string, s sparkStop) {
 		for _, c := range []struct{ expr, want, what string }{
 			{"__import__('sys').executable", "/pyenv/", "the packed environment ./pyenv"},
@@ -241,7 +241,7 @@ func inPackedEnv(t *testing.T, ctx context.Context, ide *dapclient.Client) func(
 // wrapper and the debugpy wheel) is in wrapped; sparkdap (doctor) gets g's key and known host, the proxy's
 // ports, remote for the recipe's --remote-listen 0.0.0.0:5678, and the
 // edge node's relative paths under edge.
-func edgeShell(t *testing.T, g *gateway, edge, wrapped, remote string, p *proxy) string {
+func edgeShell(t testing.TB, g *gateway, edge, wrapped, remote string, p *proxy) string {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "ssh_config")
 	conf := fmt.Sprintf("Host edge.example.com\n  HostName %s\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n"+
@@ -283,7 +283,7 @@ func onlyLines(script string, prefixes ...string) string {
 // yarnLoans is the loans job laid out for YARN: loanlib.py reaches the
 // executors only in loanlib.zip, as the recipe's `zip loanlib.zip
 // loanlib.py` makes it.
-func yarnLoans(t *testing.T) loansLayout {
+func yarnLoans(t testing.TB) loansLayout {
 	t.Helper()
 	l := newLoansLayout(t)
 	zipFiles(t, filepath.Join(l.ship, "loanlib.zip"), l.shipLib)
@@ -296,7 +296,7 @@ func yarnLoans(t *testing.T) loansLayout {
 // yarnPySparkOnly is a directory with only pyspark and py4j in it (links
 // to py's), standing in for the pyspark.zip and py4j zip a Spark
 // distribution ships to YARN containers.
-func yarnPySparkOnly(t *testing.T, py string) string {
+func yarnPySparkOnly(t testing.TB, py string) string {
 	t.Helper()
 	out, err := exec.Command(py, "-c", "import os, pyspark, py4j\nfor m in (pyspark, py4j): print(os.path.dirname(m.__file__))").CombinedOutput()
 	if err != nil {
@@ -323,7 +323,7 @@ func yarnPath(py, sparkSubmit string) string {
 
 // examplesSection is the "## name" section of examples/README.md, from
 // its heading to the next one.
-func examplesSection(t *testing.T, name string) string {
+func examplesSection(t testing.TB, name string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "examples", "README.md"))
 	if err != nil {
@@ -344,7 +344,7 @@ func examplesSection(t *testing.T, name string) string {
 // readmeBlock is the shell block of examples/README.md's YARN section that
 // contains want, as a script, without the lines that start with one of
 // skip (what the test does itself: cd into the job, export the token).
-func readmeBlock(t *testing.T, want string, skip ...string) string {
+func readmeBlock(t testing.TB, want string, skip ...string) string {
 	t.Helper()
 	section := examplesSection(t, "YARN")
 	blocks := strings.Split(section, "```")
@@ -370,7 +370,7 @@ func readmeBlock(t *testing.T, want string, skip ...string) string {
 
 // printedResult is the loans job's result as it prints it: the last line
 // of its output that is a JSON object.
-func printedResult(t *testing.T, out string) map[string]any {
+func printedResult(t testing.TB, out string) map[string]any {
 	t.Helper()
 	lines := strings.Split(out, "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
@@ -401,7 +401,7 @@ var packedEnvState struct {
 // downloads into .cache/wheels, at the versions requirements-test.txt pins
 // (pip reads PIP_NO_INDEX, PIP_FIND_LINKS and PIP_CONSTRAINT from the
 // environment, so the README's command line stays as printed).
-func packedEnv(t *testing.T, py string) string {
+func packedEnv(t testing.TB, py string) string {
 	t.Helper()
 	wheels := os.Getenv("SPARKDAP_WHEELS")
 	if wheels == "" {
@@ -500,13 +500,13 @@ func tarNames(path, part string) ([]string, error) {
 
 // yarnWant is each of the recipe's stops: the zipped module, a UDF, a
 // driver lambda, as the developer's path and line.
-func yarnWant(t *testing.T, l loansLayout) map[string]place {
+func yarnWant(t testing.TB, l loansLayout) map[string]place {
 	t.Helper()
 	return loansPlaces(t, l.srcMain, l.srcLib, "loanlib-payment", "udf-body", "mapvalues-lambda")
 }
 
 // yarnAttach attaches an IDE to the proxy with the recipe's breakpoints set.
-func yarnAttach(t *testing.T, ctx context.Context, p *proxy, l loansLayout) *dapclient.Client {
+func yarnAttach(t testing.TB, ctx context.Context, p *proxy, l loansLayout) *dapclient.Client {
 	t.Helper()
 	ide := dialIDE(t, ctx, p.IDE)
 	if _, err := ide.Initialize(ctx, false); err != nil {
@@ -534,7 +534,7 @@ var containerRE = regexp.MustCompile(`^\[exec (container_\d+_\d+_\d+_\d+) · .+ 
 // yarnStops waits for each breakpoint to stop once, checks what the IDE
 // shows there (and what each, if not nil, checks), disarms it and
 // continues.
-func yarnStops(t *testing.T, ctx context.Context, ide *dapclient.Client, job *sparkRun, l loansLayout, y *yarnCluster,
+func yarnStops(t testing.TB, ctx context.Context, ide *dapclient.Client, job *sparkRun, l loansLayout, y *yarnCluster,
 	each func(name string, s sparkStop)) {
 	t.Helper()
 	want := yarnWant(t, l)
