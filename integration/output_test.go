@@ -56,9 +56,35 @@ type ideOutput struct {
 	bytes    int64
 	first    time.Time
 	last     time.Time
+	lineAt   time.Time // when the latest numbered line arrived
 }
 
-var bigLineRE = regexp.MustCompile(`sparkdap-line (\d{7}) (x+)$`)
+// bigLineSeq reads a whole numbered line, `sparkdap-line (\d{7}) (x+)$`
+// of bigOutputLineWidth-1 bytes, after whatever label precedes it. By
+// hand: a regexp costs this process as much CPU as serve spends relaying
+// the lines, which the output benchmark would time too.
+func bigLineSeq(line string) (int, bool) {
+	const prefix = "sparkdap-line "
+	i := strings.LastIndex(line, prefix)
+	if i < 0 {
+		return 0, false
+	}
+	rest := line[i+len(prefix):]
+	if len(prefix)+len(rest) != bigOutputLineWidth-1 || len(rest) < 9 || rest[7] != ' ' {
+		return 0, false
+	}
+	seq := 0
+	for _, c := range []byte(rest[:7]) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		seq = seq*10 + int(c-'0')
+	}
+	if strings.Trim(rest[8:], "x") != "" {
+		return 0, false
+	}
+	return seq, true
+}
 
 // followOutput reads ide's output events, as they come, until ctx ends or
 // the connection closes.
@@ -118,15 +144,15 @@ func (o *ideOutput) line(line string) {
 		}
 		return
 	}
-	m := bigLineRE.FindStringSubmatch(line)
-	if m == nil || len("sparkdap-line ")+len(m[1])+1+len(m[2]) != bigOutputLineWidth-1 {
+	seq, ok := bigLineSeq(line)
+	if !ok {
 		if len(o.bad) < 5 {
 			o.bad = append(o.bad, line)
 		}
 		return
 	}
-	seq, _ := strconv.Atoi(m[1])
 	o.seqs = append(o.seqs, seq)
+	o.lineAt = o.last
 }
 
 // snapshot is what arrived so far.
@@ -237,6 +263,21 @@ func TestSparkTaskOutputArrivesWhole(t *testing.T) {
 // partition 0 debugged and printing lines, and checks that every line
 // reaches the IDE, in order, once each.
 func checkTaskOutputWhole(t testing.TB, ctx context.Context, p *proxy, executors string, lines int) {
+	runTaskOutput(t, ctx, p, executors, lines).check(t, p, lines)
+}
+
+// taskOutputRun is one debugged run of big_output.py's job and what its
+// IDE got.
+type taskOutputRun struct {
+	out    *ideOutput
+	job    *sparkRun
+	ended  time.Time
+	result map[string]any // the job's out.json
+}
+
+// runTaskOutput is checkTaskOutputWhole's run: it returns once the IDE
+// has the last line, or has given up waiting for it (waitEnd).
+func runTaskOutput(t testing.TB, ctx context.Context, p *proxy, executors string, lines int) *taskOutputRun {
 	ide := dialIDE(t, ctx, p.IDE)
 	if _, err := ide.Initialize(ctx, false); err != nil {
 		t.Fatal(err)
@@ -254,15 +295,21 @@ func checkTaskOutputWhole(t testing.TB, ctx context.Context, p *proxy, executors
 		"submit", "--proxy", executors, "--partitions", "0", "--",
 		"--master", "local[2]", script, "job", result, strconv.Itoa(lines))
 	job.wait(t, ctx)
-	ended := time.Now()
-	if got := readJSON(t, result)["count"]; got != float64(8) {
+	r := &taskOutputRun{out: out, job: job, ended: time.Now(), result: readJSON(t, result)}
+	if got := r.result["count"]; got != float64(8) {
 		t.Errorf("count = %v, want 8", got)
 	}
 	t.Logf("the job ran %v", job.elapsed.Round(100*time.Millisecond))
 
 	// The worker is gone with the job: what it sent is in flight (through
 	// the tunnel too, with --ssh) or arrived.
-	out.waitEnd(lines, ended)
+	out.waitEnd(lines, r.ended)
+	return r
+}
+
+// check is checkTaskOutputWhole's checks of a run, against p's log.
+func (r *taskOutputRun) check(t testing.TB, p *proxy, lines int) {
+	out, job, ended := r.out, r.job, r.ended
 	seqs, events, bytes, first, last := out.snapshot()
 	s := summarize(seqs, lines)
 	attached := regexp.MustCompile(`(?m)^sparkdap: \+ executor \d+ attached \[(.*)\]$`).FindAllString(p.Log(), -1)

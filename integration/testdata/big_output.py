@@ -5,7 +5,10 @@ seq counting from 0, so the test can tell which lines reached the IDE.
 
   big_output.py job OUT LINES
       A local Spark job: partition 0 of two prints LINES lines, then the
-      job writes {"count": …} to OUT and ends at once (spark.stop, exit).
+      job writes {"count": …, "loop": [start, end, cpu]} to OUT and ends at
+      once (spark.stop, exit); loop is when partition 0's print loop began
+      and ended, flush included (epoch seconds, the task's clock), and the
+      CPU seconds its process (all its threads) used meanwhile.
   big_output.py worker --wrapper DIR --lines LINES
       A Spark worker minus Spark: the generated wrapper in DIR attaches this
       process as a selected task, then one task, run through the wrapper's
@@ -39,14 +42,21 @@ def job(out, lines):
 
     def part(index, it):
         n = sum(1 for _ in it)
+        loop = None
         if index == 0:
+            start, t0 = time.time(), os.times()
             spew(lines)
-        yield n
+            sys.stdout.flush()
+            t1 = os.times()
+            loop = [start, time.time(), t1.user - t0.user + t1.system - t0.system]
+        yield n, loop
 
     spark = SparkSession.builder.appName("sparkdap-big-output").getOrCreate()
-    count = sum(spark.sparkContext.parallelize(range(8), 2).mapPartitionsWithIndex(part).collect())
+    parts = spark.sparkContext.parallelize(range(8), 2).mapPartitionsWithIndex(part).collect()
+    count = sum(n for n, _ in parts)
+    loop = next(lp for _, lp in parts if lp is not None)
     with open(out, "w") as f:
-        json.dump({"count": count}, f)
+        json.dump({"count": count, "loop": loop}, f)
     spark.stop()
 
 
