@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,9 +158,30 @@ func reportFirstStop(b *testing.B, where, how string, plains, debuggeds []firstS
 	t.Note("goal first stop ≤ 1.1 × plain first task and ≤ +0.5 s: %.3f, %+.2f s — %s", ratio, extra.Seconds(), verdict)
 	t.Note("%s", how)
 	t.Note("each round runs both, alternating which goes first; the debugged run's IDE attaches in merged mode before the submit and continues at the stop")
-	t.Write(os.Stdout)
+	writeBenchTable(b, t)
 	b.ReportMetric(ratio, "firststop/plain")
 	b.ReportMetric(extra.Seconds(), "extra-s")
+}
+
+// writeBenchTable prints t as Markdown on stdout and, when
+// $SPARKDAP_BENCH_REPORT names a file, appends it there: how sparkdap-bench
+// (scripts/bench -only spark,kubernetes) puts these benchmarks' tables in
+// its report.
+func writeBenchTable(b *testing.B, t *bench.Table) {
+	b.Helper()
+	t.Write(os.Stdout)
+	path := os.Getenv("SPARKDAP_BENCH_REPORT")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		b.Fatalf("SPARKDAP_BENCH_REPORT: %v", err)
+	}
+	t.Write(f)
+	if err := f.Close(); err != nil {
+		b.Fatalf("SPARKDAP_BENCH_REPORT: %v", err)
+	}
 }
 
 // fmtDur is d in seconds with two decimals.

@@ -240,8 +240,18 @@ func Attach(ctx context.Context, cfg AttachConfig, logf func(string, ...any)) (*
 	defer os.RemoveAll(wrapperDir)
 	o := workerwrap.NewOptions()
 	o.Proxy = px.ExecutorAddr
-	if err := workerwrap.WriteFile(filepath.Join(wrapperDir, workerwrap.FileName), o); err != nil {
+	wrapperFile := filepath.Join(wrapperDir, workerwrap.FileName)
+	if err := workerwrap.WriteFile(wrapperFile, o); err != nil {
 		return nil, err
+	}
+	// An executor's Python caches the wrapper's bytecode beside it (the
+	// --py-files directory is the executor's and writable), so only its
+	// first worker compiles the 150 KB source. This machine may run with
+	// PYTHONDONTWRITEBYTECODE=1, which would make every fresh worker here
+	// compile it again; debugpy's own modules were compiled at install.
+	if out, err := exec.CommandContext(ctx, cfg.Python, "-c",
+		"import py_compile, sys; py_compile.compile(sys.argv[1], doraise=True)", wrapperFile).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("compile the wrapper: %v: %s", err, out)
 	}
 	daemons := map[string]*forkDaemon{}
 	defer func() {

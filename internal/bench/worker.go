@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -83,8 +84,9 @@ func tail(s string, n int) string {
 	return s
 }
 
-// Worker runs the CPU-bound job plain and with the wrapper injected but no
-// task selected, interleaved so drifting machine load hits every variant.
+// Worker runs the CPU-bound job plain, with the wrapper injected but no
+// task selected, and with every task debugged by an attached IDE that set
+// no breakpoint, interleaved so drifting machine load hits every variant.
 func Worker(ctx context.Context, cfg WorkerConfig, logf func(string, ...any)) (*Table, error) {
 	dir, err := os.MkdirTemp("", "sparkdap-bench-worker")
 	if err != nil {
@@ -107,30 +109,69 @@ func Worker(ctx context.Context, cfg WorkerConfig, logf func(string, ...any)) (*
 	if err := workerwrap.WriteFile(wrapper, o); err != nil {
 		return nil, err
 	}
-	// Three variants: plain, the wrapper with no task selected, and the
-	// wrapper switched off with SPARKDAP_DISABLE=1 (injected, behaving as
+	everyTask := filepath.Join(dir, "every", workerwrap.FileName)
+	if err := os.Mkdir(filepath.Dir(everyTask), 0o755); err != nil {
+		return nil, err
+	}
+	// Every task's debugger reports to an IDE, as when a developer has one
+	// attached with no breakpoint in the code that runs: pydevd traces each
+	// task and the proxy relays its thread events and output. A proxy of
+	// its own, so the first one shows that no task of the other variants
+	// attached.
+	pxEvery, err := StartProxy(ctx, ProxyConfig{Token: cfg.Token, Root: cfg.Testdata})
+	if err != nil {
+		return nil, err
+	}
+	defer pxEvery.Close()
+	o.Proxy = pxEvery.ExecutorAddr
+	ide, err := dialRawIDE(ctx, pxEvery.IDEAddr)
+	if err != nil {
+		return nil, fmt.Errorf("attach the IDE: %w", err)
+	}
+	defer ide.close()
+	o.Partitions = nil // every task attaches
+	if err := workerwrap.WriteFile(everyTask, o); err != nil {
+		return nil, err
+	}
+	everyAttached := 0
+	// Four variants: plain; the wrapper with no task selected; the wrapper
+	// switched off with SPARKDAP_DISABLE=1 (injected, behaving as
 	// pyspark.daemon), which separates the cost of the injection from that
-	// of the wrapper's hooks.
-	names := []string{"plain", "wrapped, no task selected", "wrapped, SPARKDAP_DISABLE=1"}
-	action := make([]Samples, 3)
-	total := make([]Samples, 3)
+	// of the wrapper's hooks; and every task debugged, no breakpoint hit.
+	names := []string{"plain", "wrapped, no task selected", "wrapped, SPARKDAP_DISABLE=1",
+		"every task debugged, IDE attached, no breakpoint"}
+	const variants = 4
+	action := make([]Samples, variants)
+	total := make([]Samples, variants)
 	var checksum int64
 	run := 0
 	for r := range cfg.Runs {
-		order := []int{(r) % 3, (r + 1) % 3, (r + 2) % 3}
+		order := make([]int, variants)
+		for i := range order {
+			order[i] = (r + i) % variants
+		}
 		if r%2 == 1 {
-			order[0], order[2] = order[2], order[0]
+			slices.Reverse(order)
 		}
 		for _, v := range order {
 			run++
 			w, env := "", ""
-			if v > 0 {
+			switch v {
+			case 1:
 				w = wrapper
+			case 2:
+				w, env = wrapper, "SPARKDAP_DISABLE=1"
+			case 3:
+				w = everyTask
 			}
-			if v == 2 {
-				env = "SPARKDAP_DISABLE=1"
+			var stopWatch func() int
+			if v == 3 {
+				stopWatch = watchExecutors(ctx, pxEvery)
 			}
 			res, err := runCPUJob(ctx, cfg, dir, w, env)
+			if stopWatch != nil {
+				everyAttached = max(everyAttached, stopWatch())
+			}
 			if err != nil {
 				return nil, fmt.Errorf("run %d (%s): %w", run, names[v], err)
 			}
@@ -147,7 +188,10 @@ func Worker(ctx context.Context, cfg WorkerConfig, logf func(string, ...any)) (*
 	if s, err := px.Stats(false); err == nil && s.Executors != 0 {
 		return nil, fmt.Errorf("the wrapper attached %d executors although no task was selected", s.Executors)
 	}
-	t := &Table{Title: "5. Worker overhead: PySpark job, plain vs wrapper injected with no task selected",
+	if everyAttached == 0 {
+		return nil, fmt.Errorf("no executor attached in the every-task variant")
+	}
+	t := &Table{Title: "5. Worker overhead: PySpark job, plain vs wrapper injected with no task selected, and every task debugged",
 		Header: []string{"variant", "runs", "job action (median)", "÷ plain", "action min … max", "whole spark-submit (median)", "÷ plain"}}
 	for v, name := range names {
 		t.Add(name, strconv.Itoa(len(action[v])), ms(action[v].Median()),
@@ -157,6 +201,35 @@ func Worker(ctx context.Context, cfg WorkerConfig, logf func(string, ...any)) (*
 	}
 	ra := float64(action[1].Median()) / float64(action[0].Median())
 	t.Note("goal overhead ≤ 2 %%: action %+.1f %% — %s; compare the min … max spread: on a shared machine single runs vary by far more than 2 %%, so only a large, repeatable gap means anything", (ra-1)*100, goal(ra <= 1.02))
-	t.Note("job action = 8 partitions of a CPU-bound Python UDF over %d rows, timed in the driver around the action (JVM and session start-up excluded); local[2]; the wrapper comes from workerwrap with --partitions 999 (the job has 8) and points at a live proxy child; each round runs every variant once, in rotating order", cfg.Rows)
+	rd := float64(action[3].Median()) / float64(action[0].Median())
+	t.Note("every task debugged with no breakpoint hit: action %+.1f %% (goal ≤ 2 %%: %s)", (rd-1)*100, goal(rd <= 1.02))
+	t.Note("job action = 8 partitions of a CPU-bound Python UDF over %d rows, timed in the driver around the action (JVM and session start-up excluded); local[2]; the wrapper comes from workerwrap with --partitions 999 (the job has 8) and points at a live proxy child; the every-task variant's wrapper selects every partition and points at a proxy child of its own with a merged-mode IDE attached that set no breakpoint; each round runs every variant once, in rotating order", cfg.Rows)
 	return t, nil
+}
+
+// watchExecutors polls px's ready executors until the returned func is
+// called, which returns the most it saw at once.
+func watchExecutors(ctx context.Context, px *Proxy) func() int {
+	stop := make(chan struct{})
+	most := make(chan int, 1)
+	go func() {
+		n := 0
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if s, err := px.Stats(false); err == nil {
+				n = max(n, s.Executors)
+			}
+			select {
+			case <-stop:
+				most <- n
+				return
+			case <-ctx.Done():
+				most <- n
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int { close(stop); return <-most }
 }

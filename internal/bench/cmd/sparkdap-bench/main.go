@@ -4,9 +4,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +24,8 @@ import (
 func main() {
 	bench.RunChildIfRequested()
 	quick := flag.Bool("quick", false, "few samples, small sizes: a smoke run of a minute or two")
-	only := flag.String("only", "latency,fanout,scale,throughput,worker,output,storm,attach", "comma-separated sections to run")
+	only := flag.String("only", "latency,fanout,scale,throughput,worker,output,storm,attach,spark",
+		"comma-separated sections to run (kubernetes, not in the default, starts a one-node Kubernetes)")
 	sparkdapBin := flag.String("sparkdap", "", "sparkdap executable, uploaded as the tunnel's agent (tunnel rows need it)")
 	testdata := flag.String("testdata", "internal/bench/testdata", "directory of the benchmarks' Python workers")
 	out := flag.String("out", "", "also write the report to this file")
@@ -66,8 +69,22 @@ func main() {
 			fmt.Fprintf(w, "### %s\n\nFAILED: %v\n\n", name, err)
 			return
 		}
+		if t == nil { // the section wrote its own tables
+			fmt.Fprintf(w, "- section took %s\n\n", time.Since(start).Round(time.Second))
+			return
+		}
 		t.Note("section took %s", time.Since(start).Round(time.Second))
 		t.Write(w)
+	}
+	// The real-cluster sections are Go benchmarks in package integration,
+	// beside the harness that starts Spark, YARN and Kubernetes; they append
+	// their tables to $SPARKDAP_BENCH_REPORT.
+	repo := filepath.Join(td, "..", "..", "..")
+	goBench := func(pattern string, env ...string) (*bench.Table, error) {
+		if *quick {
+			env = append(env, "SPARKDAP_BENCH_FIRSTSTOP_ROUNDS=1", "SPARKDAP_BENCH_OUTPUT_LINES=20000")
+		}
+		return nil, runGoBench(ctx, repo, pattern, w, env)
 	}
 	run("latency", func() (*bench.Table, error) {
 		cfg := bench.LatencyConfig{Python: python, Testdata: td, Requests: 10000, SlowRequests: 200, Token: token}
@@ -159,6 +176,12 @@ func main() {
 		}
 		return bench.Attach(ctx, cfg, logf)
 	})
+	run("spark", func() (*bench.Table, error) {
+		return goBench("^(BenchmarkFirstStop|BenchmarkFirstStopYARN|BenchmarkSparkOutput)$")
+	})
+	run("kubernetes", func() (*bench.Table, error) {
+		return goBench("^BenchmarkFirstStopKubernetes$", "SPARKDAP_K8S=1")
+	})
 	fmt.Fprintf(w, "Reproduce: `scripts/bench%s` (Go %s).\n", map[bool]string{true: " -quick", false: ""}[*quick], runtime.Version())
 	if *out != "" {
 		if err := safefile.WriteFile(*out, []byte(report.String()), 0o644); err != nil {
@@ -169,6 +192,36 @@ func main() {
 		logf("failed sections: %s", strings.Join(failed, ", "))
 		os.Exit(1)
 	}
+}
+
+// runGoBench runs the integration package's benchmarks matching pattern
+// once each, their progress on stderr, and copies the tables they wrote to
+// $SPARKDAP_BENCH_REPORT into w.
+func runGoBench(ctx context.Context, repo, pattern string, w io.Writer, env []string) error {
+	dir, err := os.MkdirTemp("", "sparkdap-bench-go")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	report := filepath.Join(dir, "report.md")
+	cmd := exec.CommandContext(ctx, "go", "test", "./integration", "-run", "^$", "-bench", pattern,
+		"-benchtime", "1x", "-timeout", "120m", "-v")
+	cmd.Dir = repo
+	cmd.Env = append(append(os.Environ(), "SPARKDAP_BENCH_REPORT="+report), env...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	runErr := cmd.Run()
+	tables, err := os.ReadFile(report)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	_, _ = w.Write(tables)
+	if runErr != nil {
+		return fmt.Errorf("go test -bench %s: %w", pattern, runErr)
+	}
+	if len(tables) == 0 {
+		return fmt.Errorf("go test -bench %s wrote no table: skipped? (see its output above)", pattern)
+	}
+	return nil
 }
 
 func fatal(err error) {
