@@ -16,7 +16,6 @@ import (
 	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/dapwire"
 	"github.com/sparkdap/sparkdap/internal/guard"
-	"github.com/sparkdap/sparkdap/internal/quickack"
 	"github.com/sparkdap/sparkdap/pathmap"
 )
 
@@ -137,9 +136,9 @@ type executorState struct {
 	threadsWaiters []func() // merged threads requests waiting for that answer
 }
 
-func newExecutorSession(h *Hub, id uint64, conn net.Conn) *ExecutorSession {
+func newExecutorSession(h *Hub, id uint64, served, conn net.Conn) *ExecutorSession {
 	es := &ExecutorSession{
-		id: id, hub: h, w: newWire(quickack.Wrap(conn)), remote: conn.RemoteAddr().String(),
+		id: id, hub: h, w: newWire(served, conn, true), remote: conn.RemoteAddr().String(),
 		// Its maps are made on first use: an idle session needs few.
 		paths: pathmap.NewCache(h.cfg.Paths, pathmap.Roots{}),
 	}
@@ -340,7 +339,7 @@ func (es *ExecutorSession) read() error {
 	if hello {
 		return es.serveHello(fr.Reader())
 	}
-	return es.w.readFrames(fr, firstTells(es.progressed, es.handle))
+	return es.w.readFrames(fr, es.w.firstTells(fr, es.progressed, es.handle))
 }
 
 // newReader is the connection's reader, and whether it starts with a

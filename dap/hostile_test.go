@@ -488,10 +488,10 @@ func TestBreakpointEditWhileExecutorLeaves(t *testing.T) {
 	defer h.Close()
 	exConn, exPeer := net.Pipe()
 	defer exPeer.Close()
-	es := newExecutorSession(h, h.nextID.Add(1), exConn)
+	es := newExecutorSession(h, h.nextID.Add(1), exConn, exConn)
 	ideConn, idePeer := net.Pipe()
 	defer idePeer.Close()
-	ide := newIDESession(h, h.nextID.Add(1), ideConn)
+	ide := newIDESession(h, h.nextID.Add(1), ideConn, ideConn)
 	tx := h.lock()
 	tx.exec(es).ready = true
 	tx.executors[es.id] = es

@@ -684,7 +684,7 @@ func TestHeldIsVoidAfterUnlock(t *testing.T) {
 	h := NewHub(Config{Log: zerolog.Nop()})
 	conn, peer := net.Pipe()
 	defer peer.Close()
-	es := newExecutorSession(h, 1, conn)
+	es := newExecutorSession(h, 1, conn, conn)
 	tx := h.lock()
 	tx.exec(es).ready = true
 	tx.unlock()

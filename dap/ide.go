@@ -78,8 +78,8 @@ type ideState struct {
 	asked map[int64]childAsk // root only: startDebugging seq → the executor it announced
 }
 
-func newIDESession(h *Hub, id uint64, conn net.Conn) *IDESession {
-	s := &IDESession{id: id, hub: h, w: newWire(conn)}
+func newIDESession(h *Hub, id uint64, served, conn net.Conn) *IDESession {
+	s := &IDESession{id: id, hub: h, w: newWire(served, conn, false)}
 	s.g = guard.New(&h.mu, ideState{asked: map[int64]childAsk{}})
 	s.setLogger(h.log.With().Uint64("ide", id).Str("remote", conn.RemoteAddr().String()).Logger())
 	return s
@@ -102,7 +102,7 @@ func (s *IDESession) serve(ctx context.Context) {
 	fr := dapwire.NewFrameReader(s.w.conn, s.hub.cfg.MaxMessageBytes)
 	fr.LimitUntil(&s.admitted, maxUnattachedMessageBytes)
 	fr.OnAlloc(s.hub.frameAlloc)
-	go func() { done <- s.w.readFrames(fr, firstTells(s.progressed, s.handle)) }()
+	go func() { done <- s.w.readFrames(fr, s.w.firstTells(fr, s.progressed, s.handle)) }()
 	var reason error
 	select {
 	case reason = <-done:

@@ -55,7 +55,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	errs := make(chan error, 2)
 	// A connection over its port's budget is closed here, unread, before
 	// anything (a goroutine included) is spent on it.
-	accept := func(l net.Listener, b *connbudget.Budget, port string, serve func(net.Conn, *connbudget.Place)) {
+	accept := func(l net.Listener, b *connbudget.Budget, port string) {
 		defer wg.Done()
 		for {
 			c, err := acceptretry.Accept(ctx, l, nil, func(err error, wait time.Duration) {
@@ -72,13 +72,21 @@ func (s *Server) Serve(ctx context.Context) error {
 			if !ok {
 				continue
 			}
+			// The session's method is the goroutine itself: an idle
+			// session is its reader parked under these frames, and each
+			// frame less keeps its stack small enough to shrink (see
+			// ExecutorSession.serve).
 			wg.Add(1)
-			go func() { defer wg.Done(); serve(served, place) }()
+			if b == s.Hub.exeBudget {
+				go s.Hub.serveExecutor(ctx, served, c, place, wg.Done)
+			} else {
+				go s.Hub.serveIDE(ctx, served, c, place, wg.Done)
+			}
 		}
 	}
 	wg.Add(2)
-	go accept(s.exe, s.Hub.exeBudget, "executor", func(c net.Conn, p *connbudget.Place) { s.Hub.serveExecutor(ctx, c, p) })
-	go accept(s.ide, s.Hub.ideBudget, "IDE", func(c net.Conn, p *connbudget.Place) { s.Hub.serveIDE(ctx, c, p) })
+	go accept(s.exe, s.Hub.exeBudget, "executor")
+	go accept(s.ide, s.Hub.ideBudget, "IDE")
 	<-ctx.Done()
 	s.ide.Close()
 	s.exe.Close()
@@ -104,14 +112,18 @@ func (h *Hub) ServeExecutor(ctx context.Context, conn net.Conn) {
 	if !ok {
 		return
 	}
-	h.serveExecutor(ctx, served, place)
+	h.serveExecutor(ctx, served, conn, place, nil)
 }
 
 // serveExecutor runs one pydevd connection that holds place in the
-// executor port's budget.
-func (h *Hub) serveExecutor(ctx context.Context, conn net.Conn, place *connbudget.Place) {
+// executor port's budget: read through served (the budget's watch on
+// it), written straight to conn (see newWire); then calls done, if set.
+func (h *Hub) serveExecutor(ctx context.Context, served, conn net.Conn, place *connbudget.Place, done func()) {
+	if done != nil {
+		defer done()
+	}
 	defer place.Release()
-	es := newExecutorSession(h, h.nextID.Add(1), conn)
+	es := newExecutorSession(h, h.nextID.Add(1), served, conn)
 	es.unadmitted, es.progressed = place.Release, place.Progressed
 	es.logger().Debug().Msg("executor connected")
 	es.serve(ctx)
@@ -124,14 +136,18 @@ func (h *Hub) ServeIDE(ctx context.Context, conn net.Conn) {
 	if !ok {
 		return
 	}
-	h.serveIDE(ctx, served, place)
+	h.serveIDE(ctx, served, conn, place, nil)
 }
 
 // serveIDE runs one DAP client connection that holds place in the IDE
-// port's budget.
-func (h *Hub) serveIDE(ctx context.Context, conn net.Conn, place *connbudget.Place) {
+// port's budget, read through served and written to conn (see newWire);
+// then calls done, if set.
+func (h *Hub) serveIDE(ctx context.Context, served, conn net.Conn, place *connbudget.Place, done func()) {
+	if done != nil {
+		defer done()
+	}
 	defer place.Release()
-	s := newIDESession(h, h.nextID.Add(1), conn)
+	s := newIDESession(h, h.nextID.Add(1), served, conn)
 	s.unadmitted, s.progressed = place.Release, place.Progressed
 	// A client that does not attach in time goes: a local user must not
 	// hold connections open for free.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/sparkdap/sparkdap/internal/dapwire"
+	"github.com/sparkdap/sparkdap/internal/quickack"
 	"github.com/sparkdap/sparkdap/internal/wirequeue"
 )
 
@@ -51,14 +52,33 @@ func isBadInput(err error) bool {
 // under the queue's lock so seq order is wire order. The connection's reader
 // is whoever serves the session (readFrames).
 type wire struct {
-	conn net.Conn
-	q    *wirequeue.Queue
+	conn net.Conn // what the reader reads
+	// raw is conn unwrapped, read from once the peer sent its first
+	// message (the port's budget has seen it): nil when conn is raw.
+	raw net.Conn
+	q   *wirequeue.Queue
 
 	seq int64 // guarded by q's lock: only touched inside SendWith
 }
 
-func newWire(conn net.Conn) *wire {
-	return &wire{conn: conn, q: wirequeue.New(conn, wirequeue.Options{})}
+// newWire reads from served and writes to conn, the same connection:
+// served is conn as the port's budget hands it over (connbudget's
+// wrapper, which sees the reads), and the queue gets conn itself, since
+// it writes the socket on the sender's goroutine, and re-arms
+// TCP_QUICKACK, only on a connection it knows (a plain TCP or quickack
+// one): through the wrapper every message went to a new flusher goroutine
+// (a hand-off per message) and the executor's socket had no QUICKACK.
+// The executor's side re-arms TCP_QUICKACK after each write (quick).
+func newWire(served, conn net.Conn, quick bool) *wire {
+	out := conn
+	if quick {
+		out = quickack.Wrap(conn)
+	}
+	w := &wire{conn: served, q: wirequeue.New(out, wirequeue.Options{})}
+	if served != conn {
+		w.raw = conn
+	}
+	return w
 }
 
 // send assigns the next seq to m and queues it. onSeq, if set, runs with the
@@ -155,18 +175,28 @@ func (w *wire) readFrames(fr *dapwire.FrameReader, handle func(Message)) error {
 	}
 }
 
-// firstTells is handle that calls progressed (if set) before the first
-// message it handles: the connection's budget learns the peer sent a
-// whole message. For the reader goroutine only.
-func firstTells(progressed func(), handle func(Message)) func(Message) {
-	if progressed == nil {
+// firstTells is handle that, before the first message it handles, calls
+// progressed (if set), so the connection's budget learns the peer sent a
+// whole message, and has fr read the connection unwrapped from then on
+// (the budget's wrapper has seen the peer speak; a frame less under an
+// idle reader's park). For the reader goroutine only. Not inlined, so
+// its locals stay out of the reader's frames.
+//
+//go:noinline
+func (w *wire) firstTells(fr *dapwire.FrameReader, progressed func(), handle func(Message)) func(Message) {
+	if progressed == nil && w.raw == nil {
 		return handle
 	}
 	first := true
 	return func(m Message) {
 		if first {
 			first = false
-			progressed()
+			if w.raw != nil {
+				fr.ReadFromNext(w.raw)
+			}
+			if progressed != nil {
+				progressed()
+			}
 		}
 		handle(m)
 	}

@@ -3,6 +3,7 @@ package dap
 import (
 	"bytes"
 	"encoding/json"
+	"runtime"
 	"testing"
 
 	"github.com/sparkdap/sparkdap/internal/dapwire"
@@ -40,5 +41,38 @@ func TestFrameWithSeq(t *testing.T) {
 				t.Fatalf("read back %q (%v), want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestServedConnectionsWriteInline: the connections the Server accepts
+// reach their write queues unwrapped, whatever the port's budget wraps
+// them in for its reads: a send writes the socket on the sender's
+// goroutine (no flusher goroutine per message), and the executor's
+// socket re-arms TCP_QUICKACK after each write.
+func TestServedConnectionsWriteInline(t *testing.T) {
+	p := startProxy(t, nil)
+	c := p.ide(false, nil)
+	defer c.Close()
+	p.executor(1, nil)
+	p.waitExecutors(1)
+	tx := p.hub.lock()
+	var ess []*ExecutorSession
+	for _, es := range tx.executors {
+		ess = append(ess, es)
+	}
+	root := tx.root
+	tx.unlock()
+	if root == nil || len(ess) != 1 {
+		t.Fatalf("root %v, %d executors; want an IDE and one executor", root, len(ess))
+	}
+	if inline, _ := root.w.q.WritesInline(); !inline {
+		t.Errorf("the IDE's sends go through a flusher goroutine, not the sender's own write")
+	}
+	inline, hooked := ess[0].w.q.WritesInline()
+	if !inline {
+		t.Errorf("the executor's sends go through a flusher goroutine, not the sender's own write")
+	}
+	if runtime.GOOS == "linux" && !hooked {
+		t.Errorf("the executor's writes do not re-arm TCP_QUICKACK")
 	}
 }

@@ -45,6 +45,7 @@ type FrameReader struct {
 	admitted *atomic.Bool
 	preMax   int
 	onAlloc  func(capacity int) // see OnAlloc
+	next     io.Reader          // see ReadFromNext
 }
 
 // NewFrameReader reads frames from r, refusing bodies over max bytes
@@ -75,6 +76,22 @@ func (fr *FrameReader) LimitUntil(admitted *atomic.Bool, n int) {
 	fr.admitted, fr.preMax = admitted, min(n, fr.max)
 }
 
+// ReadFromNext has the reader read from r instead, from the next Wait
+// that finds nothing buffered (so no byte is lost or reordered): r must
+// be the same stream as what the reader reads now, unwrapped (a
+// connection read through a wrapper that only needed its first bytes).
+// Each wrapper's Read is one more frame under an idle reader's park.
+func (fr *FrameReader) ReadFromNext(r io.Reader) { fr.next = r }
+
+// readNext switches to ReadFromNext's reader, with nothing buffered. Not
+// inlined: its locals would stay in Wait's frame, under every park.
+//
+//go:noinline
+func (fr *FrameReader) readNext() {
+	fr.r.Reset(fr.next) // keeps its buffer
+	fr.next = nil
+}
+
 // Wait blocks until the next frame's first byte has arrived. It parks in
 // a shallow frame, not ReadFrame's: the runtime halves an idle goroutine's
 // stack at GC only while it uses under a quarter of it, and an idle
@@ -84,6 +101,9 @@ func (fr *FrameReader) LimitUntil(admitted *atomic.Bool, n int) {
 func (fr *FrameReader) Wait() error {
 	if fr.r.Buffered() > 0 {
 		return nil
+	}
+	if fr.next != nil {
+		fr.readNext()
 	}
 	if _, err := fr.r.Peek(1); err != nil {
 		if err == io.EOF {

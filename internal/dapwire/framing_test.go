@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -273,5 +274,34 @@ func fuzzFrames(t *testing.T, data []byte, admitAt int) {
 			t.Fatalf("frame of %d bytes passed a %d limit", len(b), now)
 		}
 		_, _ = DecodeMessage(b)
+	}
+}
+
+// TestReadFromNextKeepsBufferedFrames: a reader told to read from another
+// source switches only once nothing it read ahead is left, so no frame is
+// lost or reordered.
+func TestReadFromNextKeepsBufferedFrames(t *testing.T) {
+	first := AppendFrame(AppendFrame(nil, []byte(`{"n":1}`)), []byte(`{"n":2}`))
+	fr := NewFrameReader(bytes.NewReader(first), 0)
+	next := bytes.NewReader(AppendFrame(nil, []byte(`{"n":3}`)))
+	var got []string
+	for i := range 3 {
+		if err := fr.Wait(); err != nil {
+			t.Fatalf("frame %d: Wait: %v", i+1, err)
+		}
+		body, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i+1, err)
+		}
+		got = append(got, string(body))
+		if i == 0 {
+			fr.ReadFromNext(next) // frame 2 is buffered already
+		}
+	}
+	if want := []string{`{"n":1}`, `{"n":2}`, `{"n":3}`}; !slices.Equal(got, want) {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+	if err := fr.Wait(); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want io.EOF", err)
 	}
 }

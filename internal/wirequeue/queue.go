@@ -117,6 +117,12 @@ func New(conn net.Conn, opts Options) *Queue {
 // Conn is the connection the queue writes to (for its reader).
 func (q *Queue) Conn() net.Conn { return q.conn }
 
+// WritesInline reports whether a sender may write the connection itself
+// (a plain TCP or Unix connection, or a PlainConn of one), and whether
+// each write re-arms the connection's WriteHook: otherwise every send is
+// handed to a flusher goroutine.
+func (q *Queue) WritesInline() (inline, hooked bool) { return q.raw != nil, q.after != nil }
+
 // Send queues b. It fails with ErrClosed once the queue is closed,
 // including when b takes it over its byte cap (which closes it).
 func (q *Queue) Send(b []byte) error {
