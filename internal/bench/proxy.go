@@ -89,11 +89,23 @@ type readyLine struct {
 }
 
 func runChild() error {
-	// SPARKDAP_BENCH_PROFILE_DIR=dir profiles the proxy child, for looking
-	// into a number: cpu.pprof for its whole life, heap.pprof and
-	// goroutine.pprof at each forced-GC stats reading (go tool pprof).
+	var cfg ProxyConfig
+	if err := json.Unmarshal([]byte(os.Getenv(childConfigEnv)), &cfg); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if cfg.RelayTo != "" {
+		return runRelay(cfg.RelayTo)
+	}
+	// SPARKDAP_BENCH_PROFILE_DIR=dir profiles each proxy child (not the
+	// byte relay), for looking into a number: cpu-PID.pprof for its whole
+	// life, heap-PID.pprof and goroutine-PID.pprof at each forced-GC stats
+	// reading (go tool pprof). A section starts several children (section
+	// 1 one per path), so each has its own files.
 	if dir := os.Getenv("SPARKDAP_BENCH_PROFILE_DIR"); dir != "" {
-		out, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+		// Every allocation sampled: an idle session holds a few KiB,
+		// under the default rate's 512 KiB.
+		runtime.MemProfileRate = 1
+		out, err := os.Create(profilePath(dir, "cpu"))
 		if err != nil {
 			return err
 		}
@@ -101,13 +113,6 @@ func runChild() error {
 			return err
 		}
 		defer func() { pprof.StopCPUProfile(); out.Close() }()
-	}
-	var cfg ProxyConfig
-	if err := json.Unmarshal([]byte(os.Getenv(childConfigEnv)), &cfg); err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	if cfg.RelayTo != "" {
-		return runRelay(cfg.RelayTo)
 	}
 	var paths *pathmap.Mapper
 	if cfg.Root != "" {
@@ -167,7 +172,7 @@ func runChild() error {
 			st := childStats(hub, true)
 			if dir := os.Getenv("SPARKDAP_BENCH_PROFILE_DIR"); dir != "" {
 				for _, name := range []string{"heap", "goroutine"} {
-					if f, err := os.Create(filepath.Join(dir, name+".pprof")); err == nil {
+					if f, err := os.Create(profilePath(dir, name)); err == nil {
 						_ = pprof.Lookup(name).WriteTo(f, 0)
 						f.Close()
 					}
@@ -184,6 +189,11 @@ func runChild() error {
 	case <-time.After(5 * time.Second):
 	}
 	return nil
+}
+
+// profilePath is where this proxy child writes its profile of kind.
+func profilePath(dir, kind string) string {
+	return filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", kind, os.Getpid()))
 }
 
 func childStats(hub *dap.Hub, gc bool) Stats {
