@@ -31,7 +31,10 @@ def main(partitions, out=None):
     got = spark.sparkContext.parallelize(range(partitions * 10), partitions).mapPartitions(task).collect()
     first = min(s for s, _ in got)
     count = sum(n for _, n in got)
-    print("SPARKDAP-FIRST-TASK %.6f %d" % (first, count), flush=True)
+    # One write of the whole line: the driver's log shares the pipe, and
+    # print() writes the newline apart, which let a log line in before it.
+    sys.stdout.write("SPARKDAP-FIRST-TASK %.6f %d\n" % (first, count))
+    sys.stdout.flush()
     if out:
         with open(out, "w") as f:
             json.dump({"first_task": first, "count": count}, f)
