@@ -28,7 +28,8 @@ def main(partitions, out=None):
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName("sparkdap-first-stop").getOrCreate()
-    got = spark.sparkContext.parallelize(range(partitions * 10), partitions).mapPartitions(task).collect()
+    rdd = spark.sparkContext.parallelize(range(partitions * 10), partitions)
+    got = rdd.mapPartitions(task).collect()
     first = min(s for s, _ in got)
     count = sum(n for _, n in got)
     # One write of the whole line: the driver's log shares the pipe, and
