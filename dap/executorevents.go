@@ -256,25 +256,49 @@ func (tx *held) mergedView(es *ExecutorSession, out Message) {
 }
 
 // prefixLines puts the executor's label before each line of output, keeping
-// track of lines split across events.
+// track of lines split across events. It runs for every output event of
+// every worker under the Hub's lock, so it builds the result in one
+// allocation and names the worker (admission.Label cleans and joins its
+// parts) only when a line starts here, once per call.
 func (x *executorState) prefixLines(s string) string {
+	if s == "" {
+		return s
+	}
+	mid := x.midLine
+	x.midLine = s[len(s)-1] != '\n'
+	// A prefix for each line that starts in s: after each newline but a
+	// final one, and at the start unless s goes on the previous line.
+	starts := strings.Count(s, "\n")
+	if x.midLine {
+		starts++
+	}
+	if mid {
+		starts--
+	}
+	if starts == 0 {
+		return s
+	}
+	label := x.label()
 	var sb strings.Builder
-	prefix := "[" + x.label() + "] "
-	for len(s) > 0 {
-		if !x.midLine {
-			sb.WriteString(prefix)
-		}
+	sb.Grow(len(s) + starts*(len(label)+len("[] ")))
+	prefix := func() {
+		sb.WriteByte('[')
+		sb.WriteString(label)
+		sb.WriteString("] ")
+	}
+	if !mid {
+		prefix()
+	}
+	for {
 		i := strings.IndexByte(s, '\n')
-		if i < 0 {
+		if i < 0 || i == len(s)-1 {
 			sb.WriteString(s)
-			x.midLine = true
-			break
+			return sb.String()
 		}
 		sb.WriteString(s[:i+1])
 		s = s[i+1:]
-		x.midLine = false
+		prefix()
 	}
-	return sb.String()
 }
 
 // Its threads: pydevd's thread events and its last threads answer keep
