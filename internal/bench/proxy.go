@@ -64,6 +64,16 @@ type Stats struct {
 	HeapAlloc  uint64 `json:"heapAlloc"`
 	HeapInuse  uint64 `json:"heapInuse"`
 	StackInuse uint64 `json:"stackInuse"`
+	// HeapFree is heap memory free and still resident (HeapIdle −
+	// HeapReleased): what RSS holds beyond HeapInuse until the runtime's
+	// scavenger returns it to the OS.
+	HeapFree uint64 `json:"heapFree"`
+	// GCSys, MSpanSys and OtherSys are the runtime's own memory: GC
+	// metadata, span structures, and the rest (MCacheSys, BuckHashSys and
+	// OtherSys together).
+	GCSys      uint64 `json:"gcSys"`
+	MSpanSys   uint64 `json:"mspanSys"`
+	OtherSys   uint64 `json:"otherSys"`
 	Goroutines int    `json:"goroutines"`
 	Executors  int    `json:"executors"`
 }
@@ -204,6 +214,8 @@ func childStats(hub *dap.Hub, gc bool) Stats {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return Stats{RSS: selfRSS(), HeapAlloc: ms.HeapAlloc, HeapInuse: ms.HeapInuse, StackInuse: ms.StackInuse,
+		HeapFree: ms.HeapIdle - ms.HeapReleased, GCSys: ms.GCSys, MSpanSys: ms.MSpanSys,
+		OtherSys:   ms.MCacheSys + ms.BuckHashSys + ms.OtherSys,
 		Goroutines: runtime.NumGoroutine(), Executors: len(hub.Executors())}
 }
 
