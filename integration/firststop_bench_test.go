@@ -201,6 +201,18 @@ func firstStopAt(b *testing.B, ctx context.Context, ide *dapclient.Client, job *
 	return s.at
 }
 
+// detachIDE ends a debugged round's IDE session. Disconnect, not only
+// close: serve frees its one IDE slot before it answers, so the next
+// round's attach, which may follow at once, finds it free; after a bare
+// close it may not have noticed yet ("another IDE is already attached").
+func detachIDE(b *testing.B, ctx context.Context, ide *dapclient.Client) {
+	b.Helper()
+	if err := ide.Disconnect(ctx, false); err != nil {
+		b.Error(err)
+	}
+	ide.Close()
+}
+
 // timedStop is a stopped event and when the IDE got it.
 type timedStop struct {
 	threadID int
@@ -254,7 +266,7 @@ func BenchmarkFirstStop(b *testing.B) {
 			}
 			debugged := func(int) firstStopRun {
 				ide := attachAtLine(b, ctx, p, script, line)
-				defer ide.Close()
+				defer detachIDE(b, ctx, ide)
 				job := startSpark(b, ctx, b.TempDir(), []string{"SPARKDAP_TOKEN=" + p.Token}, sparkdapBinary(b),
 					"submit", "--proxy", p.Executors, "--partitions", "0", "--",
 					"--master", "local[2]", script, "4")

@@ -100,7 +100,7 @@ func BenchmarkFirstStopKubernetes(b *testing.B) {
 		debugged := func(round int) firstStopRun {
 			r.noExecutors(b, ctx)
 			ide := attachAtLine(b, ctx, p, script, line)
-			defer ide.Close()
+			defer detachIDE(b, ctx, ide)
 			job := startSpark(b, ctx, dir, env, sparkSubmit, submitArgs(true, filepath.Join(b.TempDir(), "first.json"))...)
 			at := r.firstStopChecked(b, ctx, ide, job, script, line, round == 0)
 			job.wait(b, ctx)

@@ -79,16 +79,7 @@ func BenchmarkFirstStopYARN(b *testing.B) {
 			// task is a function of __main__, which Spark pickles by
 			// value, so the executor's code names the file the driver ran.
 			ide := attachAtLine(b, ctx, p, script, line)
-			// Disconnect, not only close: serve frees its one IDE slot
-			// before it answers, so the next round's attach, which may
-			// follow at once, finds it free; after a bare close it may not
-			// have noticed yet ("another IDE is already attached").
-			defer func() {
-				if err := ide.Disconnect(ctx, false); err != nil {
-					b.Error(err)
-				}
-				ide.Close()
-			}()
+			defer detachIDE(b, ctx, ide)
 			run := startSpark(b, ctx, b.TempDir(), append(append([]string{}, env...), "SPARKDAP_TOKEN="+p.Token),
 				sparkdapBinary(b), append([]string{"submit", "--proxy", p.Executors, "--partitions", "0", "--"}, job...)...)
 			at := firstStopAt(b, ctx, ide, run, script)
