@@ -6,6 +6,8 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/bench"
 	"github.com/sparkdap/sparkdap/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // The Spark output benchmarks time a debugged task's print loop against
@@ -31,6 +34,13 @@ import (
 //
 // SPARKDAP_BENCH_OUTPUT_LINES sets the lines per run (default 250,000:
 // 20 MB), SPARKDAP_BENCH_OUTPUT_ROUNDS the rounds (default 3).
+//
+// Each runs in two layouts. Shared: the job, serve and the IDE (this
+// process) share the machine's CPUs, as they never do for users. Split
+// (the -split sub-benchmarks) models the job's host apart from the
+// developer's laptop on one machine of 2 CPUs or more: the job
+// (spark-submit, its JVM and its Python workers, plain or debugged) runs
+// on CPU 0 alone, serve and the IDE on CPU 1 alone.
 
 // sparkOutputRun is one run's times.
 type sparkOutputRun struct {
@@ -121,8 +131,9 @@ func medianDur(runs []sparkOutputRun, pick func(sparkOutputRun) time.Duration) t
 // benchSparkOutput runs the rounds; newProxy starts a serve for one
 // debugged run (its own, so that run's checks read its log alone) and
 // returns the executors' address.
-func benchSparkOutput(b *testing.B, ctx context.Context, where string, newProxy func() (*proxy, string)) {
-	sparkSubmit := requireSpark(b)
+// sparkSubmit is what both runs start spark-submit as (the debugged run
+// through `sparkdap submit`, which finds it on PATH).
+func benchSparkOutput(b *testing.B, ctx context.Context, where, sparkSubmit string, newProxy func() (*proxy, string)) {
 	lines := benchEnvInt(b, "SPARKDAP_BENCH_OUTPUT_LINES", 250_000)
 	rounds := benchEnvInt(b, "SPARKDAP_BENCH_OUTPUT_ROUNDS", 3)
 	script := bigOutputScript(b)
@@ -139,6 +150,7 @@ func benchSparkOutput(b *testing.B, ctx context.Context, where string, newProxy 
 		defer p.Stop()
 		r := runTaskOutput(b, ctx, p, executors, lines)
 		proxyCPU := serveCPU()
+		b.Logf("serve's CPUs: %s", serveAffinity())
 		r.check(b, p, lines)
 		start, end, cpu := taskLoop(b, r.result)
 		r.out.mu.Lock()
@@ -197,29 +209,143 @@ func reportSparkOutput(b *testing.B, where string, lines int, plains, debuggeds 
 	t.Note("goal ≥ 0.9 × the plain loop's rate, nothing lost: %.3f — %s; per round: %s", ratio, verdict, strings.Join(ratios, ", "))
 	t.Note("%d lines of 80 B (%.0f MB) from partition 0 of local[2]; every debugged run checked whole, in order, once each at the IDE", lines, mb)
 	t.Note("each round runs both, alternating which goes first; load average (1 min) after each run, plain/debugged: %s", strings.Join(loads, " "))
-	t.Write(os.Stdout)
+	writeBenchTable(b, t)
 	b.ReportMetric(ratio, "debugged/plain")
 }
 
 // BenchmarkSparkOutput: local, serve on loopback; tunnel, executors reach
-// serve through `serve --ssh` (agent mode, a real sshd on loopback).
+// serve through `serve --ssh` (agent mode, a real sshd on loopback); each
+// shared and split (see above).
 func BenchmarkSparkOutput(b *testing.B) {
 	testenv.SkipIfShort(b, "runs Spark jobs")
-	b.Run("local", func(b *testing.B) {
-		ctx := testContext(b, 30*time.Minute)
-		benchSparkOutput(b, ctx, "local[2], serve on loopback", func() (*proxy, string) {
-			p := startProxy(b, ctx)
-			return p, p.Executors
+	for _, split := range []bool{false, true} {
+		name, layout := "local", "shared CPUs"
+		if split {
+			name, layout = "local-split", splitLayout
+		}
+		b.Run(name, func(b *testing.B) {
+			sparkSubmit := outputLayout(b, split)
+			ctx := testContext(b, 30*time.Minute)
+			benchSparkOutput(b, ctx, "local[2], serve on loopback; "+layout, sparkSubmit, func() (*proxy, string) {
+				p := startProxy(b, ctx)
+				return p, p.Executors
+			})
 		})
-	})
-	b.Run("tunnel", func(b *testing.B) {
-		requireSpark(b)
-		ctx := testContext(b, 30*time.Minute)
-		g := startGateway(b, ctx, "127.0.0.1")
-		benchSparkOutput(b, ctx, "local[2], executors through `serve --ssh` (agent mode, sshd on loopback)", func() (*proxy, string) {
-			remote := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(b, "127.0.0.1")))
-			p := tunnelProxy(b, ctx, g, remote, "--agent-path", sparkdapBinary(b))
-			return p, remote
+	}
+	for _, split := range []bool{false, true} {
+		name, layout := "tunnel", "shared CPUs"
+		if split {
+			name, layout = "tunnel-split", splitLayout+" (sshd and the agent too)"
+		}
+		b.Run(name, func(b *testing.B) {
+			sparkSubmit := outputLayout(b, split)
+			ctx := testContext(b, 30*time.Minute)
+			g := startGateway(b, ctx, "127.0.0.1")
+			benchSparkOutput(b, ctx, "local[2], executors through `serve --ssh` (agent mode, sshd on loopback); "+layout, sparkSubmit, func() (*proxy, string) {
+				remote := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(b, "127.0.0.1")))
+				p := tunnelProxy(b, ctx, g, remote, "--agent-path", sparkdapBinary(b))
+				return p, remote
+			})
 		})
-	})
+	}
+}
+
+const splitLayout = "split: the job on CPU 0, serve and the IDE on CPU 1"
+
+// outputLayout sets up a sub-benchmark's layout and returns the
+// spark-submit its runs start. Split: this process's threads move to CPU 1
+// until the sub-benchmark ends, so serve (and sshd), started after,
+// inherit it; the job's spark-submit is a script on PATH, where `sparkdap
+// submit` finds it, that runs the real one under `taskset -c 0`.
+func outputLayout(b *testing.B, split bool) string {
+	sparkSubmit := requireSpark(b)
+	if !split {
+		return sparkSubmit
+	}
+	var have unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &have); err != nil {
+		b.Fatalf("sched_getaffinity: %v", err)
+	}
+	if !have.IsSet(0) || !have.IsSet(1) {
+		b.Skipf("the split layout puts the job on CPU 0 and serve and the IDE on CPU 1: this process may run on %d CPU(s) (runtime.NumCPU %d), not both", have.Count(), runtime.NumCPU())
+	}
+	taskset := testenv.Tool(b, "taskset", "util-linux")
+	bin := b.TempDir()
+	script := "#!/bin/sh\n"
+	if home := os.Getenv("SPARK_HOME"); home != "" {
+		// Unset below so that `sparkdap submit` takes this script from
+		// PATH rather than $SPARK_HOME/bin; the real one gets it back.
+		script += "SPARK_HOME=" + shQuote(home) + "; export SPARK_HOME\n"
+		b.Setenv("SPARK_HOME", "")
+	}
+	script += "exec " + shQuote(taskset) + " -c 0 " + shQuote(sparkSubmit) + ` "$@"` + "\n"
+	wrapper := filepath.Join(bin, "spark-submit")
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	b.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	var one unix.CPUSet
+	one.Set(1)
+	pinThreads(b, &one)
+	b.Cleanup(func() { pinThreads(b, &have) })
+	return wrapper
+}
+
+// pinThreads sets the CPUs of every thread of this process. Threads the
+// runtime starts meanwhile inherit their creator's set, which may not be
+// set yet: so again until a pass finds no thread it has not set.
+func pinThreads(b *testing.B, set *unix.CPUSet) {
+	b.Helper()
+	done := map[int]bool{}
+	for pass := 0; pass < 20; pass++ {
+		entries, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			b.Fatal(err)
+		}
+		fresh := 0
+		for _, e := range entries {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil || done[tid] {
+				continue
+			}
+			fresh++
+			if err := unix.SchedSetaffinity(tid, set); err != nil && err != unix.ESRCH {
+				b.Fatalf("sched_setaffinity(%d): %v", tid, err)
+			}
+			done[tid] = true
+		}
+		if fresh == 0 {
+			return
+		}
+	}
+	b.Fatalf("this process's threads kept changing: could not set their CPUs")
+}
+
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// serveAffinity is the CPUs this process's serve children may run on
+// (pid: list).
+func serveAffinity() string {
+	var cpus []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if !strings.Contains(string(cmdline), "\x00serve\x00") {
+			continue
+		}
+		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
+		if !strings.Contains(string(status), "\nPPid:\t"+strconv.Itoa(os.Getpid())+"\n") {
+			continue
+		}
+		for _, l := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+				cpus = append(cpus, e.Name()+": "+strings.TrimSpace(v))
+			}
+		}
+	}
+	return strings.Join(cpus, ", ")
 }
