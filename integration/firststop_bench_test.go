@@ -121,7 +121,7 @@ func firstStopRoundsWanted(b *testing.B, def int) int {
 }
 
 // medianOf is the median of what pick returns for each run.
-func medianOf(runs []firstStopRun, pick func(firstStopRun) time.Duration) time.Duration {
+func medianOf[R any](runs []R, pick func(R) time.Duration) time.Duration {
 	s := make([]time.Duration, len(runs))
 	for i, r := range runs {
 		s[i] = pick(r)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,24 +36,7 @@ func BenchmarkFirstStopYARN(b *testing.B) {
 	// from the local disk, staging under the cluster's directory, one
 	// small executor, so that every round asks YARN for the same
 	// containers.
-	confDir := filepath.Join(b.TempDir(), "spark-conf")
-	defaults := strings.Join([]string{
-		"spark.yarn.jars local:" + filepath.Join(sparkHome, "jars", "*"),
-		"spark.yarn.stagingDir file://" + filepath.Join(y.Dir, "staging"),
-		"spark.driver.host 127.0.0.1",
-		"spark.driver.bindAddress 127.0.0.1",
-		"spark.ui.enabled false",
-		"spark.executor.instances 1",
-		"spark.executor.cores 1",
-		"spark.executor.memory 512m",
-		"spark.yarn.am.memory 512m",
-	}, "\n") + "\n"
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(confDir, "spark-defaults.conf"), []byte(defaults), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	confDir := y.smallSparkConf(b, sparkHome)
 	env := []string{"HADOOP_CONF_DIR=" + y.ConfDir, "YARN_CONF_DIR=" + y.ConfDir, "SPARK_CONF_DIR=" + confDir,
 		"SPARK_HOME=" + sparkHome, "SPARK_LOCAL_IP=127.0.0.1", "PYSPARK_ARCHIVES_PATH=local:" + yarnPySparkOnly(b, py),
 		"PYSPARK_PYTHON=" + py, "PYSPARK_DRIVER_PYTHON=" + py}

@@ -79,11 +79,11 @@ func taskLoop(b *testing.B, result map[string]any) (start, end time.Time, cpu ti
 	return at(l[0]), at(l[1]), time.Duration(f(l[2]) * float64(time.Second))
 }
 
-// serveCPU is the CPU time so far of this process's `sparkdap serve`
-// children (one at a time here), from /proc.
-func serveCPU() time.Duration {
+// serveChildren is the /proc stat fields, after the command, of this
+// process's `sparkdap serve` children, by pid.
+func serveChildren() map[string][]string {
+	children := map[string][]string{}
 	entries, _ := os.ReadDir("/proc")
-	var ticks int64
 	for _, e := range entries {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
@@ -99,6 +99,16 @@ func serveCPU() time.Duration {
 		if len(f) < 13 || f[1] != strconv.Itoa(os.Getpid()) {
 			continue
 		}
+		children[e.Name()] = f
+	}
+	return children
+}
+
+// serveCPU is the CPU time so far of this process's `sparkdap serve`
+// children (one at a time here), from /proc.
+func serveCPU() time.Duration {
+	var ticks int64
+	for _, f := range serveChildren() {
 		u, _ := strconv.ParseInt(f[11], 10, 64)
 		st, _ := strconv.ParseInt(f[12], 10, 64)
 		ticks += u + st
@@ -114,18 +124,6 @@ func loadAvg() float64 {
 	}
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
-}
-
-func medianDur(runs []sparkOutputRun, pick func(sparkOutputRun) time.Duration) time.Duration {
-	s := make([]time.Duration, len(runs))
-	for i, r := range runs {
-		s[i] = pick(r)
-	}
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // benchSparkOutput runs the rounds; newProxy starts a serve for one
@@ -184,7 +182,7 @@ func reportSparkOutput(b *testing.B, where string, lines int, plains, debuggeds 
 	total := func(r sparkOutputRun) time.Duration { return r.total }
 	cpu := func(r sparkOutputRun) time.Duration { return r.cpu }
 	proxyCPU := func(r sparkOutputRun) time.Duration { return r.serveCPU }
-	p, d := medianDur(plains, total), medianDur(debuggeds, total)
+	p, d := medianOf(plains, total), medianOf(debuggeds, total)
 	ratio := p.Seconds() / d.Seconds()
 	mb := float64(lines*bigOutputLineWidth) / 1e6
 	ratios := make([]string, len(plains))
@@ -198,10 +196,10 @@ func reportSparkOutput(b *testing.B, where string, lines int, plains, debuggeds 
 		Header: []string{"run", "rounds", "print loop in the task, median", "loop start → last line (plain: loop end), median", "MB/s", "rate ÷ plain",
 			"task process CPU in the loop, median", "serve CPU, median"},
 	}
-	t.Add("plain spark-submit", strconv.Itoa(len(plains)), fmtDur(medianDur(plains, loop)), fmtDur(p),
-		fmt.Sprintf("%.1f", mb/p.Seconds()), "1.000", fmtDur(medianDur(plains, cpu)), "")
-	t.Add("sparkdap, IDE attached (merged)", strconv.Itoa(len(debuggeds)), fmtDur(medianDur(debuggeds, loop)), fmtDur(d),
-		fmt.Sprintf("%.1f", mb/d.Seconds()), fmt.Sprintf("%.3f", ratio), fmtDur(medianDur(debuggeds, cpu)), fmtDur(medianDur(debuggeds, proxyCPU)))
+	t.Add("plain spark-submit", strconv.Itoa(len(plains)), fmtDur(medianOf(plains, loop)), fmtDur(p),
+		fmt.Sprintf("%.1f", mb/p.Seconds()), "1.000", fmtDur(medianOf(plains, cpu)), "")
+	t.Add("sparkdap, IDE attached (merged)", strconv.Itoa(len(debuggeds)), fmtDur(medianOf(debuggeds, loop)), fmtDur(d),
+		fmt.Sprintf("%.1f", mb/d.Seconds()), fmt.Sprintf("%.3f", ratio), fmtDur(medianOf(debuggeds, cpu)), fmtDur(medianOf(debuggeds, proxyCPU)))
 	verdict := "met"
 	if ratio < 0.9 {
 		verdict = "**missed**"
@@ -328,24 +326,14 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // (pid: list).
 func serveAffinity() string {
 	var cpus []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if !strings.Contains(string(cmdline), "\x00serve\x00") {
-			continue
-		}
-		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
-		if !strings.Contains(string(status), "\nPPid:\t"+strconv.Itoa(os.Getpid())+"\n") {
-			continue
-		}
+	for pid := range serveChildren() {
+		status, _ := os.ReadFile("/proc/" + pid + "/status")
 		for _, l := range strings.Split(string(status), "\n") {
 			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
-				cpus = append(cpus, e.Name()+": "+strings.TrimSpace(v))
+				cpus = append(cpus, pid+": "+strings.TrimSpace(v))
 			}
 		}
 	}
+	sort.Strings(cpus)
 	return strings.Join(cpus, ", ")
 }

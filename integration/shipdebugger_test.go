@@ -207,24 +207,7 @@ func yarnWithoutDebugpy(t testing.TB, form string) {
 	sparkHome, _ := requireStandalone(t, py)
 	ctx := testContext(t, 10*time.Minute)
 	y := sharedYARN(t)
-	confDir := filepath.Join(t.TempDir(), "spark-conf")
-	defaults := strings.Join([]string{
-		"spark.yarn.jars local:" + filepath.Join(sparkHome, "jars", "*"),
-		"spark.yarn.stagingDir file://" + filepath.Join(y.Dir, "staging"),
-		"spark.driver.host 127.0.0.1",
-		"spark.driver.bindAddress 127.0.0.1",
-		"spark.ui.enabled false",
-		"spark.executor.instances 1",
-		"spark.executor.cores 1",
-		"spark.executor.memory 512m",
-		"spark.yarn.am.memory 512m",
-	}, "\n") + "\n"
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(confDir, "spark-defaults.conf"), []byte(defaults), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	confDir := y.smallSparkConf(t, sparkHome)
 	src, dir := t.TempDir(), t.TempDir()
 	job, srcJob := filepath.Join(dir, "four_partitions.py"), filepath.Join(src, "four_partitions.py")
 	copyFile(t, filepath.Join("testdata", "four_partitions.py"), job)

@@ -225,3 +225,30 @@ func startYARN(ctx context.Context, jars, java string) (*yarnCluster, error) {
 	}
 	return c, nil
 }
+
+// smallSparkConf writes a SPARK_CONF_DIR for jobs on y and returns it:
+// Spark's jars from sparkHome on the local disk, staging under the
+// cluster's directory, the driver on loopback, and one small executor, so
+// that every job asks YARN for the same containers.
+func (y *yarnCluster) smallSparkConf(t testing.TB, sparkHome string) string {
+	t.Helper()
+	confDir := filepath.Join(t.TempDir(), "spark-conf")
+	defaults := strings.Join([]string{
+		"spark.yarn.jars local:" + filepath.Join(sparkHome, "jars", "*"),
+		"spark.yarn.stagingDir file://" + filepath.Join(y.Dir, "staging"),
+		"spark.driver.host 127.0.0.1",
+		"spark.driver.bindAddress 127.0.0.1",
+		"spark.ui.enabled false",
+		"spark.executor.instances 1",
+		"spark.executor.cores 1",
+		"spark.executor.memory 512m",
+		"spark.yarn.am.memory 512m",
+	}, "\n") + "\n"
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(confDir, "spark-defaults.conf"), []byte(defaults), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return confDir
+}
