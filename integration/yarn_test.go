@@ -50,24 +50,7 @@ func TestYARNRecipe(t *testing.T) {
 	// would hold it, so that the recipe's command lines stay as printed:
 	// Spark's jars from the local disk (nothing large is uploaded), the
 	// staging directory under the cluster's, one small executor.
-	confDir := filepath.Join(t.TempDir(), "spark-conf")
-	defaults := strings.Join([]string{
-		"spark.yarn.jars local:" + filepath.Join(sparkHome, "jars", "*"),
-		"spark.yarn.stagingDir file://" + filepath.Join(y.Dir, "staging"),
-		"spark.driver.host 127.0.0.1",
-		"spark.driver.bindAddress 127.0.0.1",
-		"spark.ui.enabled false",
-		"spark.executor.instances 1",
-		"spark.executor.cores 1",
-		"spark.executor.memory 512m",
-		"spark.yarn.am.memory 512m",
-	}, "\n") + "\n"
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(confDir, "spark-defaults.conf"), []byte(defaults), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	confDir := y.smallSparkConf(t, sparkHome)
 	// The pip-installed pyspark has no python/lib/pyspark.zip for Spark to
 	// ship; the containers run on this machine, so they get pyspark and py4j
 	// from a directory holding only those two (links to the installed
