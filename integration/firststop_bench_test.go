@@ -77,10 +77,16 @@ func firstTaskAt(out string) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, fmt.Errorf("malformed report %q: %w", line, err)
 		}
-		whole, frac := math.Modf(sec)
-		return time.Unix(int64(whole), int64(frac*1e9)), nil
+		return epochTime(sec), nil
 	}
 	return time.Time{}, fmt.Errorf("the job printed no SPARKDAP-FIRST-TASK line")
+}
+
+// epochTime is the time sec seconds after the Unix epoch, as Python's
+// time.time() gives it.
+func epochTime(sec float64) time.Time {
+	whole, frac := math.Modf(sec)
+	return time.Unix(int64(whole), int64(frac*1e9))
 }
 
 // firstStopRun is one run's times, each from the submit.
@@ -110,14 +116,7 @@ func firstStopRounds(b *testing.B, rounds int, plain, debugged func(round int) f
 
 // firstStopRoundsWanted is $SPARKDAP_BENCH_FIRSTSTOP_ROUNDS, or def.
 func firstStopRoundsWanted(b *testing.B, def int) int {
-	if v := os.Getenv("SPARKDAP_BENCH_FIRSTSTOP_ROUNDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("SPARKDAP_BENCH_FIRSTSTOP_ROUNDS=%q: want a count of rounds", v)
-		}
-		return n
-	}
-	return def
+	return benchEnvInt(b, "SPARKDAP_BENCH_FIRSTSTOP_ROUNDS", def)
 }
 
 // medianOf is the median of what pick returns for each run.

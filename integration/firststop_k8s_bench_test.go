@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,8 +91,7 @@ func BenchmarkFirstStopKubernetes(b *testing.B) {
 			if !ok {
 				b.Fatalf("%s has no first_task", out)
 			}
-			whole, frac := math.Modf(sec)
-			at := time.Unix(int64(whole), int64(frac*1e9))
+			at := epochTime(sec)
 			r.saveRun(b, ctx, logs, fmt.Sprintf("round%d-plain", round+1), job, "")
 			return firstStopRun{first: at.Sub(job.started), job: job.elapsed}
 		}

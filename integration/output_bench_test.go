@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -72,10 +71,7 @@ func taskLoop(b *testing.B, result map[string]any) (start, end time.Time, cpu ti
 		b.Fatalf("the job's result has no loop times: %v", result)
 	}
 	f := func(v any) float64 { x, _ := v.(float64); return x }
-	at := func(v any) time.Time {
-		whole, frac := math.Modf(f(v))
-		return time.Unix(int64(whole), int64(frac*1e9))
-	}
+	at := func(v any) time.Time { return epochTime(f(v)) }
 	return at(l[0]), at(l[1]), time.Duration(f(l[2]) * float64(time.Second))
 }
 
