@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,15 @@ type yarnCluster struct {
 	ConfDir string // HADOOP_CONF_DIR for spark-submit
 	Dir     string // everything the cluster writes
 	rm, nm  *standaloneProc
+}
+
+// nodeDisk is where a cluster's NodeManager keeps its local and log
+// directories. The zero value is the cluster's directory on the machine's
+// disk. With fillPercent set, the NodeManager runs in a mount namespace of
+// its own on a tmpfs of sizeMiB that is that full before it starts, which
+// is what a shared CI machine's disk can look like.
+type nodeDisk struct {
+	sizeMiB, fillPercent int
 }
 
 // yarnJars is the directory of the cluster's jars: $SPARKDAP_YARN_JARS, or
@@ -87,7 +97,10 @@ func sharedYARN(t testing.TB) *yarnCluster {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 		defer cancel()
-		yarnShared.c, yarnShared.err = startYARN(ctx, jars, java)
+		yarnShared.c, yarnShared.err = startYARN(ctx, jars, java, nodeDisk{})
+		if yarnShared.c != nil {
+			atPackageEnd(yarnShared.c.stop)
+		}
 		t.Logf("YARN up in %s", time.Since(start).Round(time.Second))
 	})
 	if yarnShared.err != nil {
@@ -105,10 +118,9 @@ func sharedYARN(t testing.TB) *yarnCluster {
 }
 
 // startYARN starts the cluster in a directory of the package's temp dir
-// and waits until the NodeManager has registered; atPackageEnd stops both
-// daemons (and the containers, which are in the NodeManager's process
-// group).
-func startYARN(ctx context.Context, jars, java string) (*yarnCluster, error) {
+// and waits until the NodeManager has registered. The caller stops it; on
+// an error, startYARN stops what it started.
+func startYARN(ctx context.Context, jars, java string, disk nodeDisk) (_ *yarnCluster, err error) {
 	javaHome := os.Getenv("JAVA_HOME")
 	if javaHome == "" {
 		if real, err := filepath.EvalSymlinks(java); err == nil {
@@ -120,6 +132,18 @@ func startYARN(ctx context.Context, jars, java string) (*yarnCluster, error) {
 		return nil, err
 	}
 	c := &yarnCluster{Dir: dir, ConfDir: filepath.Join(dir, "conf")}
+	defer func() {
+		if err != nil {
+			c.stop()
+		}
+	}()
+	nmDirs := dir
+	if disk.fillPercent > 0 {
+		nmDirs = filepath.Join(dir, "nm-disk")
+		if err := os.MkdirAll(nmDirs, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	var portErr error
 	port := func() string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -136,34 +160,40 @@ func startYARN(ctx context.Context, jars, java string) (*yarnCluster, error) {
 			"hadoop.tmp.dir": filepath.Join(dir, "tmp"),
 		},
 		"yarn-site.xml": {
-			"yarn.resourcemanager.hostname":                    "127.0.0.1",
-			"yarn.resourcemanager.bind-host":                   "127.0.0.1",
-			"yarn.resourcemanager.address":                     port(),
-			"yarn.resourcemanager.scheduler.address":           port(),
-			"yarn.resourcemanager.resource-tracker.address":    port(),
-			"yarn.resourcemanager.admin.address":               port(),
-			"yarn.resourcemanager.webapp.address":              port(),
-			"yarn.nodemanager.hostname":                        "127.0.0.1",
-			"yarn.nodemanager.bind-host":                       "127.0.0.1",
-			"yarn.nodemanager.address":                         port(),
-			"yarn.nodemanager.localizer.address":               port(),
-			"yarn.nodemanager.webapp.address":                  port(),
-			"yarn.nodemanager.collector-service.address":       port(),
-			"yarn.nodemanager.amrmproxy.address":               port(),
-			"yarn.nodemanager.local-dirs":                      filepath.Join(dir, "nm-local"),
-			"yarn.nodemanager.log-dirs":                        filepath.Join(dir, "nm-logs"),
-			"yarn.nodemanager.container-executor.class":        "org.apache.hadoop.yarn.server.nodemanager.DefaultContainerExecutor",
-			"yarn.nodemanager.resource.memory-mb":              "4096",
-			"yarn.nodemanager.resource.cpu-vcores":             "4",
-			"yarn.nodemanager.vmem-check-enabled":              "false",
-			"yarn.nodemanager.pmem-check-enabled":              "false",
-			"yarn.nodemanager.disk-health-checker.enable":      "false",
-			"yarn.nodemanager.recovery.enabled":                "false",
-			"yarn.nodemanager.delete.debug-delay-sec":          "0",
-			"yarn.scheduler.minimum-allocation-mb":             "256",
-			"yarn.timeline-service.enabled":                    "false",
-			"yarn.log-aggregation-enable":                      "false",
-			"yarn.resourcemanager.nodemanager-connect-retries": "3",
+			"yarn.resourcemanager.hostname":                 "127.0.0.1",
+			"yarn.resourcemanager.bind-host":                "127.0.0.1",
+			"yarn.resourcemanager.address":                  port(),
+			"yarn.resourcemanager.scheduler.address":        port(),
+			"yarn.resourcemanager.resource-tracker.address": port(),
+			"yarn.resourcemanager.admin.address":            port(),
+			"yarn.resourcemanager.webapp.address":           port(),
+			"yarn.nodemanager.hostname":                     "127.0.0.1",
+			"yarn.nodemanager.bind-host":                    "127.0.0.1",
+			"yarn.nodemanager.address":                      port(),
+			"yarn.nodemanager.localizer.address":            port(),
+			"yarn.nodemanager.webapp.address":               port(),
+			"yarn.nodemanager.collector-service.address":    port(),
+			"yarn.nodemanager.amrmproxy.address":            port(),
+			"yarn.nodemanager.local-dirs":                   filepath.Join(nmDirs, "nm-local"),
+			"yarn.nodemanager.log-dirs":                     filepath.Join(nmDirs, "nm-logs"),
+			"yarn.nodemanager.container-executor.class":     "org.apache.hadoop.yarn.server.nodemanager.DefaultContainerExecutor",
+			"yarn.nodemanager.resource.memory-mb":           "4096",
+			"yarn.nodemanager.resource.cpu-vcores":          "4",
+			"yarn.nodemanager.vmem-check-enabled":           "false",
+			"yarn.nodemanager.pmem-check-enabled":           "false",
+			"yarn.nodemanager.disk-health-checker.enable":   "false",
+			// The checker being off does not stop the NodeManager from
+			// dropping a directory on a disk over 90 % full, and with none
+			// left every container fails to localize ("No space available
+			// in any of the local directories"). Only a full disk counts.
+			"yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": "100",
+			"yarn.nodemanager.disk-health-checker.min-free-space-per-disk-mb":               "0",
+			"yarn.nodemanager.recovery.enabled":                                             "false",
+			"yarn.nodemanager.delete.debug-delay-sec":                                       "0",
+			"yarn.scheduler.minimum-allocation-mb":                                          "256",
+			"yarn.timeline-service.enabled":                                                 "false",
+			"yarn.log-aggregation-enable":                                                   "false",
+			"yarn.resourcemanager.nodemanager-connect-retries":                              "3",
 		},
 		// Spark's AM must fit beside the executors in one small node.
 		"capacity-scheduler.xml": {
@@ -198,32 +228,54 @@ func startYARN(ctx context.Context, jars, java string) (*yarnCluster, error) {
 	}
 	env := []string{"HADOOP_CONF_DIR=" + c.ConfDir, "JAVA_HOME=" + javaHome, "HADOOP_HOME=" + dir}
 	cp := c.ConfDir + string(os.PathListSeparator) + filepath.Join(jars, "*")
-	daemon := func(name, class, ready string) (*standaloneProc, error) {
+	daemon := func(slot **standaloneProc, name, class, ready string, wrap []string) error {
 		args := append(append([]string{}, yarnJavaOpts...), "-Dhadoop.log.dir="+filepath.Join(dir, "logs"),
 			"-Dyarn.log.dir="+filepath.Join(dir, "logs"), "-cp", cp, class)
-		p, err := spawnProc(dir, env, name, java, args...)
+		bin := java
+		if len(wrap) > 0 {
+			bin, args = wrap[0], append(append(append([]string{}, wrap[1:]...), java), args...)
+		}
+		p, err := spawnProc(dir, env, name, bin, args...)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		atPackageEnd(func() {
-			if err := p.stop(); err != nil {
-				fmt.Fprintln(os.Stderr, "integration:", err)
-			}
-		})
+		*slot = p
 		if err := p.waitOutput(ctx, ready, 3*time.Minute); err != nil {
-			return nil, fmt.Errorf("%w\n%s", err, tail(p.out.String(), 6<<10))
+			return fmt.Errorf("%w\n%s", err, tail(p.out.String(), 6<<10))
 		}
-		return p, nil
+		return nil
 	}
-	if c.rm, err = daemon("ResourceManager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager",
-		"Transitioned to active state"); err != nil {
+	if err := daemon(&c.rm, "ResourceManager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager",
+		"Transitioned to active state", nil); err != nil {
 		return nil, err
 	}
-	if c.nm, err = daemon("NodeManager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager",
-		"Registered with ResourceManager"); err != nil {
+	var nmWrap []string
+	if disk.fillPercent > 0 {
+		// The tmpfs lives in the NodeManager's own mount namespace, so it
+		// goes away with the process and never shows on the machine.
+		fill := disk.sizeMiB * disk.fillPercent / 100
+		nmWrap = []string{"unshare", "--mount", "--propagation", "private", "sh", "-ec",
+			`mount -t tmpfs -o size="$1"m tmpfs "$2"; head -c "$3"M /dev/zero > "$2/fill"; shift 3; exec "$@"`,
+			"sh", strconv.Itoa(disk.sizeMiB), nmDirs, strconv.Itoa(fill)}
+	}
+	if err := daemon(&c.nm, "NodeManager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager",
+		"Registered with ResourceManager", nmWrap); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// stop stops both daemons, and the containers, which are in the
+// NodeManager's process group.
+func (c *yarnCluster) stop() {
+	for _, p := range []*standaloneProc{c.nm, c.rm} {
+		if p == nil {
+			continue
+		}
+		if err := p.stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "integration:", err)
+		}
+	}
 }
 
 // smallSparkConf writes a SPARK_CONF_DIR for jobs on y and returns it:
@@ -251,4 +303,46 @@ func (y *yarnCluster) smallSparkConf(t testing.TB, sparkHome string) string {
 		t.Fatal(err)
 	}
 	return confDir
+}
+
+// TestYARNRunsOnANearlyFullDisk starts a second one-node YARN whose
+// NodeManager keeps its directories on a disk 93 % full, as a shared CI
+// machine's disk can be, and runs a plain Spark job on it. A NodeManager
+// that drops such directories fails every container ("No space available
+// in any of the local directories"), and the YARN tests would fail on the
+// machine, not on sparkdap.
+func TestYARNRunsOnANearlyFullDisk(t *testing.T) {
+	testenv.SkipIfShort(t, "starts a second YARN and a Spark job on it")
+	py := python(t)
+	sparkHome, sparkSubmit := requireStandalone(t, py)
+	jars := yarnJars(t)
+	java, err := exec.LookPath("java")
+	if err != nil {
+		testenv.Missing(t, "needs Java 17 for YARN: %v", err)
+		return
+	}
+	if out, err := exec.Command("unshare", "--mount", "true").CombinedOutput(); err != nil {
+		testenv.Missing(t, "needs unshare --mount for the NodeManager's tmpfs: %v %s", err, out)
+		return
+	}
+	ctx := testContext(t, 5*time.Minute)
+	y, err := startYARN(ctx, jars, java, nodeDisk{sizeMiB: 256, fillPercent: 93})
+	if err != nil {
+		t.Fatalf("starting YARN with the NodeManager on a disk 93 %% full: %v", err)
+	}
+	t.Cleanup(y.stop)
+	dir := t.TempDir()
+	job, out := filepath.Join(dir, "four_partitions.py"), filepath.Join(dir, "out.json")
+	copyFile(t, filepath.Join("testdata", "four_partitions.py"), job)
+	env := []string{"HADOOP_CONF_DIR=" + y.ConfDir, "YARN_CONF_DIR=" + y.ConfDir, "SPARK_CONF_DIR=" + y.smallSparkConf(t, sparkHome),
+		"SPARK_HOME=" + sparkHome, "SPARK_LOCAL_IP=127.0.0.1", "PYSPARK_ARCHIVES_PATH=local:" + yarnPySparkOnly(t, py),
+		"PYSPARK_PYTHON=" + py, "PYSPARK_DRIVER_PYTHON=" + py}
+	r := startSpark(t, ctx, dir, env, sparkSubmit, "--master", "yarn", "--deploy-mode", "client", job, out)
+	r.wait(t, ctx)
+	if got := readJSON(t, out)["total"]; got != float64(20540) {
+		t.Errorf("total = %v, want 20540", got)
+	}
+	if t.Failed() {
+		t.Logf("NodeManager output (last 6 KiB):\n%s", tail(y.nm.out.String(), 6<<10))
+	}
 }
