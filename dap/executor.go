@@ -339,7 +339,18 @@ func (es *ExecutorSession) read() error {
 	if hello {
 		return es.serveHello(fr.Reader())
 	}
-	return es.w.readFrames(fr, es.w.firstTells(fr, es.progressed, es.handle))
+	return es.w.readFrames(fr, decodeExecutorMessage, es.w.firstTells(fr, es.progressed, es.handle))
+}
+
+// decodeExecutorMessage decodes a message from pydevd. Its output
+// events, most of what a printing worker sends, keep their text as it
+// came (dapwire.DecodeOutputEvent): it is relayed, labelled, without being
+// decoded and encoded again.
+func decodeExecutorMessage(body []byte) (Message, error) {
+	if m, ok := dapwire.DecodeOutputEvent(body); ok {
+		return m, nil
+	}
+	return dapwire.DecodeMessage(body)
 }
 
 // newReader is the connection's reader, and whether it starts with a

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sparkdap/sparkdap/admission"
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 )
 
 // What an executor says, and what the proxy does with it: pydevd's events
@@ -80,9 +81,7 @@ func (es *ExecutorSession) event(m Message) {
 		tx.hitBreakpoints(es, m)
 		tx.announce(es) // a stopped worker is listed (child-session mode)
 	case "output":
-		if text, ok := body["output"].(string); ok {
-			x.outputBytes += int64(len(text))
-		}
+		x.outputBytes += int64(outputLen(body["output"]))
 	case "continued":
 		if all, _ := body["allThreadsContinued"].(bool); all {
 			clear(x.stopped)
@@ -176,7 +175,23 @@ func (tx *held) relayEvent(es *ExecutorSession, m Message, target *IDESession) {
 	if target == tx.root {
 		tx.mergedView(es, out)
 	}
+	if body, quoted := outputKeptQuoted(out); quoted {
+		// Its text goes out as it came, labelled: Encode would check and
+		// quote it all again.
+		if enc, err := dapwire.AppendObject(nil, body); err == nil {
+			_ = target.w.sendWithBody(out, enc)
+			return
+		}
+	}
 	_ = target.w.send(out, nil)
+}
+
+// outputKeptQuoted returns the body of m if m is an output event whose
+// text is kept as pydevd sent it (decodeExecutorMessage).
+func outputKeptQuoted(m Message) (map[string]any, bool) {
+	body := m.Body()
+	_, quoted := body["output"].(dapwire.QuotedString)
+	return body, quoted
 }
 
 // learnStopLocation asks pydevd where a thread stopped (its top
@@ -249,10 +264,29 @@ func (tx *held) mergedView(es *ExecutorSession, out Message) {
 	case "continued":
 		b["allThreadsContinued"] = false
 	case "output":
-		if s, ok := b["output"].(string); ok && b["category"] != "telemetry" {
-			b["output"] = tx.exec(es).prefixLines(s)
+		if b["category"] == "telemetry" {
+			break
+		}
+		x := tx.exec(es)
+		switch s := b["output"].(type) {
+		case string:
+			b["output"] = x.prefixLines(s)
+		case dapwire.QuotedString:
+			b["output"], x.midLine = s.PrefixLines("["+x.label()+"] ", x.midLine)
 		}
 	}
+}
+
+// outputLen is the length in bytes of an output event's text, kept as
+// a string or, as pydevd sent it, quoted (decodeExecutorMessage).
+func outputLen(v any) int {
+	switch t := v.(type) {
+	case string:
+		return len(t)
+	case dapwire.QuotedString:
+		return t.Len()
+	}
+	return 0
 }
 
 // prefixLines puts the executor's label before each line of output, keeping
@@ -500,15 +534,15 @@ func (tx *held) holdOutput(es *ExecutorSession, target *IDESession, m Message) b
 		x.held = &heldOutput{}
 	}
 	held := x.held
-	text, _ := m.Body()["output"].(string)
+	n := outputLen(m.Body()["output"])
 	// Once something was dropped, later output is too: the note that says
 	// so stands after what was kept, and nothing after it is missing.
-	if held.dropped > 0 || held.bytes+len(text) > heldOutputMaxBytes || len(held.events) >= heldOutputMaxEvents {
-		held.dropped += int64(len(text))
+	if held.dropped > 0 || held.bytes+n > heldOutputMaxBytes || len(held.events) >= heldOutputMaxEvents {
+		held.dropped += int64(n)
 		return true
 	}
 	held.events = append(held.events, m)
-	held.bytes += len(text)
+	held.bytes += n
 	return true
 }
 

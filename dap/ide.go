@@ -102,7 +102,7 @@ func (s *IDESession) serve(ctx context.Context) {
 	fr := dapwire.NewFrameReader(s.w.conn, s.hub.cfg.MaxMessageBytes)
 	fr.LimitUntil(&s.admitted, maxUnattachedMessageBytes)
 	fr.OnAlloc(s.hub.frameAlloc)
-	go func() { done <- s.w.readFrames(fr, s.w.firstTells(fr, s.progressed, s.handle)) }()
+	go func() { done <- s.w.readFrames(fr, dapwire.DecodeMessage, s.w.firstTells(fr, s.progressed, s.handle)) }()
 	var reason error
 	select {
 	case reason = <-done:

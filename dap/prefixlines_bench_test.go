@@ -1,9 +1,13 @@
 package dap
 
 import (
+	"encoding/json"
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
+
+	"github.com/sparkdap/sparkdap/internal/dapwire"
 )
 
 // prefixLinesBefore is prefixLines as it was before it sized its result
@@ -97,5 +101,67 @@ func BenchmarkPrefixLines(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// pydevdOutputFrame is an output event as pydevd writes it for a batch
+// of a print loop's lines: json.dumps, ASCII only, ", " and ": ".
+func pydevdOutputFrame(lines int) []byte {
+	var text strings.Builder
+	for i := 0; i < lines; i++ {
+		fmt.Fprintf(&text, "sparkdap-line %08d %s\n", i, strings.Repeat("x", 57))
+	}
+	out, _ := json.Marshal(text.String())
+	return []byte(`{"type": "event", "event": "output", "body": {"output": ` + string(out) +
+		`, "category": "stdout", "source": {}}, "seq": 2, "pydevd_cmd_id": 116}`)
+}
+
+// BenchmarkOutputEventRelay is what the proxy does with one output event
+// of 64 KiB from pydevd on its way to a merged-mode IDE: decode, keep the
+// allowed fields, label each line, encode, frame. "decoded" takes the
+// text out of its JSON and puts it back; "quoted" labels it as it came
+// (decodeExecutorMessage).
+//
+//	go test ./dap -run '^$' -bench OutputEventRelay -benchmem
+func BenchmarkOutputEventRelay(b *testing.B) {
+	frame := pydevdOutputFrame(820)
+	for _, impl := range []struct {
+		name   string
+		decode func([]byte) (Message, error)
+	}{
+		{"decoded", dapwire.DecodeMessage},
+		{"quoted", decodeExecutorMessage},
+	} {
+		b.Run(impl.name, func(b *testing.B) {
+			x := prefixLinesExecutor()
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			for b.Loop() {
+				m, err := impl.decode(frame)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out := deepCopy(allowedEvent(m)).(Message)
+				body := out.Body()
+				switch s := body["output"].(type) {
+				case string:
+					body["output"] = x.prefixLines(s)
+				case dapwire.QuotedString:
+					body["output"], x.midLine = s.PrefixLines("["+x.label()+"] ", x.midLine)
+				}
+				// As relayEvent sends it.
+				var enc, encBody []byte
+				if body, quoted := outputKeptQuoted(out); quoted {
+					if encBody, err = dapwire.AppendObject(nil, body); err != nil {
+						b.Fatal(err)
+					}
+					delete(out, "body")
+				}
+				if enc, err = out.Encode(); err != nil {
+					b.Fatal(err)
+				}
+				_ = frameWithSeq(enc, 7, encBody)
+			}
+		})
 	}
 }

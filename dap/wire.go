@@ -154,7 +154,7 @@ func (w *wire) sendRaw(b []byte) { _ = w.q.Send(b) }
 
 // readFrames decodes messages until the connection ends and hands each to
 // handle, in order, on the caller's goroutine. It returns why it stopped.
-func (w *wire) readFrames(fr *dapwire.FrameReader, handle func(Message)) error {
+func (w *wire) readFrames(fr *dapwire.FrameReader, decode func([]byte) (Message, error), handle func(Message)) error {
 	for {
 		var body []byte
 		err := fr.Wait()
@@ -167,7 +167,7 @@ func (w *wire) readFrames(fr *dapwire.FrameReader, handle func(Message)) error {
 			}
 			return err
 		}
-		m, err := dapwire.DecodeMessage(body)
+		m, err := decode(body)
 		if err != nil {
 			return fmt.Errorf("%w: %w", errMalformedMessage, err)
 		}

@@ -158,6 +158,8 @@ func encodeValue(e *jsontext.Encoder, v any) error {
 		return e.WriteToken(jsontext.EndArray)
 	case string:
 		return e.WriteToken(jsontext.String(t))
+	case QuotedString:
+		return e.WriteValue(jsontext.Value(t))
 	case json.Number:
 		if t != "" { // json.Marshal writes "" as 0
 			return e.WriteValue(jsontext.Value(t)) // refused unless a number
