@@ -16,4 +16,9 @@
 // It is decoded and encoded as encoding/json would decode and marshal it,
 // but on jsontext's tokens (github.com/go-json-experiment/json) rather than
 // by reflection; differential tests and fuzz targets hold the two equal.
+//
+// Output events are the exception to decoding everything: DecodeOutputEvent
+// keeps an output event's text as a QuotedString, the JSON string as the
+// peer sent it, validated but not unescaped, which a relay labels line by
+// line and writes out (AppendObject) without decoding or quoting it again.
 package dapwire
