@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -96,14 +95,11 @@ func followOutput(ctx context.Context, ide *dapclient.Client) *ideOutput {
 			if err != nil {
 				return
 			}
-			var body struct {
-				Category string `json:"category"`
-				Output   string `json:"output"`
-			}
-			if err := json.Unmarshal(ev.Body, &body); err != nil {
+			category, text, err := dapclient.DecodeOutput(ev.Body)
+			if err != nil {
 				continue
 			}
-			o.add(body.Category, body.Output)
+			o.add(category, text)
 		}
 	}()
 	return o

@@ -290,7 +290,7 @@ func (c *Client) readLoop() {
 		}
 		c.tracef("dapclient <- %s", content)
 		var m Envelope
-		if err = json.Unmarshal(content, &m); err != nil {
+		if m, err = DecodeEnvelope(content); err != nil {
 			err = fmt.Errorf("dapclient: malformed message %q: %w", content, err)
 			break
 		}
