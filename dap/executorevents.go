@@ -175,23 +175,23 @@ func (tx *held) relayEvent(es *ExecutorSession, m Message, target *IDESession) {
 	if target == tx.root {
 		tx.mergedView(es, out)
 	}
-	if body, quoted := outputKeptQuoted(out); quoted {
-		// Its text goes out as it came, labelled: Encode would check and
-		// quote it all again.
-		if enc, err := dapwire.AppendObject(nil, body); err == nil {
-			_ = target.w.sendWithBody(out, enc)
-			return
-		}
+	if body, ok := quotedOutputBody(out); ok {
+		_ = target.w.sendWithBody(out, body)
+		return
 	}
 	_ = target.w.send(out, nil)
 }
 
-// outputKeptQuoted returns the body of m if m is an output event whose
-// text is kept as pydevd sent it (decodeExecutorMessage).
-func outputKeptQuoted(m Message) (map[string]any, bool) {
+// quotedOutputBody encodes the body of m if m is an output event whose
+// text is kept as pydevd sent it (decodeExecutorMessage): the text goes
+// out as it came, where Encode would check and quote it all again.
+func quotedOutputBody(m Message) ([]byte, bool) {
 	body := m.Body()
-	_, quoted := body["output"].(dapwire.QuotedString)
-	return body, quoted
+	if _, quoted := body["output"].(dapwire.QuotedString); !quoted {
+		return nil, false
+	}
+	enc, err := dapwire.AppendObject(nil, body)
+	return enc, err == nil
 }
 
 // learnStopLocation asks pydevd where a thread stopped (its top
@@ -264,16 +264,20 @@ func (tx *held) mergedView(es *ExecutorSession, out Message) {
 	case "continued":
 		b["allThreadsContinued"] = false
 	case "output":
-		if b["category"] == "telemetry" {
-			break
+		if b["category"] != "telemetry" {
+			tx.exec(es).labelOutput(b)
 		}
-		x := tx.exec(es)
-		switch s := b["output"].(type) {
-		case string:
-			b["output"] = x.prefixLines(s)
-		case dapwire.QuotedString:
-			b["output"], x.midLine = s.PrefixLines("["+x.label()+"] ", x.midLine)
-		}
+	}
+}
+
+// labelOutput puts the executor's label before each line of an output
+// event body's text, however the text is kept (prefixLines).
+func (x *executorState) labelOutput(b map[string]any) {
+	switch s := b["output"].(type) {
+	case string:
+		b["output"] = x.prefixLines(s)
+	case dapwire.QuotedString:
+		b["output"], x.midLine = s.PrefixLines("["+x.label()+"] ", x.midLine)
 	}
 }
 

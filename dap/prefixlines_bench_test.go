@@ -142,22 +142,14 @@ func BenchmarkOutputEventRelay(b *testing.B) {
 					b.Fatal(err)
 				}
 				out := deepCopy(allowedEvent(m)).(Message)
-				body := out.Body()
-				switch s := body["output"].(type) {
-				case string:
-					body["output"] = x.prefixLines(s)
-				case dapwire.QuotedString:
-					body["output"], x.midLine = s.PrefixLines("["+x.label()+"] ", x.midLine)
-				}
-				// As relayEvent sends it.
-				var enc, encBody []byte
-				if body, quoted := outputKeptQuoted(out); quoted {
-					if encBody, err = dapwire.AppendObject(nil, body); err != nil {
-						b.Fatal(err)
-					}
+				x.labelOutput(out.Body())
+				// As relayEvent and wire.sendWithBody send it.
+				encBody, quoted := quotedOutputBody(out)
+				if quoted {
 					delete(out, "body")
 				}
-				if enc, err = out.Encode(); err != nil {
+				enc, err := out.Encode()
+				if err != nil {
 					b.Fatal(err)
 				}
 				_ = frameWithSeq(enc, 7, encBody)

@@ -10,6 +10,10 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
+// lenient reads JSON as json.Unmarshal does: the last of a repeated key,
+// and invalid UTF-8 as U+FFFD.
+var lenient = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
 // DecodeEnvelope decodes one DAP message as json.Unmarshal into an
 // Envelope would, for what an adapter sends: its fields by their exact
 // names, the last of a repeated one, others skipped, and the body and
@@ -19,7 +23,7 @@ import (
 // costs, not several times the proxy's CPU.
 func DecodeEnvelope(content []byte) (Envelope, error) {
 	var m Envelope
-	d := jsontext.NewDecoder(bytes.NewReader(content), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	d := jsontext.NewDecoder(bytes.NewReader(content), lenient...)
 	if t, err := d.ReadToken(); err != nil || t.Kind() != '{' {
 		return m, errors.New("not a JSON object")
 	}
@@ -78,7 +82,7 @@ func DecodeEnvelope(content []byte) (Envelope, error) {
 // in one read as DecodeEnvelope does: what follows a task's output reads
 // tens of megabytes of it.
 func DecodeOutput(body json.RawMessage) (category, output string, err error) {
-	d := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	d := jsontext.NewDecoder(bytes.NewReader(body), lenient...)
 	if t, err := d.ReadToken(); err != nil || t.Kind() != '{' {
 		return "", "", errors.New("output body is not a JSON object")
 	}
