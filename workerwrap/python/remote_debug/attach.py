@@ -18,7 +18,7 @@ from .pydevd_compat import (
     _trust_code_paths,
     _UnsupportedDebugger,
 )
-from .task import _read_archive_sources, _task_body
+from .task import _expose_task, _read_archive_sources, _task_body
 from .hello import _hello, _NoHelloReply, _ProxyUnproven
 from .debugger import _debugger_problem, _import_debugger
 from .lease import _hold_stops_on_lease
@@ -206,6 +206,7 @@ def _attach(cfg, task):
     _set_tracing(True)
     st.selected = True
     st.current_task = task
+    _expose_task(task)
     _announce(cfg, task)
 
 

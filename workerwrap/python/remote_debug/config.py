@@ -23,6 +23,8 @@ def _parse_ids(name, text):
     text = text.strip()
     if text in ("", "all", "*"):
         return None
+    if text == "none":
+        return []
     ids = []
     for part in text.split(","):
         part = part.strip()

@@ -5,7 +5,7 @@ import sys
 
 from .state import _describe, _say, _st
 from .config import _config, _disabled_by_env
-from .task import _absolute_sys_path, _record_code, _selected
+from .task import _absolute_sys_path, _expose_task, _record_code, _selected
 from .output import _flush_output
 from .attach import _announce, _attach, _set_tracing
 from .wait import _arm_wait, _disarm_wait
@@ -45,6 +45,7 @@ def _task_started():
         # tracing so breakpoints do not fire in this one.
         if st.debugger == "connected":
             _set_tracing(False)
+            _expose_task(None)
         return
     if st.debugger in (None, "connected"):
         st.pending = (cfg, task)
