@@ -8,6 +8,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/control"
+	"github.com/sparkdap/sparkdap/selection"
 )
 
 // The Hub is a control.Backend: `sparkdap capture` lists its stopped
@@ -23,6 +24,8 @@ type stoppedThread struct {
 	es                *ExecutorSession
 	label, threadName string
 	tid               int64
+	host              string // the worker's, as its hello said
+	pid               int64
 }
 
 // stackFrame is a frame of a stopped thread's stack with pydevd's id of
@@ -47,7 +50,9 @@ func (tx *held) stoppedThreads() []stoppedThread {
 				tid = t
 			}
 		}
-		out = append(out, stoppedThread{es: es, label: tx.exec(es).label(), threadName: admission.Clean(tx.exec(es).threads[tid], admission.MaxTextRunes), tid: tid})
+		x := tx.exec(es)
+		out = append(out, stoppedThread{es: es, label: x.label(), threadName: admission.Clean(x.threads[tid], admission.MaxTextRunes), tid: tid,
+			host: x.task.Host, pid: x.task.PID})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].es.id < out[j].es.id })
 	return out
@@ -118,7 +123,7 @@ func (h *Hub) StoppedWorkers(context.Context) []control.StoppedWorker {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := control.StoppedWorker{Executor: st.es.id, Label: st.label, Thread: st.tid, ThreadName: st.threadName, Top: -1}
+			w := control.StoppedWorker{Executor: st.es.id, Host: st.host, PID: st.pid, Label: st.label, Thread: st.tid, ThreadName: st.threadName, Top: -1}
 			frames, err := h.stackOf(st)
 			if err != nil {
 				w.StackError = err.Error()
@@ -190,3 +195,7 @@ func (h *Hub) CaptureStopped(_ context.Context, executor uint64, frame *int, max
 	return control.CaptureResult{Path: path, Bytes: n, Function: admission.Clean(fn, admission.MaxTextRunes), Task: admission.Clean(task, 4*admission.MaxTextRunes), Executor: executor, Frame: idx,
 		Summary: captureSummary(body)}, nil
 }
+
+// Board is the live selection and the workers that follow it
+// (control.Backend).
+func (h *Hub) Board() *selection.Board { return h.board }

@@ -302,7 +302,7 @@ func ignoreAnswer(es *ExecutorSession) func(Message, error) {
 // internal/bench).
 func (es *ExecutorSession) serve(ctx context.Context) {
 	hs := es.begin(ctx)
-	es.end(hs, es.read())
+	es.end(hs, es.read(hs))
 }
 
 // handshakeRun is a handshake running beside the reader.
@@ -310,6 +310,10 @@ type handshakeRun struct {
 	stop   func() bool // unregisters the close on ctx's end
 	cancel context.CancelFunc
 	done   chan error
+	// watching is set, before cancel, once the connection turned out to
+	// be a worker's watch connection (package selection): the handshake
+	// it cancels is no failure that ends the connection.
+	watching atomic.Bool
 }
 
 //go:noinline
@@ -323,7 +327,7 @@ func (es *ExecutorSession) begin(ctx context.Context) *handshakeRun {
 		// Its deadline's timer goes now, not when the connection ends: an
 		// idle session keeps no timer.
 		hs.cancel()
-		if err != nil {
+		if err != nil && !hs.watching.Load() {
 			es.w.closeAfterFlush(err) // ends the reader
 		}
 		hs.done <- err
@@ -334,10 +338,10 @@ func (es *ExecutorSession) begin(ctx context.Context) *handshakeRun {
 // read is the session's reading until the connection ends.
 //
 //go:noinline
-func (es *ExecutorSession) read() error {
+func (es *ExecutorSession) read(hs *handshakeRun) error {
 	fr, hello := es.newReader()
 	if hello {
-		return es.serveHello(fr.Reader())
+		return es.serveHello(fr.Reader(), hs)
 	}
 	return es.w.readFrames(fr, decodeExecutorMessage, es.w.firstTells(fr, es.progressed, es.handle))
 }

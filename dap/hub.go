@@ -17,6 +17,7 @@ import (
 	"github.com/sparkdap/sparkdap/internal/connbudget"
 	"github.com/sparkdap/sparkdap/internal/guard"
 	"github.com/sparkdap/sparkdap/pathmap"
+	"github.com/sparkdap/sparkdap/selection"
 )
 
 // Config tunes a Hub. Zero values take the defaults.
@@ -220,6 +221,9 @@ type Hub struct {
 	// limit (its lock is a leaf: called under mu). Sessions it counts are
 	// len(executors).
 	admission *admission.Registry
+	// board is the live selection and the workers watching it (its own
+	// lock; never called under mu).
+	board *selection.Board
 
 	// frameAlloc, if set before serving, is every connection's
 	// FrameReader.OnAlloc (tests).
@@ -276,7 +280,8 @@ func (tx *held) ide(s *IDESession) *ideState { return guard.Get(&tx.lk, &s.g) }
 func NewHub(cfg Config) *Hub {
 	cfg.setDefaults()
 	h := &Hub{cfg: cfg, log: cfg.Log, now: time.Now, ids: newIDTable(),
-		admission: admission.NewRegistry(admission.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL})}
+		admission: admission.NewRegistry(admission.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL}),
+		board:     selection.NewBoard(0)}
 	h.state = guard.New(&h.mu, hubState{executors: map[uint64]*ExecutorSession{},
 		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{}})
 	h.refusals = admission.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
