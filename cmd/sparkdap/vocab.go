@@ -44,6 +44,8 @@ var vocab = map[string]string{
 	// Logging.
 	"log-level":  "debug, info, warn or error",
 	"log-format": "console or json",
+	// Output for scripts.
+	"json": "print JSON",
 	// Dry run.
 	"n": "dry run: write and run nothing, print instead",
 	// The worker wrapper (wrap, conf, submit).
