@@ -199,3 +199,41 @@ func (h *Hub) CaptureStopped(_ context.Context, executor uint64, frame *int, max
 // Board is the live selection and the workers that follow it
 // (control.Backend).
 func (h *Hub) Board() *selection.Board { return h.board }
+
+// workerChanged labels a debugging worker's threads with what it does
+// between debugged tasks, as its watch connection reported (the Board's
+// OnChange): a worker that debugged an earlier task stays connected, and
+// without this its threads would keep naming that task while it is idle
+// or runs tasks that are not debugged. A worker whose debugged task
+// starts is labelled by its sparkdapTask event (taskEvent).
+func (h *Hub) workerChanged(w selection.Worker) {
+	between := ""
+	switch {
+	case !w.Running && w.Task != nil:
+		between = fmt.Sprintf("idle · last stage %d · partition %d · attempt %d", w.Task.Stage, w.Task.Partition, w.Task.Attempt)
+	case !w.Running:
+		between = "idle"
+	case !w.Selected && w.Task != nil:
+		between = fmt.Sprintf("stage %d · partition %d · attempt %d · not debugged", w.Task.Stage, w.Task.Partition, w.Task.Attempt)
+	}
+	tx := h.lock()
+	defer tx.unlock()
+	for _, es := range tx.executors {
+		x := tx.exec(es)
+		if x.proc.PID != w.PID || x.task.Host != w.Host || x.between == between {
+			continue
+		}
+		if len(x.stopped) > 0 {
+			return // a stopped worker runs its debugged task
+		}
+		if between == "" && w.Running {
+			return // its sparkdapTask event names the task
+		}
+		x.between = between
+		x.threadsChanged()
+		if x.ready {
+			tx.retitleThreads(es)
+		}
+		return
+	}
+}

@@ -134,6 +134,13 @@ type executorState struct {
 	threadsAsking  bool     // a threads request to it is in flight
 	threadsCapped  bool     // it named more threads than maxThreadsPerExecutor (logged once)
 	threadsWaiters []func() // merged threads requests waiting for that answer
+	// between, when set, is what the worker does between debugged tasks,
+	// as its watch connection reports it (Hub.workerChanged): "idle · last
+	// <task>" or "<task> · not debugged". It replaces the task in the label.
+	between string
+	// ownThreads are the wrapper's own threads (ownThreadPrefix) its
+	// threads answers named: never listed, their events dropped.
+	ownThreads map[int64]bool
 }
 
 func newExecutorSession(h *Hub, id uint64, served, conn net.Conn) *ExecutorSession {
@@ -194,6 +201,9 @@ func (x *executorState) labelInfo() TaskInfo {
 		t.Host, _, _ = net.SplitHostPort(es.remote)
 	}
 	t.PID = x.proc.PID
+	if x.between != "" {
+		t.Label = x.between
+	}
 	return t
 }
 
@@ -677,8 +687,9 @@ func (es *ExecutorSession) taskEvent(m Message) {
 	if ti.Roots == nil {
 		ti.Roots = x.task.Roots
 	}
-	newTask := ti.Label != x.task.Label
+	newTask := ti.Label != x.task.Label || x.between != ""
 	x.task = ti
+	x.between = ""
 	x.threadsChanged() // its label names its threads
 	if newTask && x.ready {
 		tx.retitleThreads(es)

@@ -221,8 +221,8 @@ type Hub struct {
 	// limit (its lock is a leaf: called under mu). Sessions it counts are
 	// len(executors).
 	admission *admission.Registry
-	// board is the live selection and the workers watching it (its own
-	// lock; never called under mu).
+	// board is the live selection and the workers watching it (its lock
+	// is a leaf; it calls workerChanged under no lock).
 	board *selection.Board
 
 	// frameAlloc, if set before serving, is every connection's
@@ -285,6 +285,7 @@ func NewHub(cfg Config) *Hub {
 	h.state = guard.New(&h.mu, hubState{executors: map[uint64]*ExecutorSession{},
 		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{}})
 	h.refusals = admission.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
+	h.board.OnChange(h.workerChanged)
 	h.logLimit = connbudget.NewLimiter(cfg.RefusalLogInterval, func(cause string, n int, in time.Duration) {
 		h.log.Warn().Str("cause", cause).Int("refused", n).Dur("in", in).Msg("more connections refused for the same cause")
 	})

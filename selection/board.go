@@ -34,6 +34,20 @@ type Board struct {
 	seq      uint64
 	watchers map[*watcher]struct{}
 	nextID   uint64
+	// changed, if set, gets a worker's state after each of its reports,
+	// on that watcher's reader goroutine, under no lock of the Board.
+	changed func(Worker)
+}
+
+// OnChange has f called with a worker's state after each of its reports
+// (a task started, or ended): on the reader goroutine of that worker's
+// watch, under no lock of the Board, so f may take the caller's own
+// locks (and call the Board) but must not wait long. Set it before any
+// watch is served.
+func (b *Board) OnChange(f func(Worker)) {
+	b.mu.Lock()
+	b.changed = f
+	b.mu.Unlock()
 }
 
 // NewBoard is a Board following at most max workers (DefaultMaxWatchers

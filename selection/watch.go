@@ -134,7 +134,7 @@ func (wa *Watch) apply(line []byte) error {
 		b.mu.Lock()
 		wa.w.info.Running = false
 		wa.w.info.Since = b.now()
-		b.mu.Unlock()
+		wa.changedLocked()
 		return nil
 	}
 	body, ok := bytes.CutPrefix(rest, []byte("TASK "))
@@ -157,6 +157,21 @@ func (wa *Watch) apply(line []byte) error {
 	wa.w.info.Selected = rep.Selected
 	wa.w.info.Since = b.now()
 	wa.w.info.Tasks++
-	b.mu.Unlock()
+	wa.changedLocked()
 	return nil
+}
+
+// changedLocked releases the Board's lock, then tells OnChange's func
+// the worker's new state.
+func (wa *Watch) changedLocked() {
+	b := wa.b
+	f, w := b.changed, wa.w.info
+	if w.Task != nil {
+		t := *w.Task
+		w.Task = &t
+	}
+	b.mu.Unlock()
+	if f != nil {
+		f(w)
+	}
 }
