@@ -9,6 +9,7 @@ from .pydevd_compat import (
     _ConnectGuard,
     _debugger_alive,
     _enable_tracing,
+    _hide_from_pydevd,
     _pydevd_connect_env,
     _quiet_missing_file_warnings,
     _QuietPydevd,
@@ -139,6 +140,10 @@ def _connect(cfg, task):
                 debugger.configure(subProcess=False)
                 guard = threading.Thread(target=bound.run, name="sparkdap-connect-guard")
                 guard.daemon = True
+                # pydevd would list it, and pause it in a pause-all: it is no
+                # thread of the job. (PyCharm's proxy needs it listed to find
+                # the hello, and keeps it out of PyCharm itself.)
+                _hide_from_pydevd(guard)
                 guard.start()
                 try:
                     debugger.connect((host, port), access_token=st.pydevd_token)
