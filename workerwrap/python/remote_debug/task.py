@@ -13,6 +13,10 @@ def _selected(cfg, task):
         return False
     if cfg["stages"] is not None and task["stageId"] not in cfg["stages"]:
         return False
+    # The live selection's (selection.py); settings never name executors.
+    executors = cfg.get("executors")
+    if executors is not None and _executor_id() not in executors:
+        return False
     rate = cfg["sample_rate"]
     if rate < 1.0:
         # Deterministic per (stage, partition): a retried attempt of a
