@@ -14,14 +14,28 @@ func answerSelection(ctx context.Context, b Backend, req Request) Answer {
 	if req.Executor != 0 || req.Frame != nil || req.MaxBytes != 0 {
 		return Answer{Error: req.Op + " takes no executor, frame or maxBytes", Code: CodeBadRequest}
 	}
-	if req.Op != OpSelect && (req.Selection != nil || req.AsSubmitted) {
+	if req.Op != OpSelect && (req.Selection != nil || req.AsSubmitted || req.Task != nil) {
 		return Answer{Error: req.Op + " takes no selection", Code: CodeBadRequest}
 	}
 	board := b.Board()
 	switch req.Op {
 	case OpSelect:
-		if (req.Selection == nil) == !req.AsSubmitted {
-			return Answer{Error: OpSelect + " needs a selection or asSubmitted, not both", Code: CodeBadRequest}
+		given := 0
+		for _, g := range []bool{req.Selection != nil, req.AsSubmitted, req.Task != nil} {
+			if g {
+				given++
+			}
+		}
+		if given != 1 {
+			return Answer{Error: OpSelect + " needs one of a selection, asSubmitted or a task", Code: CodeBadRequest}
+		}
+		if req.Task != nil {
+			if *req.Task < 0 {
+				return Answer{Error: "a task attempt id is not negative", Code: CodeBadRequest}
+			}
+			board.WantTask(*req.Task)
+			cur := board.Current()
+			return Answer{Selection: cur, AsSubmitted: cur == nil}
 		}
 		n, err := board.Set(req.Selection)
 		if err != nil {
@@ -37,7 +51,7 @@ func answerSelection(ctx context.Context, b Backend, req Request) Answer {
 		cur := board.Current()
 		return Answer{Selection: cur, AsSubmitted: cur == nil}
 	}
-	return Answer{Known: knownWorkers(board.Workers(), b.StoppedWorkers(ctx))}
+	return Answer{Known: knownWorkers(board.Workers(), b.StoppedWorkers(ctx)), Exceptions: board.Groups()}
 }
 
 // knownWorkers joins the workers that follow the selection with the

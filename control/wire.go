@@ -52,6 +52,10 @@ type Request struct {
 	// AsSubmitted, with OpSelect, goes back to the selection the job was
 	// submitted with.
 	AsSubmitted bool `json:"asSubmitted,omitempty"`
+	// Task, with OpSelect instead of a selection, asks for the next stop
+	// at an exception of the task of this attempt id to be shown, though
+	// its exception group has one shown already.
+	Task *int64 `json:"task,omitempty"`
 }
 
 // Answer is the answer to a Request: Error (and Code) when it failed.
@@ -68,6 +72,8 @@ type Answer struct {
 	// Sent is how many workers a new selection went to (OpSelect).
 	Sent  int           `json:"sent,omitempty"`
 	Known []KnownWorker `json:"known,omitempty"`
+	// Exceptions are the exception groups (OpKnownWorkers).
+	Exceptions []selection.ExceptionGroup `json:"exceptions,omitempty"`
 }
 
 // KnownWorker is one worker as `sparkdap workers` lists it: what it

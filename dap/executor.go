@@ -138,6 +138,9 @@ type executorState struct {
 	// as its watch connection reports it (Hub.workerChanged): "idle · last
 	// <task>" or "<task> · not debugged". It replaces the task in the label.
 	between string
+	// heldExceptions are its stops at exceptions held back from the IDE
+	// (exceptions.go), by pydevd's thread id.
+	heldExceptions map[int64]*heldException
 	// ownThreads are the wrapper's own threads (ownThreadPrefix) its
 	// threads answers named: never listed, their events dropped.
 	ownThreads map[int64]bool

@@ -18,7 +18,12 @@ import (
 
 // event relays an event from pydevd, translated, to whichever IDE
 // session shows that executor, and keeps the state needed to replay it.
-func (es *ExecutorSession) event(m Message) {
+// A stop at an exception is first grouped (exceptions.go).
+func (es *ExecutorSession) event(m Message) { es.relay(m, false) }
+
+// relay is event; grouped says m, a stop at an exception, was grouped and
+// is to be shown.
+func (es *ExecutorSession) relay(m Message, grouped bool) {
 	h := es.hub
 	ev := m.Event()
 	switch ev {
@@ -62,6 +67,10 @@ func (es *ExecutorSession) event(m Message) {
 	case "stopped":
 		if !tx.watched(es) {
 			tx.unwatchedStop(es, tid)
+			return
+		}
+		if !grouped && body["reason"] == "exception" {
+			tx.groupException(es, m, tid)
 			return
 		}
 		if !x.learnThread(tid) {

@@ -37,6 +37,11 @@ type Board struct {
 	// changed, if set, gets a worker's state after each of its reports,
 	// on that watcher's reader goroutine, under no lock of the Board.
 	changed func(Worker)
+	// groups are the exception groups (exceptions.go); wanted the tasks
+	// whose next exception stop is shown; want shows a held one.
+	groups map[groupKey]*ExceptionGroup
+	wanted map[int64]struct{}
+	want   func(taskAttemptID int64) bool
 }
 
 // OnChange has f called with a worker's state after each of its reports

@@ -30,6 +30,7 @@ type selectOptions struct {
 	sampleRate                float64
 	all, none, asSubmitted    bool
 	asJSON                    bool
+	task                      int64
 }
 
 func newSelectCmd(stderr io.Writer) *cmdSpec {
@@ -44,13 +45,16 @@ func newSelectCmd(stderr io.Writer) *cmdSpec {
 	c.fs.BoolVar(&o.all, "all", false, "select every task")
 	c.fs.BoolVar(&o.none, "none", false, "select no task")
 	c.fs.BoolVar(&o.asSubmitted, "as-submitted", false, "go back to the selection each worker was submitted with")
+	c.fs.Int64Var(&o.task, "task", -1, "stop in this task (its task attempt `id`, as 'sparkdap workers' lists it) at its next exception, though others of the same exception group stopped already; the selection stays as it is")
 	defBool(c.fs, &o.asJSON, "json", "")
 	c.usage(stderr, "usage: sparkdap select [--ide HOST:PORT | --control PATH] [--partitions IDS] [--stages IDS]\n"+
-		"                       [--executor-ids IDS] [--sample-rate F] | --all | --none | --as-submitted\n\n"+
+		"                       [--executor-ids IDS] [--sample-rate F] | --all | --none | --as-submitted | --task ID\n\n"+
 		"Changes which tasks stop, while the job runs: every task that starts after it, on every worker that\n"+
 		"follows the running 'sparkdap serve', decides on the new selection. A task already running keeps its\n"+
 		"choice. The flags say the whole selection: a flag left out selects all. Without flags it prints the\n"+
-		"current selection.\n\n"+
+		"current selection. With exception breakpoints on, the first task that raises a given exception at a\n"+
+		"given place stops; the others of that group wait 'serve --exception-hold', then run on: --task asks\n"+
+		"for one of them to stop instead.\n\n"+
 		"Examples:\n  sparkdap select --partitions 37\n  sparkdap select --stages 4 --sample-rate 0.1\n  sparkdap select --none\n\nFlags:\n")
 	c.run = func(args []string, stdout, _ io.Writer) error { return selectRun(c, o, args, stdout) }
 	return c
@@ -62,16 +66,22 @@ func selectionOf(c *cmdSpec, o *selectOptions) (req control.Request, err error) 
 	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	filters := set["partitions"] || set["stages"] || set["executor-ids"] || set["sample-rate"]
 	modes := 0
-	for _, m := range []bool{o.all, o.none, o.asSubmitted, filters} {
+	for _, m := range []bool{o.all, o.none, o.asSubmitted, filters, set["task"]} {
 		if m {
 			modes++
 		}
 	}
 	if modes > 1 {
-		return req, errors.New("--all, --none, --as-submitted and the selecting flags (--partitions, --stages, --executor-ids, --sample-rate) exclude each other")
+		return req, errors.New("--all, --none, --as-submitted, --task and the selecting flags (--partitions, --stages, --executor-ids, --sample-rate) exclude each other")
 	}
 	req.Op = control.OpSelect
 	switch {
+	case set["task"]:
+		if o.task < 0 {
+			return req, flagError("task", errors.New("want a task attempt id, 0 or more"))
+		}
+		req.Task = &o.task
+		return req, nil
 	case o.asSubmitted:
 		req.AsSubmitted = true
 		return req, nil
@@ -160,6 +170,10 @@ func selectRun(c *cmdSpec, o *selectOptions, args []string, stdout io.Writer) er
 	if ans.Selection != nil {
 		what = ans.Selection.String()
 	}
+	if req.Task != nil {
+		fmt.Fprintf(stdout, "task %d stops at its next exception (held now or to come); selection: %s\n", *req.Task, what)
+		return nil
+	}
 	if req.Op == control.OpSelection {
 		fmt.Fprintf(stdout, "selection: %s\n", what)
 		return nil
@@ -193,9 +207,16 @@ func newWorkersCmd(stderr io.Writer) *cmdSpec {
 			return err
 		}
 		if o.asJSON {
-			return printJSON(stdout, map[string]any{"workers": nonNil(ans.Known)})
+			ex := ans.Exceptions
+			if ex == nil {
+				ex = []selection.ExceptionGroup{}
+			}
+			return printJSON(stdout, map[string]any{"workers": nonNil(ans.Known), "exceptions": ex})
 		}
 		printWorkers(stdout, ans.Known, time.Now())
+		for _, g := range ans.Exceptions {
+			fmt.Fprintln(stdout, exceptionLine(g))
+		}
 		return nil
 	}
 	return c
@@ -214,11 +235,11 @@ func printWorkers(w io.Writer, ws []control.KnownWorker, now time.Time) {
 		fmt.Fprintln(w, "no worker follows this proxy yet: workers appear when they start their first task")
 		return
 	}
-	fmt.Fprintf(w, "%-10s %-20s %8s  %-34s %-8s %-28s %8s %6s\n", "EXECUTOR", "HOST", "PID", "TASK", "SELECTED", "STATE", "FOR", "TASKS")
+	fmt.Fprintf(w, "%-10s %-20s %8s  %-46s %-8s %-28s %8s %6s\n", "EXECUTOR", "HOST", "PID", "TASK", "SELECTED", "STATE", "FOR", "TASKS")
 	for _, k := range ws {
 		task := "-"
 		if k.Task != nil {
-			task = fmt.Sprintf("stage %d · partition %d · attempt %d", k.Task.Stage, k.Task.Partition, k.Task.Attempt)
+			task = fmt.Sprintf("stage %d · partition %d · attempt %d · task %d", k.Task.Stage, k.Task.Partition, k.Task.Attempt, k.Task.TaskAttemptID)
 		}
 		state := "idle"
 		switch {
@@ -239,8 +260,18 @@ func printWorkers(w io.Writer, ws []control.KnownWorker, now time.Time) {
 		if exec == "" {
 			exec = "-"
 		}
-		fmt.Fprintf(w, "%-10s %-20s %8d  %-34s %-8s %-28s %8s %6d\n", exec, k.Host, k.PID, task, sel, state, since, k.Tasks)
+		fmt.Fprintf(w, "%-10s %-20s %8d  %-46s %-8s %-28s %8s %6d\n", exec, k.Host, k.PID, task, sel, state, since, k.Tasks)
 	}
+}
+
+// exceptionLine says an exception group: "37 tasks raised KeyError at
+// udf.py:12 (1 waiting)".
+func exceptionLine(g selection.ExceptionGroup) string {
+	line := fmt.Sprintf("%d %s raised %s at %s", g.Tasks, plural(int(g.Tasks), "task", "tasks"), g.Type, g.Place)
+	if g.Held > 0 {
+		line += fmt.Sprintf(" (%d waiting: sparkdap select --task ID stops in one)", g.Held)
+	}
+	return line
 }
 
 // shortPath is a file's last two path elements.
