@@ -198,3 +198,31 @@ func TestBoardBound(t *testing.T) {
 		t.Fatalf("third watcher: %v", err)
 	}
 }
+
+// A selection set between Admit and Serve (the reply going out) is the
+// first line the worker gets, and Serve does not block on it.
+func TestSetBeforeServe(t *testing.T) {
+	b := NewBoard(0)
+	wa, err := b.Admit(admission.Hello{TaskInfo: admission.TaskInfo{PID: 3}, Watch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := None()
+	if n, _ := b.Set(&none); n != 1 {
+		t.Fatalf("Set reached %d workers", n)
+	}
+	proxy, worker := net.Pipe()
+	defer worker.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- wa.Serve(bufio.NewReader(proxy), func(b []byte) { _, _ = proxy.Write(b) })
+		proxy.Close()
+	}()
+	if got := readSelect(t, worker, bufio.NewReader(worker)); got != `SPARKDAP/2 SELECT {"partitions":[],"stages":null,"executors":null,"sampleRate":1}` {
+		t.Errorf("first line %q", got)
+	}
+	worker.Close()
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}

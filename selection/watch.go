@@ -60,7 +60,10 @@ func (wa *Watch) Serve(r *bufio.Reader, send func([]byte)) error {
 	defer wa.Cancel()
 	done := make(chan struct{})
 	writerDone := make(chan struct{})
-	wa.w.wake <- struct{}{} // the current selection, first
+	select {
+	case wa.w.wake <- struct{}{}: // the current selection, first
+	default: // a Set since Admit asked for it already
+	}
 	go func() {
 		defer close(writerDone)
 		for {
