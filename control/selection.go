@@ -51,7 +51,16 @@ func answerSelection(ctx context.Context, b Backend, req Request) Answer {
 		cur := board.Current()
 		return Answer{Selection: cur, AsSubmitted: cur == nil}
 	}
-	return Answer{Known: knownWorkers(board.Workers(), b.StoppedWorkers(ctx)), Exceptions: board.Groups()}
+	known := knownWorkers(board.Workers(), b.StoppedWorkers(ctx))
+	if oc, ok := b.(OutputCounter); ok {
+		out := oc.OutputBytes()
+		for i := range known {
+			if n, ok := out[WorkerID{known[i].Host, known[i].PID}]; ok {
+				known[i].OutputBytes = &n
+			}
+		}
+	}
+	return Answer{Known: known, Exceptions: board.Groups()}
 }
 
 // knownWorkers joins the workers that follow the selection with the

@@ -66,3 +66,25 @@ func TestKnownWorkersJoinStops(t *testing.T) {
 		t.Errorf("stopped worker that watches nothing: %+v", k)
 	}
 }
+
+type countingBackend struct {
+	*fakeBackend
+	out map[WorkerID]int64
+}
+
+func (c countingBackend) OutputBytes() map[WorkerID]int64 { return c.out }
+
+// A front end that counts its workers' output has it listed with them;
+// a worker it does not count has none.
+func TestKnownWorkersOutput(t *testing.T) {
+	b := countingBackend{&fakeBackend{}, map[WorkerID]int64{{"h", 1}: 2048}}
+	for _, pid := range []int64{1, 2} {
+		if _, err := b.Board().Admit(admission.Hello{TaskInfo: admission.TaskInfo{Host: "h", PID: pid}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ans := answer(context.Background(), b, Request{Op: OpKnownWorkers})
+	if len(ans.Known) != 2 || ans.Known[0].OutputBytes == nil || *ans.Known[0].OutputBytes != 2048 || ans.Known[1].OutputBytes != nil {
+		t.Errorf("listed %+v", ans.Known)
+	}
+}

@@ -33,6 +33,20 @@ type Backend interface {
 	Board() *selection.Board
 }
 
+// OutputCounter is a Backend that counts the output of the workers whose
+// debugger is connected: `sparkdap workers` lists it.
+type OutputCounter interface {
+	// OutputBytes is the stdout and stderr text each worker sent the IDE,
+	// by host and pid.
+	OutputBytes() map[WorkerID]int64
+}
+
+// WorkerID names a worker process: its host and pid, as its hello said.
+type WorkerID struct {
+	Host string
+	PID  int64
+}
+
 // Classes of a Backend's errors, each answered with its code.
 var (
 	ErrCaptureDisabled = errors.New("this proxy takes no captures: it was started with an empty --capture-dir")

@@ -85,6 +85,9 @@ type KnownWorker struct {
 	// OpCapture request.
 	Stopped  *WorkerFrame `json:"stopped,omitempty"`
 	Executor uint64       `json:"executor,omitempty"`
+	// OutputBytes, for a worker whose debugger is connected, counts the
+	// stdout and stderr text it sent the IDE (nil: not counted).
+	OutputBytes *int64 `json:"outputBytes,omitempty"`
 }
 
 // Codes of Answer.Code, one per error class a client tells apart.

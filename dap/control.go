@@ -237,3 +237,16 @@ func (h *Hub) workerChanged(w selection.Worker) {
 		return
 	}
 }
+
+// OutputBytes is the output each connected worker sent the IDE, by host
+// and pid (control.OutputCounter).
+func (h *Hub) OutputBytes() map[control.WorkerID]int64 {
+	tx := h.lock()
+	defer tx.unlock()
+	out := make(map[control.WorkerID]int64, len(tx.executors))
+	for _, es := range tx.executors {
+		x := tx.exec(es)
+		out[control.WorkerID{Host: x.task.Host, PID: x.proc.PID}] += x.outputBytes
+	}
+	return out
+}

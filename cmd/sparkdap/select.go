@@ -235,7 +235,7 @@ func printWorkers(w io.Writer, ws []control.KnownWorker, now time.Time) {
 		fmt.Fprintln(w, "no worker follows this proxy yet: workers appear when they start their first task")
 		return
 	}
-	fmt.Fprintf(w, "%-10s %-20s %8s  %-46s %-8s %-28s %8s %6s\n", "EXECUTOR", "HOST", "PID", "TASK", "SELECTED", "STATE", "FOR", "TASKS")
+	fmt.Fprintf(w, "%-10s %-20s %8s  %-46s %-8s %-28s %8s %6s %8s\n", "EXECUTOR", "HOST", "PID", "TASK", "SELECTED", "STATE", "FOR", "TASKS", "OUTPUT")
 	for _, k := range ws {
 		task := "-"
 		if k.Task != nil {
@@ -260,7 +260,11 @@ func printWorkers(w io.Writer, ws []control.KnownWorker, now time.Time) {
 		if exec == "" {
 			exec = "-"
 		}
-		fmt.Fprintf(w, "%-10s %-20s %8d  %-46s %-8s %-28s %8s %6d\n", exec, k.Host, k.PID, task, sel, state, since, k.Tasks)
+		output := "-"
+		if k.OutputBytes != nil {
+			output = byteCount(*k.OutputBytes)
+		}
+		fmt.Fprintf(w, "%-10s %-20s %8d  %-46s %-8s %-28s %8s %6d %8s\n", exec, k.Host, k.PID, task, sel, state, since, k.Tasks, output)
 	}
 }
 
@@ -272,6 +276,17 @@ func exceptionLine(g selection.ExceptionGroup) string {
 		line += fmt.Sprintf(" (%d waiting: sparkdap select --task ID stops in one)", g.Held)
 	}
 	return line
+}
+
+// byteCount is n bytes for people: 512 B, 3.1 KiB, 20.0 MiB.
+func byteCount(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // shortPath is a file's last two path elements.
