@@ -217,6 +217,13 @@ func IntroduceHello(rw io.ReadWriter, token string, h Hello) (reply, pydevdToken
 // nonces (wn the worker's, pn the proxy's; pn "" when the proxy refused
 // before its challenge), which a loss report names (ReportLoss).
 func IntroduceWithNonces(rw io.ReadWriter, token string, h Hello) (reply, pydevdToken, wn, pn string, err error) {
+	return IntroduceBuffered(bufio.NewReader(rw), rw, token, h)
+}
+
+// IntroduceBuffered is IntroduceWithNonces reading the proxy through br,
+// which keeps what the proxy sent after its reply (a watch connection's
+// first selection) for the caller.
+func IntroduceBuffered(br *bufio.Reader, rw io.Writer, token string, h Hello) (reply, pydevdToken, wn, pn string, err error) {
 	wn, err = NewNonce()
 	if err != nil {
 		return "", "", "", "", err
@@ -224,7 +231,6 @@ func IntroduceWithNonces(rw io.ReadWriter, token string, h Hello) (reply, pydevd
 	if _, err := io.WriteString(rw, HelloPrefix+"HELLO "+wn+"\n"); err != nil {
 		return "", "", "", "", err
 	}
-	br := bufio.NewReader(rw)
 	next := func() (string, error) {
 		for range 1000 {
 			line, err := br.ReadString('\n')

@@ -49,6 +49,10 @@ type Hello struct {
 	// only tells the proxy that, so that serve and the IDE say it, and is
 	// refused (ErrUndebugged).
 	Undebugged string `json:"undebugged,omitempty"`
+	// Watch, when set, says the connection follows the live selection
+	// (package selection) for the worker's life: it holds no debugger
+	// session and is no session's hello.
+	Watch bool `json:"watch,omitempty"`
 
 	// Set by Registry.Handshake once Proof checked out (and Proof cleared):
 	// Accept takes nothing else, and a pending hello admits only a pydevd

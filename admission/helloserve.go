@@ -30,7 +30,21 @@ type HelloConn struct {
 	// it), once per report: the front end logs it and tells the IDE. It
 	// runs on the caller's goroutine, under no lock of this package.
 	Lost func(LossReport)
+	// Watch, if set, takes a verified watch hello (Hello.Watch): it
+	// registers the worker or refuses it, and returns what serves the
+	// connection once the reply is out. Without it such a hello is
+	// refused (ErrNoWatch). It runs on the caller's goroutine, under no
+	// lock of this package, as does serve.
+	Watch func(Hello) (serve func() error, err error)
 }
+
+// ErrNoWatch refuses a watch hello on a front end that has no live
+// selection: the worker decides on the selection it was submitted with.
+var ErrNoWatch = errors.New("this proxy has no live selection")
+
+// ErrWatchEnded is what ServeHello returns once a watch connection it
+// served ended, wrapping why if it broke the protocol.
+var ErrWatchEnded = errors.New("watch connection ended")
 
 // ErrUndebugged refuses a hello that said the worker cannot load a
 // debugger (Hello.Undebugged): it is told, and holds no session.
@@ -59,6 +73,9 @@ type Admit func(ip string, hello Hello) (nonce string, err error)
 // no reply: a verified report goes to c.Lost, once; one that does not
 // verify is noted as a refused hello. ServeHello returns ErrLossReport
 // then, wrapping ReadLoss's error if any.
+//
+// A watch hello (Hello.Watch) goes to c.Watch, and ServeHello serves the
+// connection until it ends, then returns ErrWatchEnded.
 func ServeHello(c HelloConn, reg *Registry, refusals *RefusalLog, admit Admit) error {
 	ip := RemoteIP(c.Remote)
 	hello, err := reg.Handshake(c.Reader, c.Send)
@@ -99,6 +116,9 @@ func ServeHello(c HelloConn, reg *Registry, refusals *RefusalLog, admit Admit) e
 		c.Send(Reply("", ErrUndebugged))
 		return ErrUndebugged
 	}
+	if hello.Watch {
+		return serveWatch(c, hello)
+	}
 	nonce, err := admit(ip, hello)
 	if err != nil {
 		// hello's fields are clean (ReadHello).
@@ -111,6 +131,27 @@ func ServeHello(c HelloConn, reg *Registry, refusals *RefusalLog, admit Admit) e
 	c.Log.Debug().Int64("pid", hello.PID).Str("label", hello.Label).Msg("hello accepted")
 	c.Send(Reply(nonce, nil))
 	return nil
+}
+
+// serveWatch answers a watch hello and serves the connection while it
+// lasts.
+func serveWatch(c HelloConn, hello Hello) error {
+	var run func() error
+	err := ErrNoWatch
+	if c.Watch != nil {
+		run, err = c.Watch(hello)
+	}
+	if err != nil {
+		c.Log.Debug().Err(err).Int64("pid", hello.PID).Str("host", hello.Host).Msg("watch refused; the worker keeps the selection it was submitted with")
+		c.Send(Reply("", err))
+		return err
+	}
+	c.Log.Debug().Int64("pid", hello.PID).Str("host", hello.Host).Msg("worker watches the selection")
+	c.Send(Reply("", nil))
+	if err := run(); err != nil {
+		return fmt.Errorf("%w: %w", ErrWatchEnded, err)
+	}
+	return ErrWatchEnded
 }
 
 // serveLoss reads a loss report (Registry.ReadLoss) and hands it to the

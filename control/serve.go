@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/internal/acceptretry"
+	"github.com/sparkdap/sparkdap/selection"
 )
 
 // Backend is a front end as the control socket serves it. Serve calls its
@@ -28,6 +29,22 @@ type Backend interface {
 	// errors are classed by the Err* errors of this package (errors.Is),
 	// CodeFailed when none.
 	CaptureStopped(ctx context.Context, executor uint64, frame *int, maxBytes int64) (CaptureResult, error)
+	// Board is the live selection and the workers that follow it.
+	Board() *selection.Board
+}
+
+// OutputCounter is a Backend that counts the output of the workers whose
+// debugger is connected: `sparkdap workers` lists it.
+type OutputCounter interface {
+	// OutputBytes is the stdout and stderr text each worker sent the IDE,
+	// by host and pid.
+	OutputBytes() map[WorkerID]int64
+}
+
+// WorkerID names a worker process: its host and pid, as its hello said.
+type WorkerID struct {
+	Host string
+	PID  int64
 }
 
 // Classes of a Backend's errors, each answered with its code.
@@ -115,6 +132,8 @@ func answer(ctx context.Context, b Backend, req Request) Answer {
 			return Answer{Error: OpWorkers + " takes no executor, frame or maxBytes", Code: CodeBadRequest}
 		}
 		return Answer{Workers: b.StoppedWorkers(ctx)}
+	case OpSelect, OpSelection, OpKnownWorkers:
+		return answerSelection(ctx, b, req)
 	case OpCapture:
 		if req.Executor == 0 {
 			return Answer{Error: OpCapture + " needs an executor", Code: CodeBadRequest}
@@ -125,7 +144,19 @@ func answer(ctx context.Context, b Backend, req Request) Answer {
 		}
 		return Answer{Capture: &res}
 	}
-	return Answer{Error: fmt.Sprintf("unknown op %q: want %q or %q", req.Op, OpWorkers, OpCapture), Code: CodeBadRequest}
+	return Answer{Error: fmt.Sprintf("unknown op %q: want one of %q, %q, %q, %q, %q", req.Op, OpWorkers, OpCapture, OpSelect, OpSelection, OpKnownWorkers), Code: CodeBadRequest}
+}
+
+// Ask answers req with b as Serve would, without a socket (for front
+// ends' tests and in-process callers). Its error is ErrBadRequest's
+// answer as an error, nil otherwise: the answer carries the rest.
+func Ask(ctx context.Context, b Backend, req Request) (Answer, error) {
+	ans := answer(ctx, b, req)
+	ans.clean()
+	if ans.Code == CodeBadRequest {
+		return ans, &badRequest{ans.Error}
+	}
+	return ans, nil
 }
 
 // code is the answer code of a Backend's error.

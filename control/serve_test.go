@@ -10,17 +10,30 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/selection"
 )
 
 // fakeBackend answers with what the test sets.
 type fakeBackend struct {
 	workers []StoppedWorker
 	capture func(executor uint64, frame *int, maxBytes int64) (CaptureResult, error)
+	board   *selection.Board
+	once    sync.Once
+}
+
+func (f *fakeBackend) Board() *selection.Board {
+	f.once.Do(func() {
+		if f.board == nil {
+			f.board = selection.NewBoard(0)
+		}
+	})
+	return f.board
 }
 
 func (f *fakeBackend) StoppedWorkers(context.Context) []StoppedWorker { return f.workers }

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/sparkdap/sparkdap/admission"
+	"github.com/sparkdap/sparkdap/selection"
 )
 
 // Operations.
@@ -17,6 +18,15 @@ const (
 	OpWorkers = "workers"
 	// OpCapture captures one stopped worker's frame (Answer.Capture).
 	OpCapture = "capture"
+	// OpSelect changes which tasks debug from now on (Request.Selection,
+	// or Request.AsSubmitted); Answer.Selection is the new one and
+	// Answer.Sent how many workers it went to.
+	OpSelect = "select"
+	// OpSelection tells the current selection (Answer.Selection).
+	OpSelection = "selection"
+	// OpKnownWorkers lists every worker that follows the selection, with
+	// its task, and where it is stopped (Answer.Known).
+	OpKnownWorkers = "known-workers"
 )
 
 // MaxRequestBytes bounds one request: it names an operation and a few
@@ -37,6 +47,15 @@ type Request struct {
 	Frame *int `json:"frame,omitempty"`
 	// MaxBytes, if > 0, lowers the proxy's size cap for this capture.
 	MaxBytes int64 `json:"maxBytes,omitempty"`
+	// Selection is the selection OpSelect makes current.
+	Selection *selection.Selection `json:"selection,omitempty"`
+	// AsSubmitted, with OpSelect, goes back to the selection the job was
+	// submitted with.
+	AsSubmitted bool `json:"asSubmitted,omitempty"`
+	// Task, with OpSelect instead of a selection, asks for the next stop
+	// at an exception of the task of this attempt id to be shown, though
+	// its exception group has one shown already.
+	Task *int64 `json:"task,omitempty"`
 }
 
 // Answer is the answer to a Request: Error (and Code) when it failed.
@@ -46,6 +65,29 @@ type Answer struct {
 	Code    string          `json:"code,omitempty"`
 	Workers []StoppedWorker `json:"workers,omitempty"`
 	Capture *CaptureResult  `json:"capture,omitempty"`
+	// Selection is the current selection (OpSelect, OpSelection); nil
+	// with AsSubmitted: the one the job was submitted with.
+	Selection   *selection.Selection `json:"selection,omitempty"`
+	AsSubmitted bool                 `json:"asSubmitted,omitempty"`
+	// Sent is how many workers a new selection went to (OpSelect).
+	Sent  int           `json:"sent,omitempty"`
+	Known []KnownWorker `json:"known,omitempty"`
+	// Exceptions are the exception groups (OpKnownWorkers).
+	Exceptions []selection.ExceptionGroup `json:"exceptions,omitempty"`
+}
+
+// KnownWorker is one worker as `sparkdap workers` lists it: what it
+// reported on its watch connection, and where it is stopped.
+type KnownWorker struct {
+	selection.Worker
+	// Stopped, for a worker stopped in the debugger: the innermost frame
+	// of user code (or the innermost frame), and Executor names it in an
+	// OpCapture request.
+	Stopped  *WorkerFrame `json:"stopped,omitempty"`
+	Executor uint64       `json:"executor,omitempty"`
+	// OutputBytes, for a worker whose debugger is connected, counts the
+	// stdout and stderr text it sent the IDE (nil: not counted).
+	OutputBytes *int64 `json:"outputBytes,omitempty"`
 }
 
 // Codes of Answer.Code, one per error class a client tells apart.
@@ -63,7 +105,10 @@ const (
 type StoppedWorker struct {
 	// Executor names the worker in an OpCapture request: the DAP front
 	// end's executor session id, the PyCharm front end's worker pid.
-	Executor   uint64 `json:"executor"`
+	Executor uint64 `json:"executor"`
+	// Host and PID are the worker's, as its hello said.
+	Host       string `json:"host,omitempty"`
+	PID        int64  `json:"pid,omitempty"`
 	Label      string `json:"label"`
 	Thread     int64  `json:"thread"` // pydevd's id of the stopped thread
 	ThreadName string `json:"threadName,omitempty"`

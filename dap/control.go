@@ -8,6 +8,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/control"
+	"github.com/sparkdap/sparkdap/selection"
 )
 
 // The Hub is a control.Backend: `sparkdap capture` lists its stopped
@@ -23,6 +24,8 @@ type stoppedThread struct {
 	es                *ExecutorSession
 	label, threadName string
 	tid               int64
+	host              string // the worker's, as its hello said
+	pid               int64
 }
 
 // stackFrame is a frame of a stopped thread's stack with pydevd's id of
@@ -47,7 +50,9 @@ func (tx *held) stoppedThreads() []stoppedThread {
 				tid = t
 			}
 		}
-		out = append(out, stoppedThread{es: es, label: tx.exec(es).label(), threadName: admission.Clean(tx.exec(es).threads[tid], admission.MaxTextRunes), tid: tid})
+		x := tx.exec(es)
+		out = append(out, stoppedThread{es: es, label: x.label(), threadName: admission.Clean(x.threads[tid], admission.MaxTextRunes), tid: tid,
+			host: x.task.Host, pid: x.task.PID})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].es.id < out[j].es.id })
 	return out
@@ -118,7 +123,7 @@ func (h *Hub) StoppedWorkers(context.Context) []control.StoppedWorker {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := control.StoppedWorker{Executor: st.es.id, Label: st.label, Thread: st.tid, ThreadName: st.threadName, Top: -1}
+			w := control.StoppedWorker{Executor: st.es.id, Host: st.host, PID: st.pid, Label: st.label, Thread: st.tid, ThreadName: st.threadName, Top: -1}
 			frames, err := h.stackOf(st)
 			if err != nil {
 				w.StackError = err.Error()
@@ -189,4 +194,59 @@ func (h *Hub) CaptureStopped(_ context.Context, executor uint64, frame *int, max
 	task, _ := body["task"].(string)
 	return control.CaptureResult{Path: path, Bytes: n, Function: admission.Clean(fn, admission.MaxTextRunes), Task: admission.Clean(task, 4*admission.MaxTextRunes), Executor: executor, Frame: idx,
 		Summary: captureSummary(body)}, nil
+}
+
+// Board is the live selection and the workers that follow it
+// (control.Backend).
+func (h *Hub) Board() *selection.Board { return h.board }
+
+// workerChanged labels a debugging worker's threads with what it does
+// between debugged tasks, as its watch connection reported (the Board's
+// OnChange): a worker that debugged an earlier task stays connected, and
+// without this its threads would keep naming that task while it is idle
+// or runs tasks that are not debugged. A worker whose debugged task
+// starts is labelled by its sparkdapTask event (taskEvent).
+func (h *Hub) workerChanged(w selection.Worker) {
+	between := ""
+	switch {
+	case !w.Running && w.Task != nil:
+		between = fmt.Sprintf("idle · last stage %d · partition %d · attempt %d", w.Task.Stage, w.Task.Partition, w.Task.Attempt)
+	case !w.Running:
+		between = "idle"
+	case !w.Selected && w.Task != nil:
+		between = fmt.Sprintf("stage %d · partition %d · attempt %d · not debugged", w.Task.Stage, w.Task.Partition, w.Task.Attempt)
+	}
+	tx := h.lock()
+	defer tx.unlock()
+	for _, es := range tx.executors {
+		x := tx.exec(es)
+		if x.proc.PID != w.PID || x.task.Host != w.Host || x.between == between {
+			continue
+		}
+		if len(x.stopped) > 0 {
+			return // a stopped worker runs its debugged task
+		}
+		if between == "" && w.Running {
+			return // its sparkdapTask event names the task
+		}
+		x.between = between
+		x.threadsChanged()
+		if x.ready {
+			tx.retitleThreads(es)
+		}
+		return
+	}
+}
+
+// OutputBytes is the output each connected worker sent the IDE, by host
+// and pid (control.OutputCounter).
+func (h *Hub) OutputBytes() map[control.WorkerID]int64 {
+	tx := h.lock()
+	defer tx.unlock()
+	out := make(map[control.WorkerID]int64, len(tx.executors))
+	for _, es := range tx.executors {
+		x := tx.exec(es)
+		out[control.WorkerID{Host: x.task.Host, PID: x.proc.PID}] += x.outputBytes
+	}
+	return out
 }

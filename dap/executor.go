@@ -134,6 +134,16 @@ type executorState struct {
 	threadsAsking  bool     // a threads request to it is in flight
 	threadsCapped  bool     // it named more threads than maxThreadsPerExecutor (logged once)
 	threadsWaiters []func() // merged threads requests waiting for that answer
+	// between, when set, is what the worker does between debugged tasks,
+	// as its watch connection reports it (Hub.workerChanged): "idle · last
+	// <task>" or "<task> · not debugged". It replaces the task in the label.
+	between string
+	// heldExceptions are its stops at exceptions held back from the IDE
+	// (exceptions.go), by pydevd's thread id.
+	heldExceptions map[int64]*heldException
+	// ownThreads are the wrapper's own threads (ownThreadPrefix) its
+	// threads answers named: never listed, their events dropped.
+	ownThreads map[int64]bool
 }
 
 func newExecutorSession(h *Hub, id uint64, served, conn net.Conn) *ExecutorSession {
@@ -194,6 +204,9 @@ func (x *executorState) labelInfo() TaskInfo {
 		t.Host, _, _ = net.SplitHostPort(es.remote)
 	}
 	t.PID = x.proc.PID
+	if x.between != "" {
+		t.Label = x.between
+	}
 	return t
 }
 
@@ -302,7 +315,7 @@ func ignoreAnswer(es *ExecutorSession) func(Message, error) {
 // internal/bench).
 func (es *ExecutorSession) serve(ctx context.Context) {
 	hs := es.begin(ctx)
-	es.end(hs, es.read())
+	es.end(hs, es.read(hs))
 }
 
 // handshakeRun is a handshake running beside the reader.
@@ -310,6 +323,10 @@ type handshakeRun struct {
 	stop   func() bool // unregisters the close on ctx's end
 	cancel context.CancelFunc
 	done   chan error
+	// watching is set, before cancel, once the connection turned out to
+	// be a worker's watch connection (package selection): the handshake
+	// it cancels is no failure that ends the connection.
+	watching atomic.Bool
 }
 
 //go:noinline
@@ -323,7 +340,7 @@ func (es *ExecutorSession) begin(ctx context.Context) *handshakeRun {
 		// Its deadline's timer goes now, not when the connection ends: an
 		// idle session keeps no timer.
 		hs.cancel()
-		if err != nil {
+		if err != nil && !hs.watching.Load() {
 			es.w.closeAfterFlush(err) // ends the reader
 		}
 		hs.done <- err
@@ -334,10 +351,10 @@ func (es *ExecutorSession) begin(ctx context.Context) *handshakeRun {
 // read is the session's reading until the connection ends.
 //
 //go:noinline
-func (es *ExecutorSession) read() error {
+func (es *ExecutorSession) read(hs *handshakeRun) error {
 	fr, hello := es.newReader()
 	if hello {
-		return es.serveHello(fr.Reader())
+		return es.serveHello(fr.Reader(), hs)
 	}
 	return es.w.readFrames(fr, decodeExecutorMessage, es.w.firstTells(fr, es.progressed, es.handle))
 }
@@ -673,8 +690,9 @@ func (es *ExecutorSession) taskEvent(m Message) {
 	if ti.Roots == nil {
 		ti.Roots = x.task.Roots
 	}
-	newTask := ti.Label != x.task.Label
+	newTask := ti.Label != x.task.Label || x.between != ""
 	x.task = ti
+	x.between = ""
 	x.threadsChanged() // its label names its threads
 	if newTask && x.ready {
 		tx.retitleThreads(es)

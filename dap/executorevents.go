@@ -18,7 +18,12 @@ import (
 
 // event relays an event from pydevd, translated, to whichever IDE
 // session shows that executor, and keeps the state needed to replay it.
-func (es *ExecutorSession) event(m Message) {
+// A stop at an exception is first grouped (exceptions.go).
+func (es *ExecutorSession) event(m Message) { es.relay(m, false) }
+
+// relay is event; grouped says m, a stop at an exception, was grouped and
+// is to be shown.
+func (es *ExecutorSession) relay(m Message, grouped bool) {
 	h := es.hub
 	ev := m.Event()
 	switch ev {
@@ -62,6 +67,10 @@ func (es *ExecutorSession) event(m Message) {
 	case "stopped":
 		if !tx.watched(es) {
 			tx.unwatchedStop(es, tid)
+			return
+		}
+		if !grouped && body["reason"] == "exception" {
+			tx.groupException(es, m, tid)
 			return
 		}
 		if !x.learnThread(tid) {
@@ -343,6 +352,11 @@ func (x *executorState) prefixLines(s string) string {
 // the list current (threadsKnown says it is complete), so the root
 // session's merged threads need no round trip (IDESession.mergedThreads).
 
+// ownThreadPrefix starts the names of the worker wrapper's own threads
+// (its connect guard, its lease): pydevd may list them, but they are no
+// thread of the user's job and never reach a client.
+const ownThreadPrefix = "sparkdap-"
+
 // maxThreadsPerExecutor bounds the threads the proxy remembers for one
 // executor (its thread list and their global ids). A Python worker has a
 // handful; an executor that names more is broken or hostile, and without
@@ -358,6 +372,9 @@ const maxThreadsPerExecutor = 1024
 func (x *executorState) learnThread(tid int64) bool {
 	if _, ok := x.threads[tid]; ok {
 		return true
+	}
+	if x.ownThreads[tid] {
+		return false
 	}
 	if !x.roomForThread(len(x.threads)) {
 		return false
@@ -464,6 +481,16 @@ func (x *executorState) absorbThreads(m Message, gen uint64) {
 			continue
 		}
 		name, _ := th["name"].(string)
+		if strings.HasPrefix(name, ownThreadPrefix) {
+			x.forgetThread(tid)
+			if x.ownThreads == nil {
+				x.ownThreads = map[int64]bool{}
+			}
+			if len(x.ownThreads) < maxThreadsPerExecutor {
+				x.ownThreads[tid] = true
+			}
+			continue
+		}
 		entries = append(entries, entry{tid, name})
 	}
 	if x.threadsGen != gen {

@@ -63,15 +63,28 @@ func (tx *held) claimHello(remote string, pid int64, token string) (hello admiss
 }
 
 // serveHello answers a hello connection (admission.ServeHello) and closes it
-// once the reply is out.
-func (es *ExecutorSession) serveHello(br *bufio.Reader) error {
+// once the reply is out, or once a watch connection ends: that one stops
+// the pydevd handshake hs runs and leaves the budget of connections not
+// yet admitted.
+func (es *ExecutorSession) serveHello(br *bufio.Reader, hs *handshakeRun) error {
 	send := es.w.sendRaw
 	if p := es.progressed; p != nil {
 		// The first thing sent answers a whole hello line.
 		send = func(b []byte) { p(); es.w.sendRaw(b) }
 	}
 	err := admission.ServeHello(admission.HelloConn{Remote: es.remote, Reader: br, Send: send, Log: *es.logger(),
-		Undebugged: es.hub.tellIDE, Lost: es.tellLoss}, es.hub.admission, es.hub.refusals, es.hub.acceptHello)
+		Undebugged: es.hub.tellIDE, Lost: es.tellLoss, Watch: func(hello admission.Hello) (func() error, error) {
+			wa, err := es.hub.board.Admit(hello)
+			if err != nil {
+				return nil, err
+			}
+			hs.watching.Store(true)
+			hs.cancel()
+			if es.unadmitted != nil {
+				es.unadmitted()
+			}
+			return func() error { return wa.Serve(br, es.w.sendRaw) }, nil
+		}}, es.hub.admission, es.hub.refusals, es.hub.acceptHello)
 	// Still a hello connection, never a debug session: no handshake
 	// failure to report on top of a refusal.
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/sparkdap/sparkdap/internal/connbudget"
 	"github.com/sparkdap/sparkdap/internal/guard"
 	"github.com/sparkdap/sparkdap/pathmap"
+	"github.com/sparkdap/sparkdap/selection"
 )
 
 // Config tunes a Hub. Zero values take the defaults.
@@ -96,6 +97,12 @@ type Config struct {
 	// executor (merged threads, settings) do not restart its clock. Zero or
 	// negative: no limit.
 	MaxStop time.Duration
+	// ExceptionHold is how long a worker stopped at an exception waits
+	// when the user already has a stop of the same type at the same place:
+	// the first stop of each group is shown, the others of it wait this
+	// long, then run on as they would without a debugger (Spark sees the
+	// exception). Zero or negative: selection.DefaultExceptionHold.
+	ExceptionHold time.Duration
 	// Summary gets one human line per executor attach/detach; nil for none.
 	// Log's writer and Summary are written under the Hub's lock: they must
 	// never block (serve gives both an internal/logsink.Sink).
@@ -109,6 +116,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.ExceptionHold <= 0 {
+		c.ExceptionHold = selection.DefaultExceptionHold
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 30 * time.Second
@@ -220,6 +230,9 @@ type Hub struct {
 	// limit (its lock is a leaf: called under mu). Sessions it counts are
 	// len(executors).
 	admission *admission.Registry
+	// board is the live selection and the workers watching it (its lock
+	// is a leaf; it calls workerChanged under no lock).
+	board *selection.Board
 
 	// frameAlloc, if set before serving, is every connection's
 	// FrameReader.OnAlloc (tests).
@@ -276,10 +289,13 @@ func (tx *held) ide(s *IDESession) *ideState { return guard.Get(&tx.lk, &s.g) }
 func NewHub(cfg Config) *Hub {
 	cfg.setDefaults()
 	h := &Hub{cfg: cfg, log: cfg.Log, now: time.Now, ids: newIDTable(),
-		admission: admission.NewRegistry(admission.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL})}
+		admission: admission.NewRegistry(admission.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL}),
+		board:     selection.NewBoard(0)}
 	h.state = guard.New(&h.mu, hubState{executors: map[uint64]*ExecutorSession{},
 		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{}})
 	h.refusals = admission.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
+	h.board.OnChange(h.workerChanged)
+	h.board.OnWant(h.showWantedException)
 	h.logLimit = connbudget.NewLimiter(cfg.RefusalLogInterval, func(cause string, n int, in time.Duration) {
 		h.log.Warn().Str("cause", cause).Int("refused", n).Dur("in", in).Msg("more connections refused for the same cause")
 	})
@@ -388,12 +404,14 @@ type Stats struct {
 	// LastUndebugged is the latest one's reason.
 	Undebugged     int64
 	LastUndebugged string
+	// Exceptions are the stops at exceptions, grouped by type and place.
+	Exceptions []selection.ExceptionGroup
 }
 
 // Stats returns a snapshot of the Hub.
 func (h *Hub) Stats() Stats {
 	st := Stats{Executors: h.Executors(), Refused: h.refusals.Count(),
-		Undebugged: h.refusals.UndebuggedCount(), LastUndebugged: h.refusals.LastUndebugged()}
+		Undebugged: h.refusals.UndebuggedCount(), LastUndebugged: h.refusals.LastUndebugged(), Exceptions: h.board.Groups()}
 	tx := h.lock()
 	st.IDEAttached = tx.root != nil
 	tx.unlock()

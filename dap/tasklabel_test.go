@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/nvimdapclient"
 	"github.com/sparkdap/sparkdap/internal/vscodeclient"
+	"github.com/sparkdap/sparkdap/internal/watchtest"
 )
 
 const taskFile = "/w/job.py"
@@ -207,4 +209,64 @@ func TestNvimDapShowsTheTaskOfEachStop(t *testing.T) {
 	if len(names) != len(threeTasks) {
 		t.Errorf("three stops in three tasks look alike in nvim-dap: %v", names)
 	}
+}
+
+// TestNvimDapIdleWorkerSaysIdle: a worker that debugged a task stays
+// connected when the task ends; its watch connection says it is idle, and
+// nvim-dap's threads widget then names it idle with its last task, not as
+// if that task still ran. A task it runs undebugged says so.
+func TestNvimDapIdleWorkerSaysIdle(t *testing.T) {
+	p := startProxy(t, nil)
+	root := p.ide(false, func(ctx context.Context, c *dapclient.Client) error {
+		_, err := c.SetBreakpoints(ctx, taskFile, 5)
+		return err
+	})
+	nv := nvimdapclient.New(root, 1, "sparkdap")
+	const pid = 920
+	f := p.executor(pid, nil)
+	taskEvent(f, pid, 1, 4)
+	w, err := watchtest.Dial(p.srv.ExecutorAddr().String(), testToken, admission.TaskInfo{ExecutorID: "1", Host: "worker-1", PID: pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	widget := func(want string) {
+		t.Helper()
+		var names []string
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			threads, err := nv.ThreadsWidget(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = names[:0]
+			for _, th := range threads {
+				names = append(names, th.Name)
+			}
+			if len(names) == 1 && strings.Contains(names[0], want) {
+				return
+			}
+		}
+		t.Fatalf("nvim-dap's threads widget shows %q, want one thread naming %q", names, want)
+	}
+	_ = w.Task(1, 4, 0, 40, true)
+	if !f.hit(taskFile, 5) {
+		t.Fatal("the worker did not stop at its breakpoint")
+	}
+	st, err := root.StoppedEvent(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	widget("stage 1 · partition 4")
+	if err := root.Continue(ctx, st.ThreadId); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Idle()
+	widget("idle · last stage 1 · partition 4 · attempt 0]")
+	_ = w.Task(3, 7, 0, 71, false)
+	widget("stage 3 · partition 7 · attempt 0 · not debugged]")
+	_ = w.Task(3, 8, 0, 72, true)
+	taskEvent(f, pid, 3, 8)
+	widget("stage 3 · partition 8]")
 }

@@ -430,3 +430,37 @@ func TestMergedThreadsWhileFetching(t *testing.T) {
 		})
 	}
 }
+
+// TestWrapperThreadsNeverListed: a thread of the worker wrapper's own
+// (its connect guard, its lease) that pydevd lists never reaches the
+// client, and its stop is resumed rather than shown.
+func TestWrapperThreadsNeverListed(t *testing.T) {
+	p := startProxy(t, nil)
+	c := p.ide(false, nil)
+	a := p.executor(701, nil)
+	if names := threadNames(t, p.ctx, c); len(names) != 1 {
+		t.Fatalf("threads %v, want 1", names)
+	}
+	_ = a.StartThread(5, "sparkdap-connect-guard")
+	_ = a.StartThread(6, "Worker-6")
+	waitThreadEvent(t, p.ctx, c, "started")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		names := threadNames(t, p.ctx, c)
+		var guard, worker bool
+		for _, n := range names {
+			guard = guard || strings.Contains(n, "sparkdap-")
+			worker = worker || strings.Contains(n, "Worker-6")
+		}
+		if guard {
+			t.Fatalf("the wrapper's thread reached the client: %v", names)
+		}
+		if worker {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("threads %v never listed Worker-6", names)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

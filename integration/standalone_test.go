@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,20 +52,8 @@ func TestStandaloneClusterStopsInExecutor(t *testing.T) {
 		"--master", "local[1]", "--conf", "spark.ui.enabled=false",
 		"--py-files", filepath.Join(ship, "loanlib.py"), filepath.Join(ship, "loans.py"), "--output", plainOut)
 
-	// The cluster: exactly the recipe's commands, on free loopback ports.
-	masterPort, masterUI, workerUI := standaloneFreePort(t), standaloneFreePort(t), standaloneFreePort(t)
-	work := filepath.Join(root, "work")
-	sparkClass := filepath.Join(sparkHome, "bin", "spark-class")
-	// The master's REST submission server has a fixed port (6066): off,
-	// so that concurrent clusters on this machine do not collide.
-	masterEnv := append(env, "SPARK_MASTER_OPTS=-Dspark.master.rest.enabled=false")
-	master := standaloneStart(t, root, masterEnv, "master", sparkClass, "org.apache.spark.deploy.master.Master",
-		"--host", "127.0.0.1", "--port", strconv.Itoa(masterPort), "--webui-port", strconv.Itoa(masterUI))
-	master.waitFor(t, ctx, "I have been elected leader", 3*time.Minute)
-	masterURL := fmt.Sprintf("spark://127.0.0.1:%d", masterPort)
-	worker := standaloneStart(t, root, env, "worker", sparkClass, "org.apache.spark.deploy.worker.Worker", masterURL,
-		"--host", "127.0.0.1", "--cores", "1", "--memory", "1g", "--work-dir", work, "--webui-port", strconv.Itoa(workerUI))
-	worker.waitFor(t, ctx, "Successfully registered with master", 3*time.Minute)
+	masterURL, worker := startStandaloneCluster(t, ctx, sparkHome, root, env, 1)
+	work := filepath.Join(root, "work") // the worker's --work-dir
 
 	plain.wait(t, ctx, 5*time.Minute)
 	// The same job twice: loanlib.py shipped as itself, then zipped. On a
@@ -192,6 +181,28 @@ func TestStandaloneClusterStopsInExecutor(t *testing.T) {
 
 // requireStandalone finds the pip-installed Spark (its bin/spark-class) and
 // spark-submit, or skips (fails in CI) without them or Java.
+// startStandaloneCluster starts a master and one worker of cores cores
+// with exactly the recipe's commands, on free loopback ports, in root
+// (the worker's --work-dir is root/work), and returns the master's URL and
+// the worker.
+func startStandaloneCluster(t testing.TB, ctx context.Context, sparkHome, root string, env []string, cores int) (string, *standaloneProc) {
+	t.Helper()
+	masterPort, masterUI, workerUI := standaloneFreePort(t), standaloneFreePort(t), standaloneFreePort(t)
+	work := filepath.Join(root, "work")
+	sparkClass := filepath.Join(sparkHome, "bin", "spark-class")
+	// The master's REST submission server has a fixed port (6066): off,
+	// so that concurrent clusters on this machine do not collide.
+	masterEnv := append(slices.Clip(env), "SPARK_MASTER_OPTS=-Dspark.master.rest.enabled=false")
+	master := standaloneStart(t, root, masterEnv, "master", sparkClass, "org.apache.spark.deploy.master.Master",
+		"--host", "127.0.0.1", "--port", strconv.Itoa(masterPort), "--webui-port", strconv.Itoa(masterUI))
+	master.waitFor(t, ctx, "I have been elected leader", 3*time.Minute)
+	masterURL := fmt.Sprintf("spark://127.0.0.1:%d", masterPort)
+	worker := standaloneStart(t, root, env, "worker", sparkClass, "org.apache.spark.deploy.worker.Worker", masterURL,
+		"--host", "127.0.0.1", "--cores", strconv.Itoa(cores), "--memory", "1g", "--work-dir", work, "--webui-port", strconv.Itoa(workerUI))
+	worker.waitFor(t, ctx, "Successfully registered with master", 3*time.Minute)
+	return masterURL, worker
+}
+
 func requireStandalone(t testing.TB, py string) (sparkHome, sparkSubmit string) {
 	t.Helper()
 	fail := func(format string, args ...any) { t.Helper(); testenv.Missing(t, format, args...) }

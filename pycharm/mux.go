@@ -21,6 +21,7 @@ import (
 	"github.com/sparkdap/sparkdap/capture"
 	"github.com/sparkdap/sparkdap/internal/connbudget"
 	"github.com/sparkdap/sparkdap/pathmap"
+	"github.com/sparkdap/sparkdap/selection"
 )
 
 // Config configures the PyCharm front end of the proxy.
@@ -158,6 +159,9 @@ type Proxy struct {
 	// address and then sums, so a flood of refusals cannot flood the
 	// terminal (its own lock; it calls summary only).
 	refusals *admission.RefusalLog
+	// board is the live selection and the workers watching it (its own
+	// lock; never called under mu).
+	board *selection.Board
 	// budget counts executor connections not yet admitted; logLimit
 	// rate-limits the warnings about refused connections, per cause. Each
 	// has its own lock, a leaf.
@@ -255,7 +259,7 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 	}
 	registry := admission.NewRegistry(admission.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions,
 		MaxPending: maxPendingHellos, TTL: cfg.HelloTTL})
-	p := &Proxy{cfg: cfg, ln: ln, log: cfg.Log, now: time.Now, execs: map[int64]*executor{}, admission: registry,
+	p := &Proxy{cfg: cfg, ln: ln, log: cfg.Log, now: time.Now, execs: map[int64]*executor{}, admission: registry, board: selection.NewBoard(0),
 		conns: map[net.Conn]bool{}}
 	p.refusals = admission.NewRefusalLog(func(line string) { p.summary("%s", line) }, 0, 0)
 	p.logLimit = connbudget.NewLimiter(cfg.RefusalLogInterval, func(cause string, n int, in time.Duration) {
@@ -509,7 +513,8 @@ func (p *Proxy) serveConn(conn net.Conn, place *connbudget.Place) {
 }
 
 // serveHello answers a hello (admission.ServeHello): token, session limit,
-// PyCharm reachable (acceptHello).
+// PyCharm reachable (acceptHello). A watch connection is served until it
+// ends, out of the budget of connections not yet admitted.
 func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger, place *connbudget.Place) {
 	send := func(b []byte) {
 		// The first thing sent answers a whole hello line.
@@ -519,7 +524,16 @@ func (p *Proxy) serveHello(conn net.Conn, br *bufio.Reader, log zerolog.Logger, 
 	}
 	_ = conn.SetDeadline(time.Now().Add(identifyTimeout))
 	_ = admission.ServeHello(admission.HelloConn{Remote: conn.RemoteAddr().String(), Reader: br, Send: send, Log: log,
-		Undebugged: p.tellPyCharm, Lost: func(rep admission.LossReport) { p.tellLoss(log, rep) }}, p.admission, p.refusals, p.acceptHello)
+		Undebugged: p.tellPyCharm, Lost: func(rep admission.LossReport) { p.tellLoss(log, rep) },
+		Watch: func(hello admission.Hello) (func() error, error) {
+			wa, err := p.board.Admit(hello)
+			if err != nil {
+				return nil, err
+			}
+			place.Release()
+			_ = conn.SetReadDeadline(time.Time{})
+			return func() error { return wa.Serve(br, send) }, nil
+		}}, p.admission, p.refusals, p.acceptHello)
 }
 
 // tellLoss tells of a worker's loss report (output its debugger could not

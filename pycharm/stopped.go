@@ -11,6 +11,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/control"
+	"github.com/sparkdap/sparkdap/selection"
 )
 
 // StoppedFrame is one frame of a stopped thread as PyCharm was shown it
@@ -26,6 +27,7 @@ type StoppedFrame struct {
 // `sparkdap capture` in PyCharm mode.
 type StoppedThread struct {
 	PID    int64
+	Host   string // the worker's host, as its hello said
 	Label  string // the task label
 	Thread string // pydevd's thread id, pid_<pid>_id_<n>
 	Name   string
@@ -73,6 +75,7 @@ func (p *Proxy) Stopped() []StoppedThread {
 	for _, e := range p.execs {
 		for _, st := range e.stopped {
 			st.Label = taskOf(e.label)
+			st.Host = e.hello.Host
 			st.Frames = append([]StoppedFrame(nil), st.Frames...)
 			out = append(out, st)
 		}
@@ -104,7 +107,7 @@ var _ control.Backend = (*Proxy)(nil)
 func (p *Proxy) StoppedWorkers(context.Context) []control.StoppedWorker {
 	var out []control.StoppedWorker
 	for _, st := range p.Stopped() {
-		w := control.StoppedWorker{Executor: uint64(st.PID), Label: st.Label, Thread: ThreadNumber(st.Thread),
+		w := control.StoppedWorker{Executor: uint64(st.PID), Host: st.Host, PID: st.PID, Label: st.Label, Thread: ThreadNumber(st.Thread),
 			ThreadName: st.Name, Frames: []control.WorkerFrame{}, Top: -1}
 		for _, f := range st.Frames {
 			w.Frames = append(w.Frames, control.WorkerFrame{Name: f.Name, File: f.File, Line: f.Line})
@@ -173,3 +176,7 @@ func ThreadNumber(id string) int64 {
 	v, _ := strconv.ParseInt(id[strings.LastIndex(id, "_")+1:], 10, 64)
 	return v
 }
+
+// Board is the live selection and the workers that follow it
+// (control.Backend).
+func (p *Proxy) Board() *selection.Board { return p.board }

@@ -41,7 +41,9 @@ type fakeAdapter struct {
 
 	mu      sync.Mutex
 	conns   int              // pydevd connections
-	hellos  []map[string]any // worker hellos, as received
+	watches int              // watch connections (live selection) served
+	reports []string         // their lines, as received
+	hellos  []map[string]any // worker hellos, as received (watches not)
 	tokens  []any            // clientAccessToken as received
 	derived []string         // the pydevd tokens of accepted hellos, in order
 	heard   strings.Builder  // everything workers sent on hello connections
@@ -315,6 +317,9 @@ func (a *fakeAdapter) serveHello(c net.Conn, r *bufio.Reader) error {
 	proofOK := hello["proof"] == admission.WorkerProof(a.token, wn, pn)
 	hello["proofOK"] = proofOK
 	delete(hello, "proof")
+	if hello["watch"] == true && (proofOK || a.token == "") {
+		return a.serveWatch(c, r)
+	}
 	a.mu.Lock()
 	a.hellos = append(a.hellos, hello)
 	a.mu.Unlock()
@@ -333,6 +338,28 @@ func (a *fakeAdapter) serveHello(c net.Conn, r *bufio.Reader) error {
 	return err
 }
 
+// serveWatch follows a worker's watch connection as the proxy does: OK,
+// the selection the job was submitted with, then its reports until it
+// closes.
+func (a *fakeAdapter) serveWatch(c net.Conn, r *bufio.Reader) error {
+	if _, err := c.Write([]byte(admission.HelloPrefix + "OK\n" + admission.HelloPrefix + "SELECT null\n")); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.watches++
+	a.mu.Unlock()
+	c.SetDeadline(time.Time{})
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil
+		}
+		a.mu.Lock()
+		a.reports = append(a.reports, strings.TrimSpace(line))
+		a.mu.Unlock()
+	}
+}
+
 type adapterReport struct {
 	hellos []map[string]any
 	conns  int
@@ -341,13 +368,16 @@ type adapterReport struct {
 	tasks  []map[string]any
 	stops  []stackFrame
 	errs   []error
+	// watches and reports are the watch connections and their lines.
+	watches int
+	reports []string
 }
 
 func (a *fakeAdapter) report() adapterReport {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return adapterReport{append([]map[string]any(nil), a.hellos...), a.conns, append([]any(nil), a.tokens...), a.heard.String(), append([]map[string]any(nil), a.tasks...),
-		append([]stackFrame(nil), a.stops...), append([]error(nil), a.errs...)}
+		append([]stackFrame(nil), a.stops...), append([]error(nil), a.errs...), a.watches, append([]string(nil), a.reports...)}
 }
 
 // waitFor polls cond until it holds or ctx ends; pydevd sends events from a

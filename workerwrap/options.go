@@ -75,7 +75,8 @@ type Options struct {
 	// Token, if not empty, is baked into the file and used when TokenEnv is
 	// unset on the executor. Anyone who can read the file can read it.
 	Token string
-	// Partitions and Stages restrict debugging to these ids; empty means all.
+	// Partitions and Stages restrict debugging to these ids: nil means all,
+	// an empty list none (ParseIDs("none")).
 	Partitions []int
 	Stages     []int
 	// SampleRate in (0, 1] debugs that fraction of the tasks that pass the
@@ -223,11 +224,15 @@ func validateProxy(proxy string) error {
 }
 
 // ParseIDs parses a comma separated list of non-negative ids such as "0,7".
-// An empty string means no restriction.
+// An empty string, "all" or "*" means no restriction (nil); "none" selects
+// no id (an empty, non-nil list).
 func ParseIDs(s string) ([]int, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "all" || s == "*" {
 		return nil, nil
+	}
+	if s == "none" {
+		return []int{}, nil
 	}
 	var ids []int
 	for _, part := range strings.Split(s, ",") {

@@ -65,6 +65,7 @@ func TestParseIDs(t *testing.T) {
 		{"", nil, ""},
 		{"all", nil, ""},
 		{"*", nil, ""},
+		{"none", []int{}, ""},
 		{"3", []int{3}, ""},
 		{" 0, 7 ,", []int{0, 7}, ""},
 		{"1,x", nil, `"x" is not an id`},

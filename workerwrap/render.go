@@ -164,8 +164,11 @@ func pyLiteral(v any) (string, error) {
 		}
 		return s, nil
 	case []int:
+		if v == nil {
+			return "None", nil // all
+		}
 		if len(v) == 0 {
-			return "None", nil
+			return "[]", nil // none
 		}
 		parts := make([]string, len(v))
 		for i, id := range v {

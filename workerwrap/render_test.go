@@ -158,6 +158,7 @@ func TestPyLiteral(t *testing.T) {
 		{1.0, "1.0"},
 		{0.25, "0.25"},
 		{[]int(nil), "None"},
+		{[]int{}, "[]"},
 		{[]int{0, 7}, "[0, 7]"},
 	}
 	for _, tc := range tests {
@@ -185,7 +186,9 @@ func TestRenderedSettingsReachTheModule(t *testing.T) {
 	filtered.SampleRate = 0.25
 	filtered.ConnectTimeout = 1500 * time.Millisecond
 	filtered.Wait = true
-	for name, o := range map[string]Options{"defaults": NewOptions(), "pycharm": pycharm, "filtered": filtered} {
+	none := NewOptions()
+	none.Partitions = []int{} // --partitions none
+	for name, o := range map[string]Options{"defaults": NewOptions(), "pycharm": pycharm, "filtered": filtered, "none": none} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			if err := WriteFile(filepath.Join(dir, FileName), o); err != nil {
@@ -211,8 +214,8 @@ print(json.dumps([r._pycharm(), c["proxy"], c["token"], c["partitions"], c["stag
 				token = o.Token
 			}
 			ids := func(v []int) any {
-				if len(v) == 0 {
-					return nil
+				if v == nil {
+					return nil // all
 				}
 				return v
 			}

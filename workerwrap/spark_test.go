@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
@@ -316,6 +317,25 @@ func TestSparkSelectsPartition(t *testing.T) {
 	}
 	if len(r.tasks) != 1 {
 		t.Fatalf("got %d sparkdapTask events, want 1: %v", len(r.tasks), r.tasks)
+	}
+	// Every worker followed the selection and reported each task, and
+	// whether it was selected, on its watch connection.
+	selectedBy := map[float64]bool{}
+	idles := 0
+	for _, line := range r.reports {
+		if line == admission.HelloPrefix+"IDLE" {
+			idles++
+			continue
+		}
+		var rep map[string]any
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(line, admission.HelloPrefix+"TASK ")), &rep); err != nil {
+			t.Fatalf("watch report %q: %v", line, err)
+		}
+		p, _ := rep["partitionId"].(float64)
+		selectedBy[p] = rep["selected"] == true
+	}
+	if r.watches == 0 || len(selectedBy) != 4 || !selectedBy[1] || selectedBy[0] || selectedBy[2] || selectedBy[3] || idles != len(r.reports)-idles {
+		t.Errorf("%d watches reported %q: want all 4 partitions, only 1 selected, each task ended", r.watches, r.reports)
 	}
 	task := r.tasks[0]
 	if task["partitionId"] != 1.0 || task["attemptNumber"] != 0.0 || task["executorId"] != "driver" ||

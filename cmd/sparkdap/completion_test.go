@@ -143,7 +143,7 @@ func TestCompletionBashReal(t *testing.T) {
 	if got := complete("sparkdap", "do"); got != "doctor" {
 		t.Errorf("sparkdap do<TAB> = %q, want doctor", got)
 	}
-	if got := complete("sparkdap", "s"); got != "serve submit" {
+	if got := complete("sparkdap", "s"); got != "select serve submit" {
 		t.Errorf("sparkdap s<TAB> = %q", got)
 	}
 	if got := complete("sparkdap", "vscode", "--path-"); got != "--path-mapping" {

@@ -8,10 +8,16 @@
 //
 //	--ide HOST:PORT         the proxy's IDE port: serve listens there; doctor, paths
 //	                        and vscode (the launch.json it writes) connect to it;
-//	                        capture derives the control socket from it
-//	--control PATH          the proxy's control socket (serve listens, capture
-//	                        connects; default derived from --ide)
+//	                        capture, select and workers derive the control socket from it
+//	--control PATH          the proxy's control socket (serve listens; capture,
+//	                        select and workers connect; default derived from --ide)
 //	--executors HOST:PORT   the proxy's executor port (serve, doctor, pycharm)
+//	--executor-ids IDS      Spark executor ids whose tasks debug (select); not
+//	                        --executors, which is the port above
+//	--partitions, --stages, --sample-rate
+//	                        which tasks debug (wrap, conf, submit: baked in;
+//	                        select: while the job runs)
+//	--json                  print JSON for scripts (paths, select, workers)
 //	--pycharm HOST:PORT     PyCharm's Python Debug Server (serve, pycharm)
 //	--remote-listen H:P     serve's tunnel listener on the SSH gateway (serve, doctor)
 //	--ide-kind dap|pycharm  the front end (serve, wrap, conf, submit)
@@ -37,6 +43,8 @@
 //	                        of it, and the job's namespace (doctor)
 //	--driver-dir DIR        the driver script's directory (conf; submit takes it
 //	                        from the script's path)
+//	--exception-hold D      how long a stop at an exception already seen in
+//	                        another task waits before it runs on (serve)
 //	--log-level, --log-format  (serve, agent)
 //	-n                      dry run: print instead of writing or running (submit, vscode)
 //

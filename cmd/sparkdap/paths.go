@@ -28,7 +28,7 @@ func newPathsCmd(stderr io.Writer) *cmdSpec {
 	o := &pathsOptions{}
 	c := &cmdSpec{fs: newFlagSet("paths", stderr)}
 	defAddr(c.fs, &o.ide, "ide", defaultIDEAddr, "")
-	c.fs.BoolVar(&o.asJSON, "json", false, "print JSON")
+	defBool(c.fs, &o.asJSON, "json", "")
 	defString(c.fs, &o.ideToken, "ide-token", "", "")
 	c.usage(stderr, "usage: sparkdap paths [--ide HOST:PORT] [--json]\n\nPer executor: its code roots, each path mapped to a local file (and by which rule), each path left unmapped (and why), each breakpoint it refused (and pydevd's reason).\n\nExamples:\n  sparkdap paths\n  sparkdap paths --ide 127.0.0.1:4800 --json | jq '.[].unmapped'\n\nFlags:\n")
 	c.run = func(args []string, stdout, _ io.Writer) error { return pathsRun(o, args, stdout) }

@@ -24,6 +24,7 @@ import (
 	"github.com/sparkdap/sparkdap/internal/logsink"
 	"github.com/sparkdap/sparkdap/internal/safefile"
 	"github.com/sparkdap/sparkdap/pathmap"
+	"github.com/sparkdap/sparkdap/selection"
 )
 
 func init() {
@@ -55,6 +56,7 @@ type serveOptions struct {
 	maxMessageBytes     int
 	requestTimeout      time.Duration
 	maxStop             time.Duration
+	exceptionHold       time.Duration
 	merged              bool
 	captureDir          string
 	control             string
@@ -90,6 +92,7 @@ func serveCmd(stderr io.Writer) (*cmdSpec, *serveOptions) {
 	fs.IntVar(&f.maxMessageBytes, "max-message-bytes", dap.DefaultMaxMessageBytes, "largest DAP message accepted from any peer")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "how long the IDE waits for an executor's answer")
 	fs.DurationVar(&f.maxStop, "max-stop", defaultMaxStop, "resume a worker stopped this long with no request from the IDE about it, and tell the IDE (0 = never)")
+	fs.DurationVar(&f.exceptionHold, "exception-hold", selection.DefaultExceptionHold, "with exception breakpoints on, the first task to raise an exception of a type at a place stops; the others of that group wait this long (for 'sparkdap select --task'), then run on as without a debugger (DAP front end)")
 	fs.StringVar(&f.captureDir, "capture-dir", defaultCaptureDir(), "where sparkdapCapture writes capture files for `sparkdap replay` (created mode 0700)")
 	fs.IntVar(&f.captureMaxBytes, "capture-max-bytes", dap.DefaultCaptureMaxBytes, "largest capture (pickled function and arguments) taken from an executor")
 	defString(fs, &f.control, "control", "", "")
@@ -118,6 +121,9 @@ func serveUntil(ctx context.Context, f *serveOptions, args []string, stderr io.W
 	tun, pyc := f.tun, f.pyc
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q", args)
+	}
+	if f.exceptionHold <= 0 || f.exceptionHold > 10*time.Minute {
+		return fmt.Errorf("--exception-hold %s: want a duration above 0 and at most 10m: a held task holds its executor's slot", f.exceptionHold)
 	}
 	if f.maxStop < 0 {
 		return fmt.Errorf("--max-stop %s: want a duration of 0 (no limit) or more", f.maxStop)
@@ -212,7 +218,7 @@ func serveUntil(ctx context.Context, f *serveOptions, args []string, stderr io.W
 		}
 		hub := dap.NewHub(dap.Config{
 			Token: token, IDEToken: ideToken, MaxSessions: f.maxSessions, MaxMessageBytes: f.maxMessageBytes,
-			RequestTimeout: f.requestTimeout, MaxStop: f.maxStop, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
+			RequestTimeout: f.requestTimeout, MaxStop: f.maxStop, ExceptionHold: f.exceptionHold, Merged: f.merged, Paths: paths, Summary: stderr, Log: logger,
 			CaptureDir: f.captureDir, CaptureMaxBytes: f.captureMaxBytes,
 		})
 		// On the way out: the refusals still being counted are summed up,

@@ -44,13 +44,15 @@ var vocab = map[string]string{
 	// Logging.
 	"log-level":  "debug, info, warn or error",
 	"log-format": "console or json",
+	// Output for scripts.
+	"json": "print JSON",
 	// Dry run.
 	"n": "dry run: write and run nothing, print instead",
 	// The worker wrapper (wrap, conf, submit).
 	"proxy":             "`host:port` of the sparkdap proxy as seen from the executors",
 	"embed-token":       "bake the token from --token-env into the generated file (readable by anyone who can read the file)",
-	"partitions":        "debug only these partition `ids` (comma separated; default all)",
-	"stages":            "debug only these stage `ids` (comma separated; default all)",
+	"partitions":        "debug only these partition `ids` (comma separated; default all; none for no task)",
+	"stages":            "debug only these stage `ids` (comma separated; default all; none for no task)",
 	"sample-rate":       "debug this `fraction` (0..1] of the selected tasks, the same ones on every run",
 	"connect-timeout":   "give up connecting to the proxy after this `duration` (pydevd rounds up to whole seconds)",
 	"handshake-timeout": "give up if the proxy has not finished the debug handshake after this `duration`",

@@ -18,6 +18,9 @@ type Snapshot struct {
 // tasks does not fill the terminal: stopped ones come first.
 const maxRows = 12
 
+// maxExceptionRows bounds the exception group lines, the largest first.
+const maxExceptionRows = 3
+
 // Render returns the view, at most width columns wide, ending in a newline.
 // The labels and stop locations come from the cluster: the proxy cleans
 // them as they come in, and Render cleans them again (admission.Clean), since
@@ -45,6 +48,22 @@ func Render(s Snapshot, width int) string {
 		// Not a refusal the user can wait out: a debugger to install.
 		line(&b, width, "   %d worker(s) run undebugged, cannot load a debugger: %s",
 			s.Undebugged, admission.Clean(s.LastUndebugged, width))
+	}
+	for i, g := range s.Exceptions {
+		if i == maxExceptionRows {
+			line(&b, width, "   … and %d more exception groups (sparkdap workers lists them)", len(s.Exceptions)-i)
+			break
+		}
+		held := ""
+		if g.Held > 0 {
+			held = fmt.Sprintf(" (%d waiting)", g.Held)
+		}
+		tasks := "tasks"
+		if g.Tasks == 1 {
+			tasks = "task"
+		}
+		line(&b, width, "   %d %s raised %s at %s%s", g.Tasks, tasks, admission.Clean(g.Type, admission.MaxTextRunes),
+			admission.Clean(g.Place, admission.MaxTextRunes), held)
 	}
 	rows := append([]dap.ExecutorStatus(nil), s.Executors...)
 	// Stopped first, then by id: what needs the user is on top.

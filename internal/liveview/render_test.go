@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/selection"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -40,6 +41,12 @@ func TestRender(t *testing.T) {
 		{"workers without a debugger", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678", Stats: dap.Stats{
 			IDEAttached: true, Undebugged: 4,
 			LastUndebugged: "debugpy is not installed in /usr/bin/python3 (No module named 'debugpy'): pip install 'debugpy>=1.6.7,<1.9'"}}, 100},
+		{"exceptions grouped", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678", Stats: dap.Stats{
+			IDEAttached: true, Executors: []dap.ExecutorStatus{
+				exec(5, "exec 2 · node-8 · pid 4300 · stage 3 · partition 9 · attempt 0", "udf.py:12", 0)},
+			Exceptions: []selection.ExceptionGroup{{Type: "KeyError", Place: "udf.py:12", Tasks: 37, Held: 2},
+				{Type: "ValueError", Place: "udf.py:30", Tasks: 2}, {Type: "a", Place: "b:1", Tasks: 1},
+				{Type: "c", Place: "d:1", Tasks: 1}}}}, 100},
 		{"many executors are capped", Snapshot{IDEAddr: "127.0.0.1:4711", ExecutorAddr: "127.0.0.1:5678",
 			Stats: dap.Stats{IDEAttached: true, Executors: many}}, 100},
 	}

@@ -60,9 +60,12 @@ type IDE struct {
 	life context.Context
 	stop context.CancelFunc
 
-	mu       sync.Mutex
-	bps      map[string][]int // local path → lines set in the editor
-	sessions []*Session
+	mu  sync.Mutex
+	bps map[string][]int // local path → lines set in the editor
+	// conditions are the breakpoints' conditions, by local path and line
+	// (none: the breakpoint stops unconditionally).
+	conditions map[string]map[int]string
+	sessions   []*Session
 
 	stops    chan *Stop
 	children chan *Session
@@ -108,11 +111,30 @@ func (ide *IDE) Children() <-chan *Session { return ide.children }
 func (ide *IDE) SetBreakpoints(path string, lines ...int) {
 	ide.mu.Lock()
 	defer ide.mu.Unlock()
+	delete(ide.conditions, path)
 	if len(lines) == 0 {
 		delete(ide.bps, path)
 		return
 	}
 	ide.bps[path] = append([]int(nil), lines...)
+}
+
+// SetConditionalBreakpoint adds a breakpoint with a condition (the
+// editor's "Edit Condition…") to a file's breakpoints before any session
+// starts: VS Code sends it as {"line": N, "condition": "…"}.
+func (ide *IDE) SetConditionalBreakpoint(path string, line int, condition string) {
+	ide.mu.Lock()
+	defer ide.mu.Unlock()
+	if !slices.Contains(ide.bps[path], line) {
+		ide.bps[path] = append(ide.bps[path], line)
+	}
+	if ide.conditions == nil {
+		ide.conditions = map[string]map[int]string{}
+	}
+	if ide.conditions[path] == nil {
+		ide.conditions[path] = map[int]string{}
+	}
+	ide.conditions[path][line] = condition
 }
 
 // EditBreakpoints changes a file's breakpoints in the editor while
@@ -128,7 +150,7 @@ func (ide *IDE) EditBreakpoints(ctx context.Context, path string, lines ...int) 
 			continue
 		}
 		var body dap.SetBreakpointsResponseBody
-		err := s.Client.Call(ctx, "setBreakpoints", setBreakpointsArgs(path, lines), &body)
+		err := s.Client.Call(ctx, "setBreakpoints", setBreakpointsArgs(path, lines, nil), &body)
 		if !got {
 			first, firstErr, got = body.Breakpoints, err, true
 		}
@@ -136,11 +158,15 @@ func (ide *IDE) EditBreakpoints(ctx context.Context, path string, lines ...int) 
 	return first, firstErr
 }
 
-func setBreakpointsArgs(path string, lines []int) map[string]any {
+func setBreakpointsArgs(path string, lines []int, conditions map[int]string) map[string]any {
 	bps := make([]any, len(lines))
 	ls := make([]any, len(lines))
 	for i, l := range lines {
-		bps[i] = map[string]any{"line": l}
+		bp := map[string]any{"line": l}
+		if c := conditions[l]; c != "" {
+			bp["condition"] = c
+		}
+		bps[i] = bp
 		ls[i] = l
 	}
 	return map[string]any{"source": map[string]any{"name": filepath.Base(path), "path": path},
@@ -455,7 +481,7 @@ func (ide *IDE) configure(s *Session) error {
 	sort.Strings(paths)
 	var sent []*dapclient.Pending
 	for _, p := range paths {
-		pend, err := s.Client.Send(ctx, "setBreakpoints", setBreakpointsArgs(p, ide.bps[p]))
+		pend, err := s.Client.Send(ctx, "setBreakpoints", setBreakpointsArgs(p, ide.bps[p], ide.conditions[p]))
 		if err != nil {
 			ide.mu.Unlock()
 			return err

@@ -29,6 +29,7 @@ MODULES = (
     "shipped",
     "task",
     "hello",
+    "selection",
     "debugger",
     "lease",
     "output",

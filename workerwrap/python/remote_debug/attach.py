@@ -9,6 +9,7 @@ from .pydevd_compat import (
     _ConnectGuard,
     _debugger_alive,
     _enable_tracing,
+    _hide_from_pydevd,
     _pydevd_connect_env,
     _quiet_missing_file_warnings,
     _QuietPydevd,
@@ -18,7 +19,7 @@ from .pydevd_compat import (
     _trust_code_paths,
     _UnsupportedDebugger,
 )
-from .task import _read_archive_sources, _task_body
+from .task import _expose_task, _read_archive_sources, _task_body
 from .hello import _hello, _NoHelloReply, _ProxyUnproven
 from .debugger import _debugger_problem, _import_debugger
 from .lease import _hold_stops_on_lease
@@ -139,6 +140,10 @@ def _connect(cfg, task):
                 debugger.configure(subProcess=False)
                 guard = threading.Thread(target=bound.run, name="sparkdap-connect-guard")
                 guard.daemon = True
+                # pydevd would list it, and pause it in a pause-all: it is no
+                # thread of the job. (PyCharm's proxy needs it listed to find
+                # the hello, and keeps it out of PyCharm itself.)
+                _hide_from_pydevd(guard)
                 guard.start()
                 try:
                     debugger.connect((host, port), access_token=st.pydevd_token)
@@ -206,6 +211,7 @@ def _attach(cfg, task):
     _set_tracing(True)
     st.selected = True
     st.current_task = task
+    _expose_task(task)
     _announce(cfg, task)
 
 

@@ -23,6 +23,8 @@ def _parse_ids(name, text):
     text = text.strip()
     if text in ("", "all", "*"):
         return None
+    if text == "none":
+        return []
     ids = []
     for part in text.split(","):
         part = part.strip()
@@ -131,6 +133,9 @@ def _load_config():
     # A wrapper generated before the lease existed bakes none.
     cfg.setdefault("lease", _DEFAULT_LEASE)
     cfg.setdefault("proxy_backoff", _DEFAULT_PROXY_BACKOFF)
+    # Whether the worker follows the selection the proxy changes while the
+    # job runs (selection.py); a wrapper generated before it bakes none.
+    cfg.setdefault("live_selection", True)
     # How long the end of a task waits for a connection that takes none of
     # its output (output._FLUSH_TIMEOUT); not baked: a job sets it in its
     # environment.
@@ -148,6 +153,7 @@ def _load_config():
         ("SPARKDAP_SAMPLE_RATE", "sample_rate", _parse_rate),
         ("SPARKDAP_LEASE", "lease", _parse_lease),
         ("SPARKDAP_PROXY_BACKOFF", "proxy_backoff", _parse_backoff),
+        ("SPARKDAP_LIVE_SELECTION", "live_selection", _parse_bool),
     )
     for var, key, parse in overrides:
         if var in env:
@@ -178,5 +184,9 @@ def _disabled_by_env():
 
 def _may_select(cfg):
     """Whether some task could be selected under cfg: an empty list of
-    partitions or stages (SPARKDAP_PARTITIONS=",") selects none."""
+    partitions or stages (SPARKDAP_PARTITIONS=",") selects none, unless
+    the proxy may select tasks while the job runs (live_selection: a job
+    submitted with `--partitions none` selects later)."""
+    if cfg.get("live_selection", True):
+        return True
     return cfg["partitions"] != [] and cfg["stages"] != []

@@ -38,7 +38,7 @@ def _mac(token, label, wn, pn):
     return hmac.new(token.encode("utf-8"), msg.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
-def _hello_exchange(sock, token, body, timeout, nonces=None):
+def _hello_exchange(sock, token, body, timeout, nonces=None, rest=None):
     """The worker's side of the hello (see admission/challenge.go): sends a
     fresh nonce, checks the proxy's proof of the token, and only then sends
     body with the worker's own proof. The token itself never crosses the
@@ -47,7 +47,9 @@ def _hello_exchange(sock, token, body, timeout, nonces=None):
     instead of the real one. The whole exchange is bounded by timeout
     seconds: raises _NoHelloReply past it, _HelloClosed if the proxy closes
     the connection first, _ProxyUnproven if its proof does not hold. A
-    nonces list gets this hello's (wn, pn), which name the worker later."""
+    nonces list gets this hello's (wn, pn), which name the worker later; a
+    rest list gets what the proxy sent after its reply line (a connection
+    kept open reads on from there)."""
     import binascii
     import hmac
     import json
@@ -100,7 +102,10 @@ def _hello_exchange(sock, token, body, timeout, nonces=None):
         nonces[:] = [wn, pn]
     body = dict(body, proof=_mac(token, "sparkdap/2 worker", wn, pn))
     sock.sendall(_HELLO + json.dumps(body).encode("utf-8") + b"\n")
-    return reply_line(), _mac(token, "sparkdap/2 pydevd", wn, pn)
+    reply = reply_line()
+    if rest is not None:
+        rest[:] = [buf[0]]
+    return reply, _mac(token, "sparkdap/2 pydevd", wn, pn)
 
 
 # At most this many hellos per task: each one a connection, so that a proxy
@@ -108,7 +113,9 @@ def _hello_exchange(sock, token, body, timeout, nonces=None):
 _MAX_HELLO_TRIES = 8
 
 
-def _hello_with_retries(connect, token, body, timeout, budget, sleep=None, rand=None, nonces=None):
+def _hello_with_retries(
+    connect, token, body, timeout, budget, sleep=None, rand=None, nonces=None, keep=None
+):
     """_hello_exchange on a fresh connection from connect(), tried again
     when the proxy closed it before it answered anything: a proxy whose
     unadmitted budget is full of connections that prove nothing closes the
@@ -117,7 +124,9 @@ def _hello_with_retries(connect, token, body, timeout, budget, sleep=None, rand=
     closed together do not come back together, stop after budget seconds
     (the connect timeout) or _MAX_HELLO_TRIES; the last error is raised.
     A connection refused, a hello line of any kind from the proxy, or a
-    reply that does not come in time is never tried again."""
+    reply that does not come in time is never tried again. The connection
+    is closed, unless keep is a list: it then gets (sock, rest), the
+    connection of a hello that got its reply and what followed the reply."""
     import random
     import time
 
@@ -129,8 +138,12 @@ def _hello_with_retries(connect, token, body, timeout, budget, sleep=None, rand=
     while True:
         tries += 1
         sock = connect()
+        rest = [] if keep is not None else None
+        answered = False
         try:
-            return _hello_exchange(sock, token, body, timeout, nonces)
+            result = _hello_exchange(sock, token, body, timeout, nonces, rest)
+            answered = True
+            return result
         except _HelloClosed as e:
             # What the proxy sends before it reads a hello, pydevd's first
             # request, is no answer to it; anything else is.
@@ -142,7 +155,10 @@ def _hello_with_retries(connect, token, body, timeout, budget, sleep=None, rand=
         except (ConnectionResetError, BrokenPipeError) as e:
             err = e
         finally:
-            sock.close()
+            if answered and keep is not None:
+                keep[:] = [sock, rest[0] if rest else b""]
+            else:
+                sock.close()
         wait = pause * (0.5 + rand())
         if tries >= _MAX_HELLO_TRIES or time.monotonic() + wait >= deadline:
             raise err

@@ -5,7 +5,8 @@ import sys
 
 from .state import _describe, _say, _st
 from .config import _config, _disabled_by_env
-from .task import _absolute_sys_path, _record_code, _selected
+from .task import _absolute_sys_path, _expose_task, _record_code
+from .selection import _decide, _report_idle, _report_task, _say_watch_note
 from .output import _flush_output
 from .attach import _announce, _attach, _set_tracing
 from .wait import _arm_wait, _disarm_wait
@@ -40,11 +41,14 @@ def _task_started():
         "attemptNumber": tc.attemptNumber(),
         "taskAttemptId": tc.taskAttemptId(),
     }
-    if not _selected(cfg, task):
+    selected = _decide(st, cfg, task)
+    _report_task(st, task, selected)
+    if not selected:
         # A worker that debugged an earlier task stays connected; stop
         # tracing so breakpoints do not fire in this one.
         if st.debugger == "connected":
             _set_tracing(False)
+            _expose_task(None)
         return
     if st.debugger in (None, "connected"):
         st.pending = (cfg, task)
@@ -133,11 +137,15 @@ def _wrap_main(orig):
         try:
             return orig(*args, **kwargs)
         finally:
-            # A task with no user call (empty partition) must not leave the
-            # hook armed for the next, maybe unselected, task of this worker.
-            _disarm_wait()
-            _st().task_key = None
-            _flush_output()
+            try:
+                # A task with no user call (empty partition) must not leave the
+                # hook armed for the next, maybe unselected, task of this worker.
+                _disarm_wait()
+                _st().task_key = None
+                _flush_output()
+            finally:
+                _report_idle(_st())
+                _say_watch_note(_st())
 
     main._sparkdap_orig = orig
     main.__name__ = getattr(orig, "__name__", "main")

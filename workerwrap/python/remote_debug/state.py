@@ -34,6 +34,12 @@ class _State:
         self.hello_nonce = ""  # PyCharm mode: the accepted hello's nonce
         self.pydevd_token = None  # the accepted hello's one-time pydevd token
         self.hello_nonces = None  # (wn, pn) of the accepted hello: name this worker to the proxy
+        # The live selection (selection.py): the proxy's latest, in the keys
+        # of cfg that task._selected reads, or None to select by cfg. Set by
+        # the watch's thread in one assignment; the value never changes.
+        self.live = None
+        self.watch = None  # the selection._Watch of this worker process
+        self.watch_started = False
 
 
 _state = _State(None)
@@ -47,9 +53,19 @@ def _st():
     return _state
 
 
+# How many lines _say wrote in this process (forked workers inherit the
+# daemon's count: compare, never read as absolute).
+_lines_said = [0]
+
+
+def _said_count():
+    return _lines_said[0]
+
+
 def _say(msg):
     # One line, flushed at once: worker stderr ends up in the executor log
     # interleaved with other workers.
+    _lines_said[0] += 1
     try:
         sys.stderr.write("sparkdap: [pid %d] %s\n" % (os.getpid(), msg))
         sys.stderr.flush()

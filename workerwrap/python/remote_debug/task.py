@@ -13,6 +13,10 @@ def _selected(cfg, task):
         return False
     if cfg["stages"] is not None and task["stageId"] not in cfg["stages"]:
         return False
+    # The live selection's (selection.py); settings never name executors.
+    executors = cfg.get("executors")
+    if executors is not None and _executor_id() not in executors:
+        return False
     rate = cfg["sample_rate"]
     if rate < 1.0:
         # Deterministic per (stage, partition): a retried attempt of a
@@ -23,6 +27,54 @@ def _selected(cfg, task):
         if zlib.crc32(key) / 4294967296.0 >= rate:
             return False
     return True
+
+
+_TaskNames = None
+
+
+def _task_names_class():
+    global _TaskNames
+    if _TaskNames is None:
+        import collections
+
+        class _TaskNames(
+            collections.namedtuple(
+                "sparkdap", ("stage", "partition", "attempt", "executor", "task_attempt_id")
+            )
+        ):
+            """The task a debugged worker runs, as a breakpoint condition,
+            log message, watch or the debug console names it:
+            `sparkdap.partition == 37`. Read-only; a name it lacks raises
+            AttributeError, which the IDE shows as the expression's error."""
+
+            __slots__ = ()
+
+    return _TaskNames
+
+
+def _expose_task(task):
+    """Puts the task's names in builtins as `sparkdap` while the worker
+    debugs it, so that every frame of the task sees them without an
+    import; a name the task's own code binds shadows it, as it would any
+    builtin. task None takes them away (the worker runs a task that is not
+    debugged). A `sparkdap` builtin the wrapper did not make is left alone."""
+    import builtins
+
+    names = _task_names_class()
+    current = getattr(builtins, "sparkdap", None)
+    if current is not None and not isinstance(current, names):
+        return
+    if task is None:
+        if current is not None:
+            del builtins.sparkdap
+        return
+    builtins.sparkdap = names(
+        stage=task["stageId"],
+        partition=task["partitionId"],
+        attempt=task["attemptNumber"],
+        executor=_executor_id(),
+        task_attempt_id=task["taskAttemptId"],
+    )
 
 
 def _executor_id():

@@ -132,6 +132,39 @@ def test_selected_sample_is_deterministic(rd):
     assert not rd._selected(cfg(partitions=[out], rate=0.25), task(5, out))
 
 
+def test_task_names_in_builtins(rd, monkeypatch):
+    import builtins
+
+    monkeypatch.setenv("SPARK_EXECUTOR_ID", "7")
+    monkeypatch.delattr(builtins, "sparkdap", raising=False)
+    rd._expose_task(task(3, 37, attempt=1))
+    try:
+        # What a breakpoint condition evaluates, in any frame of the task.
+        ns = {"__builtins__": builtins}
+        assert eval("sparkdap.partition == 37 and sparkdap.stage == 3", ns)
+        got = eval("(sparkdap.attempt, sparkdap.executor, sparkdap.task_attempt_id)", ns)
+        assert got == (1, "7", 137)
+        with pytest.raises(AttributeError):
+            eval("sparkdap.partiton", ns)
+        with pytest.raises(AttributeError):
+            builtins.sparkdap.partition = 1
+        assert "partition=37" in repr(builtins.sparkdap)
+        # The next debugged task replaces them; a task not debugged takes them away.
+        rd._expose_task(task(4, 2))
+        assert eval("(sparkdap.stage, sparkdap.partition)", ns) == (4, 2)
+        rd._expose_task(None)
+        assert not hasattr(builtins, "sparkdap")
+        # A sparkdap builtin of someone else's is not touched.
+        builtins.sparkdap = "theirs"
+        rd._expose_task(task(3, 37))
+        assert builtins.sparkdap == "theirs"
+        rd._expose_task(None)
+        assert builtins.sparkdap == "theirs"
+    finally:
+        if hasattr(builtins, "sparkdap"):
+            del builtins.sparkdap
+
+
 # --- user code ------------------------------------------------------------------
 
 

@@ -177,7 +177,7 @@ func main() {
 		return bench.Attach(ctx, cfg, logf)
 	})
 	run("spark", func() (*bench.Table, error) {
-		return goBench("^(BenchmarkFirstStop|BenchmarkFirstStopYARN|BenchmarkSparkOutput)$")
+		return goBench("^(BenchmarkFirstStop|BenchmarkFirstStopYARN|BenchmarkSparkOutput|BenchmarkUnselectedTasks)$")
 	})
 	run("kubernetes", func() (*bench.Table, error) {
 		return goBench("^BenchmarkFirstStopKubernetes$", "SPARKDAP_K8S=1")
