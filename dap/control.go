@@ -207,15 +207,7 @@ func (h *Hub) Board() *selection.Board { return h.board }
 // or runs tasks that are not debugged. A worker whose debugged task
 // starts is labelled by its sparkdapTask event (taskEvent).
 func (h *Hub) workerChanged(w selection.Worker) {
-	between := ""
-	switch {
-	case !w.Running && w.Task != nil:
-		between = fmt.Sprintf("idle · last stage %d · partition %d · attempt %d", w.Task.Stage, w.Task.Partition, w.Task.Attempt)
-	case !w.Running:
-		between = "idle"
-	case !w.Selected && w.Task != nil:
-		between = fmt.Sprintf("stage %d · partition %d · attempt %d · not debugged", w.Task.Stage, w.Task.Partition, w.Task.Attempt)
-	}
+	between := selection.Between(w)
 	tx := h.lock()
 	defer tx.unlock()
 	for _, es := range tx.executors {

@@ -16,8 +16,15 @@ import (
 // exceptionGroups is `sparkdap workers --json`'s groups.
 func exceptionGroups(t *testing.T, ctx context.Context, ide string) []selection.ExceptionGroup {
 	t.Helper()
+	return exceptionGroupsArgs(t, ctx, "--ide", ide)
+}
+
+// exceptionGroupsArgs is `sparkdap workers --json`'s groups, serve found
+// with args.
+func exceptionGroupsArgs(t *testing.T, ctx context.Context, args ...string) []selection.ExceptionGroup {
+	t.Helper()
 	var ans struct{ Exceptions []selection.ExceptionGroup }
-	out := sparkdapCLI(t, ctx, "workers", "--ide", ide, "--json")
+	out := sparkdapCLI(t, ctx, append(append([]string{"workers"}, args...), "--json")...)
 	if err := json.Unmarshal([]byte(out), &ans); err != nil {
 		t.Fatalf("workers --json: %v: %q", err, out)
 	}

@@ -75,6 +75,10 @@ type Config struct {
 	// command from PyCharm about it (one naming its thread, or a capture
 	// of it) before the proxy resumes it and tells PyCharm (maxstop.go).
 	MaxStop time.Duration
+	// ExceptionHold is how long a worker stopped at an exception waits
+	// when PyCharm was shown a stop of the same type at the same place
+	// already (exceptions.go). Default selection.DefaultExceptionHold.
+	ExceptionHold time.Duration
 	// LeasePing is how often the proxy speaks to a worker with a stopped
 	// thread, renewing the lease the wrapper holds the stop on (lease.go).
 	// Default DefaultLeasePing.
@@ -225,6 +229,12 @@ type executor struct {
 	threads map[string]string        // thread id → pydevd's name, for those PyCharm knows
 	hidden  map[string]bool          // the wrapper's own threads, kept from PyCharm
 	stopped map[string]StoppedThread // thread id → its stop as PyCharm saw it
+	// Stops at exceptions (exceptions.go): the type pydevd announced per
+	// thread before suspending it, the stops held from PyCharm, and the
+	// threads the proxy resumed unseen, whose resume PyCharm must not get.
+	raised  map[string]string
+	heldExc map[string]*heldException
+	unseen  map[string]bool
 
 	// Its MaxStop clock (maxstop.go).
 	stopSince time.Time   // when it last stopped
@@ -250,6 +260,9 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 	if cfg.LeasePing <= 0 {
 		cfg.LeasePing = DefaultLeasePing
 	}
+	if cfg.ExceptionHold <= 0 {
+		cfg.ExceptionHold = selection.DefaultExceptionHold
+	}
 	if cfg.FallbackVersion == "" {
 		cfg.FallbackVersion = "sparkdap"
 	}
@@ -262,6 +275,8 @@ func Listen(cfg Config, executors string) (*Proxy, error) {
 	p := &Proxy{cfg: cfg, ln: ln, log: cfg.Log, now: time.Now, execs: map[int64]*executor{}, admission: registry, board: selection.NewBoard(0),
 		conns: map[net.Conn]bool{}}
 	p.refusals = admission.NewRefusalLog(func(line string) { p.summary("%s", line) }, 0, 0)
+	p.board.OnWant(p.showWantedException)
+	p.board.OnChange(p.workerChanged)
 	p.logLimit = connbudget.NewLimiter(cfg.RefusalLogInterval, func(cause string, n int, in time.Duration) {
 		p.log.Warn().Str("cause", cause).Int("refused", n).Dur("in", in).Msg("more connections refused for the same cause")
 	})
@@ -951,6 +966,10 @@ func (p *Proxy) fromExecutor(e *executor, m Message) (paceOn *peer) {
 	if p.execs[e.pid] != e || p.ide == nil {
 		return
 	}
+	if m.ID == CmdSendCurrExceptionTrace {
+		e.noteExceptionTrace(m)
+		return
+	}
 	if m.ID == CmdSparkdapTask {
 		var t admission.TaskInfo
 		if err := json.Unmarshal([]byte(PyUnquote(m.Payload)), &t); err == nil {
@@ -961,6 +980,7 @@ func (p *Proxy) fromExecutor(e *executor, m Message) (paceOn *peer) {
 			old := e.label
 			e.label = labelOf(t)
 			e.hello.TaskInfo.Label = t.Label
+			e.hello.TaskInfo.TaskAttemptID = t.TaskAttemptID
 			if e.label != old {
 				p.reannounce(e)
 			}
@@ -979,7 +999,7 @@ func (p *Proxy) fromExecutor(e *executor, m Message) (paceOn *peer) {
 			drop("names a thread that is not this worker's")
 			return
 		}
-		if p.hideOwnThread(e, m) {
+		if p.hideOwnThread(e, m) || p.holdException(e, m) || e.resumedUnseen(m) {
 			return
 		}
 		m.Seq = p.nextIDESeq()
@@ -1008,6 +1028,13 @@ func (p *Proxy) fromExecutor(e *executor, m Message) (paceOn *peer) {
 		}
 		m.Seq = r.ideSeq
 	}
+	return p.relay(e, m)
+}
+
+// relay sends PyCharm m from e, m.Seq already PyCharm's: thread names and
+// frame files rewritten, stops noted. It returns PyCharm's peer if m was
+// console output. Callers hold p.mu.
+func (p *Proxy) relay(e *executor, m Message) (paceOn *peer) {
 	switch m.ID {
 	case CmdThreadCreate:
 		for _, t := range ThreadList(m.Payload) {

@@ -16,17 +16,21 @@ import (
 // pydevd_comm_constants.py of pydevd-pycharm 263.7307.50 (the ids have been
 // stable for years; PyCharm's AbstractCommand uses the same numbers).
 const (
-	CmdRun                     = 101
-	CmdListThreads             = 102
-	CmdThreadCreate            = 103
-	CmdThreadKill              = 104
-	CmdThreadSuspend           = 105
-	CmdThreadRun               = 106
-	CmdSetBreak                = 111
-	CmdRemoveBreak             = 112
-	CmdGetFrame                = 114
-	CmdWriteToConsole          = 116
-	CmdAddExceptionBreak       = 122
+	CmdRun               = 101
+	CmdListThreads       = 102
+	CmdThreadCreate      = 103
+	CmdThreadKill        = 104
+	CmdThreadSuspend     = 105
+	CmdThreadRun         = 106
+	CmdSetBreak          = 111
+	CmdRemoveBreak       = 112
+	CmdGetFrame          = 114
+	CmdWriteToConsole    = 116
+	CmdAddExceptionBreak = 122
+	// CmdStepCaughtException is a suspend's stop_reason at a raised
+	// exception; CmdSendCurrExceptionTrace carries its type first.
+	CmdStepCaughtException     = 137
+	CmdSendCurrExceptionTrace  = 138
 	CmdRemoveExceptionBreak    = 123
 	CmdAddDjangoExceptionBreak = 125
 	CmdRemoveDjangoExcBreak    = 126

@@ -3,6 +3,7 @@ package selection
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -176,4 +177,21 @@ func clone(s *Selection) *Selection {
 	c.Stages = slices.Clone(s.Stages)
 	c.Executors = slices.Clone(s.Executors)
 	return &c
+}
+
+// Between says what a worker does between its debugged tasks, for the
+// label of a worker whose debugger stays connected: "idle · last stage 1
+// · partition 3 · attempt 0", "stage 3 · partition 7 · attempt 0 · not
+// debugged" while it runs a task that is not selected, or "" while it
+// runs a selected one (its debugger names that task).
+func Between(w Worker) string {
+	switch {
+	case !w.Running && w.Task != nil:
+		return fmt.Sprintf("idle · last stage %d · partition %d · attempt %d", w.Task.Stage, w.Task.Partition, w.Task.Attempt)
+	case !w.Running:
+		return "idle"
+	case !w.Selected && w.Task != nil:
+		return fmt.Sprintf("stage %d · partition %d · attempt %d · not debugged", w.Task.Stage, w.Task.Partition, w.Task.Attempt)
+	}
+	return ""
 }

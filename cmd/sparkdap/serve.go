@@ -92,7 +92,7 @@ func serveCmd(stderr io.Writer) (*cmdSpec, *serveOptions) {
 	fs.IntVar(&f.maxMessageBytes, "max-message-bytes", dap.DefaultMaxMessageBytes, "largest DAP message accepted from any peer")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "how long the IDE waits for an executor's answer")
 	fs.DurationVar(&f.maxStop, "max-stop", defaultMaxStop, "resume a worker stopped this long with no request from the IDE about it, and tell the IDE (0 = never)")
-	fs.DurationVar(&f.exceptionHold, "exception-hold", selection.DefaultExceptionHold, "with exception breakpoints on, the first task to raise an exception of a type at a place stops; the others of that group wait this long (for 'sparkdap select --task'), then run on as without a debugger (DAP front end)")
+	fs.DurationVar(&f.exceptionHold, "exception-hold", selection.DefaultExceptionHold, "with exception breakpoints on, the first task to raise an exception of a type at a place stops; the others of that group wait this long (for 'sparkdap select --task'), then run on as without a debugger")
 	fs.StringVar(&f.captureDir, "capture-dir", defaultCaptureDir(), "where sparkdapCapture writes capture files for `sparkdap replay` (created mode 0700)")
 	fs.IntVar(&f.captureMaxBytes, "capture-max-bytes", dap.DefaultCaptureMaxBytes, "largest capture (pickled function and arguments) taken from an executor")
 	defString(fs, &f.control, "control", "", "")
@@ -205,7 +205,7 @@ func serveUntil(ctx context.Context, f *serveOptions, args []string, stderr io.W
 	)
 	switch {
 	case pyc.enabled():
-		px, err := pyc.listen(f.executors, token, f.maxSessions, paths, logger, stderr, f.captureDir, f.captureMaxBytes, f.maxStop)
+		px, err := pyc.listen(f.executors, token, f.maxSessions, paths, logger, stderr, f.captureDir, f.captureMaxBytes, f.maxStop, f.exceptionHold)
 		if err != nil {
 			return err
 		}

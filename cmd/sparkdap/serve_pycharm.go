@@ -33,13 +33,13 @@ func (p *pycharmFlags) enabled() bool { return p.ide == ideKindPyCharm }
 // debug server first; workers that come while it is not listening run
 // undebugged.
 func (p *pycharmFlags) listen(executors, token string, maxSessions int, paths *pathmap.Mapper, log zerolog.Logger, stderr io.Writer,
-	captureDir string, captureMaxBytes int, maxStop time.Duration) (*pycharm.Proxy, error) {
+	captureDir string, captureMaxBytes int, maxStop, exceptionHold time.Duration) (*pycharm.Proxy, error) {
 	if err := warnIfPublic(p.pycharm, log); err != nil {
 		return nil, fmt.Errorf("--pycharm: %w", err)
 	}
 	px, err := pycharm.Listen(pycharm.Config{
 		Token: token, PyCharm: p.pycharm, MaxSessions: maxSessions, Paths: paths, Log: log, Summary: stderr,
-		CaptureDir: captureDir, CaptureMaxBytes: captureMaxBytes, MaxStop: maxStop,
+		CaptureDir: captureDir, CaptureMaxBytes: captureMaxBytes, MaxStop: maxStop, ExceptionHold: exceptionHold,
 	}, executors)
 	if err != nil {
 		return nil, err
