@@ -76,7 +76,7 @@ type connectServer struct {
 // on loopback.
 func startConnectServer(t testing.TB, ctx context.Context, ce connectEnv, dir string, env []string, bin string, args ...string) *connectServer {
 	t.Helper()
-	port := standaloneFreePort(t)
+	port := freePort(t, "127.0.0.1")
 	args = append(args, "--master", "local[2]",
 		"--conf", "spark.connect.grpc.binding.port="+strconv.Itoa(port),
 		"--conf", "spark.ui.enabled=false")

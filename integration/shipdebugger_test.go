@@ -278,7 +278,7 @@ func TestStandaloneShipsDebuggerToExecutorsWithoutOne(t *testing.T) {
 	env := []string{"PYSPARK_PYTHON=" + pythonWithoutDebugpy(t), "PYSPARK_DRIVER_PYTHON=" + py,
 		"SPARK_LOCAL_IP=127.0.0.1", "SPARK_HOME=" + sparkHome}
 
-	masterPort, masterUI, workerUI := standaloneFreePort(t), standaloneFreePort(t), standaloneFreePort(t)
+	masterPort, masterUI, workerUI := threeFreePorts(t)
 	sparkClass := filepath.Join(sparkHome, "bin", "spark-class")
 	master := standaloneStart(t, root, append(env, "SPARK_MASTER_OPTS=-Dspark.master.rest.enabled=false"), "master",
 		sparkClass, "org.apache.spark.deploy.master.Master",

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/sshdtest"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/internal/testenv"
 )
@@ -187,7 +187,7 @@ func TestStandaloneClusterStopsInExecutor(t *testing.T) {
 // the worker.
 func startStandaloneCluster(t testing.TB, ctx context.Context, sparkHome, root string, env []string, cores int) (string, *standaloneProc) {
 	t.Helper()
-	masterPort, masterUI, workerUI := standaloneFreePort(t), standaloneFreePort(t), standaloneFreePort(t)
+	masterPort, masterUI, workerUI := threeFreePorts(t)
 	work := filepath.Join(root, "work")
 	sparkClass := filepath.Join(sparkHome, "bin", "spark-class")
 	// The master's REST submission server has a fixed port (6066): off,
@@ -226,14 +226,15 @@ func requireStandalone(t testing.TB, py string) (sparkHome, sparkSubmit string) 
 	return sparkHome, filepath.Join(sparkHome, "bin", "spark-submit")
 }
 
-func standaloneFreePort(t testing.TB) int {
+// threeFreePorts returns three distinct free loopback ports: a master's,
+// its UI's and a worker's UI's.
+func threeFreePorts(t testing.TB) (int, int, int) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := sshdtest.FreePorts("127.0.0.1", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p[0], p[1], p[2]
 }
 
 // standaloneProc is a process of the test in its own process group, so

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/sshdtest"
 	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
@@ -144,15 +145,16 @@ func startYARN(ctx context.Context, jars, java string, disk nodeDisk) (_ *yarnCl
 			return nil, err
 		}
 	}
-	var portErr error
+	// Ten daemon ports, all distinct: a NodeManager given one port twice
+	// exits with a BindException.
+	free, err := sshdtest.FreePorts("127.0.0.1", 10)
+	if err != nil {
+		return nil, err
+	}
 	port := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			portErr = err
-			return ""
-		}
-		defer l.Close()
-		return l.Addr().String()
+		p := free[0]
+		free = free[1:]
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
 	site := map[string]map[string]string{
 		"core-site.xml": {
@@ -202,9 +204,6 @@ func startYARN(ctx context.Context, jars, java string, disk nodeDisk) (_ *yarnCl
 			"yarn.scheduler.capacity.root.default.maximum-capacity": "100",
 			"yarn.scheduler.capacity.maximum-am-resource-percent":   "1.0",
 		},
-	}
-	if portErr != nil {
-		return nil, portErr
 	}
 	if err := os.MkdirAll(c.ConfDir, 0o755); err != nil {
 		return nil, err

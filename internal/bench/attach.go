@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
+	"github.com/sparkdap/sparkdap/internal/sshdtest"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 
@@ -121,14 +122,11 @@ func attachListening(ctx context.Context, d *debuggeeProc) error {
 // being where the adapter waits for the debuggee, and checks that the
 // IDE's attach completed.
 func withListeningAdapter(ctx context.Context, py string, worker func(addr string) (time.Duration, error)) (time.Duration, error) {
-	clientPort, err := freePort()
+	ports, err := sshdtest.FreePorts("127.0.0.1", 2)
 	if err != nil {
 		return 0, err
 	}
-	serverPort, err := freePort()
-	if err != nil {
-		return 0, err
-	}
+	clientPort, serverPort := ports[0], ports[1]
 	cmd := exec.Command(py, "-m", "debugpy.adapter", "--host", "127.0.0.1", "--port", strconv.Itoa(clientPort))
 	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr

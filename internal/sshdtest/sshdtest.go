@@ -20,8 +20,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )
 
 // Path is where Debian's openssh-server puts sshd.
@@ -172,10 +173,26 @@ func WriteKey(path string) (ssh.PublicKey, error) {
 
 // FreePort returns a TCP port free on host just now.
 func FreePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	ports, err := FreePorts(host, 1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// FreePorts returns n distinct TCP ports free on host just now. Every
+// listener stays open until all n are picked: the kernel may hand a port
+// that was just closed to the next bind of port 0, and a daemon given the
+// same port twice fails to start.
+func FreePorts(host string, n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
