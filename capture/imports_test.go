@@ -3,7 +3,7 @@ package capture
 import (
 	"testing"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestNoFrontEndImport: both front ends (dap, pycharm) use this package,

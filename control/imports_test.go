@@ -3,7 +3,7 @@ package control
 import (
 	"testing"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestNoFrontEndImport: both front ends (dap, pycharm) implement Backend,

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/selection"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // fakeBackend answers with what the test sets.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/vscodeclient"
+	"github.com/sparkdap/sparkdap/testkit/vscodeclient"
 )
 
 // TestVSCodeRootLearnsChildBinding: breakpoints in two files, one

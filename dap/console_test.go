@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/fakepydevd"
+	"github.com/sparkdap/sparkdap/testkit/fakepydevd"
 )
 
 // fakeCaptures makes the fake pydevd answer the capture code's evaluates

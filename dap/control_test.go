@@ -16,8 +16,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/control"
-	"github.com/sparkdap/sparkdap/internal/fakepydevd"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/fakepydevd"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // serveControl serves the control protocol for p's Hub on a Unix socket

@@ -312,7 +312,7 @@ func ignoreAnswer(es *ExecutorSession) func(Message, error) {
 // mostly the reader's stack, and the runtime halves a stack at GC only
 // while the goroutine uses under a quarter of it, so the frames under the
 // parked read are kept small (4 KiB instead of 8 KiB per idle session in
-// internal/bench).
+// bench).
 func (es *ExecutorSession) serve(ctx context.Context) {
 	hs := es.begin(ctx)
 	es.end(hs, es.read(hs))

@@ -16,8 +16,8 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/dapwire"
-	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
+	"github.com/sparkdap/sparkdap/testkit/fakepydevd"
 )
 
 // The hostile suite plays attackers against a real Hub serving on

@@ -14,8 +14,8 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/dapwire"
-	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
+	"github.com/sparkdap/sparkdap/testkit/fakepydevd"
 )
 
 const testToken = "s3cret"
@@ -584,7 +584,7 @@ func TestStatsShowWhereExecutorsStopped(t *testing.T) {
 	}
 }
 
-// fakePydevd is the project's one fake pydevd (internal/fakepydevd) as the
+// fakePydevd is the project's one fake pydevd (testkit/fakepydevd) as the
 // proxy's fast protocol tests use it: it records what the proxy sends,
 // echoes requests it does not know (so passthrough can be checked) and
 // fails the test if the proxy sends a malformed message. Like real pydevd

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/fakepydevd"
+	"github.com/sparkdap/sparkdap/testkit/fakepydevd"
 )
 
 const idleFakesEnv = "SPARKDAP_TEST_IDLE_FAKES_ADDR"
@@ -57,7 +57,7 @@ const (
 
 // TestIdleExecutorSessionStackShrinks: an idle executor session is one
 // goroutine, its reader, parked in a read on a 4 KiB stack, which is most
-// of what it costs (internal/bench, idle sessions). It asserts that condition rather
+// of what it costs (bench, idle sessions). It asserts that condition rather
 // than a stack size: whether a reader's stack ever reached 8 KiB depends
 // on what it handled (these fakes' handshake may not take it there), and
 // the per-goroutine size is not observable. The fake executors run in a
@@ -70,7 +70,7 @@ const (
 // stacks, lie scattered among the parked readers: 4.9–7.9 KiB per session
 // here at 200 sessions on two cores, with every reader on a 4 KiB stack
 // (read from the runtime's goroutine list), and 4.0–4.2 KiB at 1,000 and
-// 10,000 (internal/bench, idle sessions).
+// 10,000 (bench, idle sessions).
 func TestIdleExecutorSessionStackShrinks(t *testing.T) {
 	const n = 200
 	if addr := os.Getenv(idleFakesEnv); addr != "" {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/vscodeclient"
+	"github.com/sparkdap/sparkdap/testkit/vscodeclient"
 )
 
 // TestVSCodeListsOnlyStoppedWorkers: twenty debugged workers, two of

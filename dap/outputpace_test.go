@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapwire"
-	"github.com/sparkdap/sparkdap/internal/fakepydevd"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/fakepydevd"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // slowReader reads r no faster than rate bytes a second, and nothing

@@ -7,8 +7,8 @@ import (
 
 	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/control"
-	"github.com/sparkdap/sparkdap/internal/watchtest"
 	"github.com/sparkdap/sparkdap/selection"
+	"github.com/sparkdap/sparkdap/testkit/watchtest"
 )
 
 // A worker's watch connection outlives the pydevd handshake the proxy

@@ -11,9 +11,9 @@ import (
 
 	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/nvimdapclient"
-	"github.com/sparkdap/sparkdap/internal/vscodeclient"
-	"github.com/sparkdap/sparkdap/internal/watchtest"
+	"github.com/sparkdap/sparkdap/testkit/nvimdapclient"
+	"github.com/sparkdap/sparkdap/testkit/vscodeclient"
+	"github.com/sparkdap/sparkdap/testkit/watchtest"
 )
 
 const taskFile = "/w/job.py"

@@ -12,7 +12,7 @@ import (
 	godap "github.com/google/go-dap"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/fakepydevd"
+	"github.com/sparkdap/sparkdap/testkit/fakepydevd"
 )
 
 // threadNames lists the merged threads answer as "id name" strings.

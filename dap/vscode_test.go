@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testfwd"
-	"github.com/sparkdap/sparkdap/internal/vscodeclient"
 	"github.com/sparkdap/sparkdap/pathmap"
+	"github.com/sparkdap/sparkdap/testkit/testfwd"
+	"github.com/sparkdap/sparkdap/testkit/vscodeclient"
 )
 
-// These tests drive the proxy with internal/vscodeclient, which behaves as
+// These tests drive the proxy with testkit/vscodeclient, which behaves as
 // the recorded VS Code sessions show (see its package documentation).
 
 // vscodeAttach opens a VS Code window with the leave tests' breakpoint and

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-dap"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestMergedModePauseAllAndContinueAll: with real debugpy workers in merged

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/fakepydevd"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/fakepydevd"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // hostileJob is the developer's copy of the function the hostile executor

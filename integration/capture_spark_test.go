@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestCaptureReplayOnSpark is capture-then-replay on a real local-mode Spark

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // wrapConfArgs runs `sparkdap wrap` and `sparkdap conf` as the README tells

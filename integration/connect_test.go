@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestDemoWithSparkWorkerOptions runs the demo (./scripts/demo's job: the

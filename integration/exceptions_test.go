@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/selection"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // exceptionGroups is `sparkdap workers --json`'s groups.

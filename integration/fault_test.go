@@ -15,7 +15,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // Fault tests: real `sparkdap serve` processes, real debugpy workers and a

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestFaultWrapperNeverLogsToken runs the generated remote_debug.py's

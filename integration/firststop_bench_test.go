@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/bench"
+	"github.com/sparkdap/sparkdap/bench"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // The first-stop benchmarks time what a developer waits for: from the

@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/kubetest"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/kubetest"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // BenchmarkFirstStopKubernetes is BenchmarkFirstStop on the one-node
-// Kubernetes of internal/kubetest, set up as TestKubernetesRecipe sets it
+// Kubernetes of testkit/kubetest, set up as TestKubernetesRecipe sets it
 // up (the recipe's images, gateway and `sparkdap serve --ssh` through the
 // gateway pod), with firststop_job.py in the recipe's client deploy mode:
 // the driver on this machine, the executors in pods, so the job's report
@@ -107,7 +107,7 @@ func BenchmarkFirstStopKubernetes(b *testing.B) {
 		}
 		plains, debuggeds := firstStopRounds(b, rounds, plain, debugged)
 		reportFirstStop(b, "one-node Kubernetes",
-			"one-node Kubernetes on this machine (internal/kubetest), examples/README.md's client-mode block: the driver here, "+
+			"one-node Kubernetes on this machine (testkit/kubetest), examples/README.md's client-mode block: the driver here, "+
 				"one executor pod of the recipe's job image (no debugpy); plain = that spark-submit --master k8s://… of "+
 				"testdata/firststop_job.py (4 partitions) without its sparkdap lines; debugged = the block as printed "+
 				"(daemon module remote_debug, the pod template's init container copying the wrapper and the shipped debugpy "+

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // BenchmarkFirstStopYARN is BenchmarkFirstStop on the package's one-node

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/admission"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/admission"
-	"github.com/sparkdap/sparkdap/internal/fakepydevd"
+	"github.com/sparkdap/sparkdap/testkit/fakepydevd"
 )
 
 // TestHostileClusterAgainstServe plays a hostile cluster against the real

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestSparkIDELeavesWhileWorkerStopped: the IDE goes away while a real

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/kubetest"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/kubetest"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 	"github.com/sparkdap/sparkdap/workerwrap"
 	"golang.org/x/crypto/ssh"
 )
@@ -211,7 +211,7 @@ func (r *k8sRecipe) script(t testing.TB, ctx context.Context, dir, script string
 }
 
 // TestKubernetesRecipe runs examples/README.md's Kubernetes recipe on the
-// one-node Kubernetes of internal/kubetest, its blocks as printed: the
+// one-node Kubernetes of testkit/kubetest, its blocks as printed: the
 // images built from its Dockerfiles (as layers on local stand-ins for the
 // base images, whose RUN lines they already hold: the test checks their
 // pins), the namespace, service account, Secret and gateway from its

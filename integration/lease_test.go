@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
-	"github.com/sparkdap/sparkdap/internal/testenv"
-	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // The lease on stops: a real local-mode Spark job under `sparkdap submit`

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/bench"
 	"github.com/sparkdap/sparkdap/control"
-	"github.com/sparkdap/sparkdap/internal/bench"
-	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/selection"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // BenchmarkUnselectedTasks times a job of many short tasks

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/control"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // liveSelectionJob is a job whose tasks start with nothing selected, and

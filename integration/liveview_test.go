@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestLiveViewInATerminal runs `sparkdap serve` in a real pseudo-terminal

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
-	"github.com/sparkdap/sparkdap/internal/vscodeclient"
 	"github.com/sparkdap/sparkdap/pycharm"
-	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
+	"github.com/sparkdap/sparkdap/testkit/vscodeclient"
 )
 
 // The debugger matrix: every debugger of requirements-debuggers.txt, each

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/pycharm"
-	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestSparkMaxStopWithStderrStalled: a real local-mode Spark worker stops

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/bench"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/bench"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 	"golang.org/x/sys/unix"
 )
 

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
-	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/pycharm"
-	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // pycharmOutputLines is what TestPyCharmTaskOutputArrivesWhole's task

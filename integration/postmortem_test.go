@@ -8,7 +8,7 @@ import (
 
 	godap "github.com/google/go-dap"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestSparkPostMortem: with --post-mortem, a task whose UDF raises stops

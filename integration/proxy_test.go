@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-dap"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // stop is one stopped event and the worker it turned out to belong to.

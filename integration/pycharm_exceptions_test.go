@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/pycharm"
 	"github.com/sparkdap/sparkdap/selection"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestPyCharmExceptionsGrouped: real pydevd-pycharm in every task of a

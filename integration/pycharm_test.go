@@ -16,9 +16,9 @@ import (
 	"github.com/sparkdap/sparkdap/admission"
 
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
-	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/pycharm"
-	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // requirePyCharmSpark returns python3's path when pyspark and pydevd-pycharm

@@ -15,7 +15,7 @@ import (
 
 	godap "github.com/google/go-dap"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestCaptureReplayLoansExample: the loans example as a developer debugs

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/sshdtest"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/sshdtest"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestStandaloneClusterStopsInExecutor is examples/README.md's Spark

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestSubmitTokenStaysOutOfArgvEventLogAndUI runs a real `sparkdap submit`

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/nvimdapclient"
-	"github.com/sparkdap/sparkdap/internal/testenv"
-	"github.com/sparkdap/sparkdap/internal/vscodeclient"
 	"github.com/sparkdap/sparkdap/pycharm"
-	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/nvimdapclient"
+	"github.com/sparkdap/sparkdap/testkit/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
+	"github.com/sparkdap/sparkdap/testkit/vscodeclient"
 )
 
 // The tests of this file set one ordinary IDE breakpoint condition naming
@@ -73,7 +73,7 @@ func checkTaskCondResult(t *testing.T, out string) {
 	}
 }
 
-// TestSparkVSCodeTaskCondition: VS Code (internal/vscodeclient: the
+// TestSparkVSCodeTaskCondition: VS Code (testkit/vscodeclient: the
 // requests of the recorded sessions, a child session per stopped worker)
 // with the breakpoint's condition taskCondition in every session's
 // setBreakpoints, as the editor's "Edit Condition…" makes VS Code send it.
@@ -153,7 +153,7 @@ func nvimSetBreakpoints(ctx context.Context, c *dapclient.Client, path string, l
 }
 
 // TestSparkNvimDapTaskCondition: the same job in nvim-dap with child
-// sessions (internal/nvimdapclient follows each session's thread table).
+// sessions (testkit/nvimdapclient follows each session's thread table).
 // It stops once, in a child session, with the stopped thread and the
 // sessions widget naming partition 3, and x 35; continued, the job ends
 // with the plain run's result and no other session ever opened.
@@ -263,7 +263,7 @@ func TestSparkNvimDapTaskCondition(t *testing.T) {
 // pycharmX matches a pydevd-pycharm value of 35 ("35", "int: 35").
 var pycharmX = regexp.MustCompile(`(^|[^0-9])35$`)
 
-// TestPyCharmSparkTaskCondition: PyCharm (pycharm/pycharmtest, through
+// TestPyCharmSparkTaskCondition: PyCharm (testkit/pycharmtest, through
 // `serve --ide-kind pycharm`) sends the condition in CMD_SET_BREAK's
 // condition field. The job (testdata/pycharm/pcfour.py) doubles 0..39 in
 // four partitions with pcmath.scale; it suspends once, in partition 3 at

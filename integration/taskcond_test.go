@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-dap"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // setConditionalBreakpoint sets one breakpoint at path:line with an

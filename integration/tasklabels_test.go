@@ -14,9 +14,9 @@ import (
 	godap "github.com/google/go-dap"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/nvimdapclient"
-	"github.com/sparkdap/sparkdap/internal/testenv"
-	"github.com/sparkdap/sparkdap/internal/vscodeclient"
+	"github.com/sparkdap/sparkdap/testkit/nvimdapclient"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
+	"github.com/sparkdap/sparkdap/testkit/vscodeclient"
 )
 
 // taskLabelsJob lays out testdata/task_labels_job.py as the developer's
@@ -56,7 +56,7 @@ var pidRE = regexp.MustCompile(`pid (\d+)`)
 
 // TestSparkVSCodeShowsEachStoppedTask: a real local-mode Spark stage of
 // twenty tasks, all debugged, runs at once; three stop at a breakpoint,
-// the rest finish. In VS Code (internal/vscodeclient: the requests and
+// the rest finish. In VS Code (testkit/vscodeclient: the requests and
 // the rendering of the recorded sessions):
 //   - each stop's CALL STACK row (the session name, cut at its end, and
 //     the stop's text or description beside it) and its thread name name
@@ -205,7 +205,7 @@ func TestSparkVSCodeShowsEachStoppedTask(t *testing.T) {
 // TestSparkNvimDapThreadNameFollowsTask: a real local-mode Spark job on
 // one core, so that one reused Python worker runs every task. It stops in
 // the first stage, is continued, and stops again in the second stage.
-// nvim-dap (internal/nvimdapclient: its thread table and refresh rules)
+// nvim-dap (testkit/nvimdapclient: its thread table and refresh rules)
 // reads thread names only for a thread it does not know or after a
 // thread event; at each stop the name it holds, and the sessions widget's
 // line of a child session, must name the stage and partition the worker

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // The executor side on Python 3.13 and Java 21: Python 3.12+ runs pydevd on

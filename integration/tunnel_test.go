@@ -25,9 +25,9 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/sshdtest"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/sshdtest"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // requireSSHD: without OpenSSH's server the test is testenv.Missing.

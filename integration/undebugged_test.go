@@ -13,7 +13,7 @@ import (
 
 	godap "github.com/google/go-dap"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestSparkDebuggerWithoutLeaseInternalRunsUndebugged: the executors'

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
-	"github.com/sparkdap/sparkdap/internal/testfwd"
-	"github.com/sparkdap/sparkdap/internal/vscodeclient"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testfwd"
+	"github.com/sparkdap/sparkdap/testkit/vscodeclient"
 )
 
-// vscodeIDE opens a VS Code window (internal/vscodeclient: what the
+// vscodeIDE opens a VS Code window (testkit/vscodeclient: what the
 // recorded VS Code sessions do) on the workspace; SPARKDAP_TRACE=1 logs
 // every session's messages.
 func vscodeIDE(t testing.TB, workspace string) *vscodeclient.IDE {

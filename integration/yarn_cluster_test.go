@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/sshdtest"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/sshdtest"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // yarnCluster is a one-node YARN (a ResourceManager and a NodeManager, each

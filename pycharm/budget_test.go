@@ -12,7 +12,7 @@ import (
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/pycharm"
-	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/pycharmtest"
 )
 
 // TestNoTokenPeerCannotLockOut: a peer without the token opens idle

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/admission"
-	"github.com/sparkdap/sparkdap/internal/watchtest"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/pycharm"
 	"github.com/sparkdap/sparkdap/selection"
+	"github.com/sparkdap/sparkdap/testkit/watchtest"
 )
 
 // raiseIn has w's thread tid stop at a raised KeyError at /job/udf.py:5,

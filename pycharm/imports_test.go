@@ -3,7 +3,7 @@ package pycharm_test
 import (
 	"testing"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestNoDAPImport: the PyCharm front end shares only the executor-side

@@ -13,7 +13,7 @@ import (
 	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/pycharm"
-	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/pycharmtest"
 )
 
 // TestLossReportToldToPyCharm: a worker whose output could not all reach

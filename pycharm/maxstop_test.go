@@ -12,7 +12,7 @@ import (
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/pycharm"
-	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/pycharmtest"
 )
 
 // suspendWorker starts worker pid behind px, attaches PyCharm and stops

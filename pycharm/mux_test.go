@@ -18,7 +18,7 @@ import (
 	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/pathmap"
 	"github.com/sparkdap/sparkdap/pycharm"
-	"github.com/sparkdap/sparkdap/pycharm/pycharmtest"
+	"github.com/sparkdap/sparkdap/testkit/pycharmtest"
 )
 
 // fakeWorker plays one wrapper + pydevd-pycharm process: hello, then a

@@ -7,9 +7,9 @@ import (
 
 	"github.com/sparkdap/sparkdap/admission"
 	"github.com/sparkdap/sparkdap/control"
-	"github.com/sparkdap/sparkdap/internal/watchtest"
 	"github.com/sparkdap/sparkdap/pycharm"
 	"github.com/sparkdap/sparkdap/selection"
+	"github.com/sparkdap/sparkdap/testkit/watchtest"
 )
 
 // The PyCharm front end serves a watch connection past the time a

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/safefile"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/sparkdap/sparkdap/internal/safefile"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 func TestParseShipMode(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/sparkdap/sparkdap/internal/safefile"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 type tarMember struct {

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/admission"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // The tests below run real PySpark jobs (local[2], one short job each).

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sparkdap/sparkdap/internal/shellquote"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 func completionScript(t *testing.T, shell string) string {

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/doctor"
+	"github.com/sparkdap/sparkdap/doctor"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestDoctorFlagErrors: doctor's own checks live in internal/doctor; here,
+// TestDoctorFlagErrors: doctor's own checks live in doctor; here,
 // what the command adds: its arguments, and the flag named in a check that
 // failed on a flag's value.
 func TestDoctorFlagErrors(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/sparkdap/sparkdap/internal/doctor"
+	"github.com/sparkdap/sparkdap/doctor"
 )
 
 func init() {

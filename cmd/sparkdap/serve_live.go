@@ -9,8 +9,8 @@ import (
 
 	"github.com/mattn/go-isatty"
 
+	"github.com/sparkdap/sparkdap/cmd/sparkdap/liveview"
 	"github.com/sparkdap/sparkdap/dap"
-	"github.com/sparkdap/sparkdap/internal/liveview"
 )
 
 // liveView redraws serve's status block while the proxy runs.

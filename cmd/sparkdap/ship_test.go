@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 

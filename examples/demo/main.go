@@ -22,8 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/breakmark"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 func main() {
@@ -131,11 +131,11 @@ func run(ctx context.Context, sparkdap, example, partitions string, confs []stri
 	// driver's script) and in a helper module shipped with --py-files.
 	main := filepath.Join(example, "loans.py")
 	lib := filepath.Join(example, "loanlib.py")
-	udfLine, err := testenv.FindMarkedLine(main, "udf-body")
+	udfLine, err := breakmark.Line(main, "udf-body")
 	if err != nil {
 		return err
 	}
-	libLine, err := testenv.FindMarkedLine(lib, "loanlib-payment")
+	libLine, err := breakmark.Line(lib, "loanlib-payment")
 	if err != nil {
 		return err
 	}

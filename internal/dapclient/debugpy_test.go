@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-dap"
 
 	"github.com/sparkdap/sparkdap/internal/syncbuf"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // These tests check the client against debugpy's real adapter, so that a

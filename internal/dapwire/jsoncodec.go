@@ -20,7 +20,7 @@ import (
 // decodeObject and appendJSON replaced encoding/json's Decoder and
 // Marshal, whose scanning twice and reflection were the largest part of
 // the proxy's own CPU per relayed request after its syscalls (measured in
-// internal/bench/README.md). Differential tests hold both to encoding/json.
+// bench/README.md). Differential tests hold both to encoding/json.
 
 // decodeOptions make jsontext accept what encoding/json accepts: a
 // duplicate key (the last wins) and invalid UTF-8 or lone surrogates in

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
 	"github.com/sparkdap/sparkdap/internal/wirequeue"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // splitSender answers each 4-byte request with a header and a body sent

@@ -211,7 +211,7 @@ def _freeze_for_fork():
     inherits them: each full collection in a worker walks them all, and
     touching their headers copies the daemon's memory pages into the
     worker. That made a CPU-bound UDF in tasks nobody debugs ~15 % slower
-    (internal/bench, worker overhead). gc.freeze() moves them to the permanent generation,
+    (bench, worker overhead). gc.freeze() moves them to the permanent generation,
     which collections skip, as Python's documentation advises before a
     fork() without exec(); what the daemon holds then lives as long as it
     does anyway (modules, functions, classes)."""

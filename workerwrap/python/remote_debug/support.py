@@ -28,7 +28,7 @@ import sys
 # The releases the debugger matrix tests, as (first, last) version tuples
 # compared on their leading numbers: debugpy 1.6.7, 1.7.0 and every 1.8.x;
 # pydevd-pycharm of every PyCharm build from 2025.3 (253.*) to 2026.3
-# (263.*). doctor's SupportedDebuggers (internal/doctor) says the same.
+# (263.*). doctor's SupportedDebuggers (doctor) says the same.
 SUPPORTED_RANGES = {
     "debugpy": ((1, 6, 7), (1, 8, 999999)),
     "pydevd-pycharm": ((253,), (263, 999999, 999999)),

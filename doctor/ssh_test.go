@@ -10,7 +10,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/sparkdap/sparkdap/internal/shellquote"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 

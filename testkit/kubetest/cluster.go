@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // Version is the Kubernetes release scripts/setup-k8s builds.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapwire"
-	"github.com/sparkdap/sparkdap/internal/fakepydevd"
+	"github.com/sparkdap/sparkdap/testkit/fakepydevd"
 )
 
 // ThroughputConfig sizes the output-throughput benchmark.

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/bench"
+	"github.com/sparkdap/sparkdap/bench"
 	"github.com/sparkdap/sparkdap/internal/safefile"
 )
 
@@ -27,7 +27,7 @@ func main() {
 	only := flag.String("only", "latency,fanout,scale,throughput,worker,output,storm,attach,spark",
 		"comma-separated sections to run (kubernetes, not in the default, starts a one-node Kubernetes)")
 	sparkdapBin := flag.String("sparkdap", "", "sparkdap executable, uploaded as the tunnel's agent (tunnel rows need it)")
-	testdata := flag.String("testdata", "internal/bench/testdata", "directory of the benchmarks' Python workers")
+	testdata := flag.String("testdata", "bench/testdata", "directory of the benchmarks' Python workers")
 	out := flag.String("out", "", "also write the report to this file")
 	flag.Parse()
 
@@ -79,7 +79,7 @@ func main() {
 	// The real-cluster sections are Go benchmarks in package integration,
 	// beside the harness that starts Spark, YARN and Kubernetes; they append
 	// their tables to $SPARKDAP_BENCH_REPORT.
-	repo := filepath.Join(td, "..", "..", "..")
+	repo := filepath.Join(td, "..", "..")
 	goBench := func(pattern string, env ...string) (*bench.Table, error) {
 		if *quick {
 			env = append(env, "SPARKDAP_BENCH_FIRSTSTOP_ROUNDS=1", "SPARKDAP_BENCH_OUTPUT_LINES=20000")
@@ -124,7 +124,7 @@ func main() {
 		return bench.Worker(ctx, cfg, logf)
 	})
 	run("output", func() (*bench.Table, error) {
-		cfg := bench.OutputConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "..", "workerwrap", "python"),
+		cfg := bench.OutputConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "workerwrap", "python"),
 			Workers: []int{1, 20}, Lines: 20000, Rounds: 3, Token: token}
 		if *quick {
 			cfg.Lines, cfg.Rounds = 2000, 1

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/sshdtest"
+	"github.com/sparkdap/sparkdap/testkit/sshdtest"
 )
 
 // gateway is a real OpenSSH sshd on loopback with generated keys, in a

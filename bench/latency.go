@@ -14,15 +14,15 @@ import (
 
 	"github.com/google/go-dap"
 
+	"github.com/sparkdap/sparkdap/internal/breakmark"
 	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/internal/quickack"
-	"github.com/sparkdap/sparkdap/internal/testenv"
 )
 
 // LatencyConfig sizes the request-latency benchmark.
 type LatencyConfig struct {
 	Python   string
-	Testdata string // absolute path of internal/bench/testdata
+	Testdata string // absolute path of bench/testdata
 	// Requests is how many of each kind (threads, stackTrace, evaluate) each
 	// fast path gets.
 	Requests int
@@ -307,7 +307,7 @@ func setupDebugpyAdapter(ctx context.Context, cfg LatencyConfig, p *latencyPath,
 // same machine load.
 func Latency(ctx context.Context, cfg LatencyConfig, logf func(string, ...any)) (*Table, error) {
 	script := filepath.Join(cfg.Testdata, "debuggee.py")
-	line, err := testenv.FindMarkedLine(script, "")
+	line, err := breakmark.Line(script, "")
 	if err != nil {
 		return nil, err
 	}

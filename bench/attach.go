@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/sshdtest"
+	"github.com/sparkdap/sparkdap/testkit/sshdtest"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 
 // AttachConfig sizes the attach-cost benchmark.
 type AttachConfig struct {
 	Python   string
-	Testdata string // absolute path of internal/bench/testdata
+	Testdata string // absolute path of bench/testdata
 	Rounds   int
 	Token    string
 }

@@ -1,4 +1,4 @@
-"""Worker for the real-debugpy output benchmark (internal/bench/output.go).
+"""Worker for the real-debugpy output benchmark (bench/output.go).
 
 usage: printer.py MODE HOST:PORT ID LINES
 

@@ -13,14 +13,14 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/shellquote"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // debuggerDir is one release of the debugger matrix, as
 // scripts/setup-debuggers installs it (a pip --target directory).
 func debuggerDir(t *testing.T, release string) string {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", ".cache", "debuggers", release))
+	dir, err := filepath.Abs(filepath.Join("..", ".cache", "debuggers", release))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestDoctorPyCharmRun(t *testing.T) {
 // (support.py's SUPPORTED_RANGES and SUPPORTED_WORDS), and every release
 // the debugger matrix and the test suite install is inside them.
 func TestSupportedDebuggersAreTheWrappers(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "workerwrap", "python", "remote_debug", "support.py"))
+	data, err := os.ReadFile(filepath.Join("..", "workerwrap", "python", "remote_debug", "support.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestSupportedDebuggersAreTheWrappers(t *testing.T) {
 		}
 	}
 	for _, req := range []string{"requirements-debuggers.txt", "requirements-test.txt"} {
-		f, err := os.Open(filepath.Join("..", "..", req))
+		f, err := os.Open(filepath.Join("..", req))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,15 +11,15 @@ import (
 	"time"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/fakepydevd"
 	"github.com/sparkdap/sparkdap/internal/quickack"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/fakepydevd"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // The full side-by-side report is scripts/bench. These Go benchmarks are
 // the parts that need no Python, for quick A/B work on the proxy:
 //
-//	go test ./internal/bench -run '^$' -bench . -benchtime 2000x
+//	go test ./bench -run '^$' -bench . -benchtime 2000x
 
 func TestMain(m *testing.M) {
 	RunChildIfRequested() // the proxy child is this test binary, re-run
@@ -227,7 +227,7 @@ func TestOutputBatchingRealDebugpy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	td := testdata(t)
-	cfg := OutputConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "..", "workerwrap", "python"),
+	cfg := OutputConfig{Python: python, Testdata: td, WrapperDir: filepath.Join(td, "..", "..", "workerwrap", "python"),
 		Lines: 3000, Token: "t"}
 	for _, tc := range []struct {
 		mode      string

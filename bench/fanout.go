@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-dap"
 
 	"github.com/sparkdap/sparkdap/internal/dapclient"
-	"github.com/sparkdap/sparkdap/internal/fakepydevd"
+	"github.com/sparkdap/sparkdap/testkit/fakepydevd"
 )
 
 // FanoutConfig sizes the breakpoint fan-out benchmark.

@@ -1,4 +1,4 @@
-"""Worker for the stop-storm benchmark (internal/bench/storm.go).
+"""Worker for the stop-storm benchmark (bench/storm.go).
 
 usage: stormer.py HOST:PORT
 

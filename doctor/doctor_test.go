@@ -23,7 +23,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/dap"
 	"github.com/sparkdap/sparkdap/internal/shellquote"
-	"github.com/sparkdap/sparkdap/internal/testenv"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // debugpyPython is a real interpreter with debugpy, or the test is

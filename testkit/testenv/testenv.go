@@ -21,7 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sparkdap/sparkdap/internal/sshdtest"
+	"github.com/sparkdap/sparkdap/internal/breakmark"
+	"github.com/sparkdap/sparkdap/testkit/sshdtest"
 )
 
 // CI reports whether the tests run in CI (CI=true), where a missing
@@ -143,43 +144,10 @@ func SSHD(t testing.TB) string {
 	return sshdtest.Path
 }
 
-// Mark is the comment that marks a breakpoint line in the tests' Python
-// sources: "# BREAKPOINT" alone, or "# BREAKPOINT: name" where a file has
-// several.
-const Mark = "# BREAKPOINT"
-
-// FindMarkedLine returns the 1-based number of the one line of path that
-// ends with "# BREAKPOINT: name" (name "": with "# BREAKPOINT" alone). No
-// such line, or more than one, is an error.
-func FindMarkedLine(path, name string) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	mark := Mark
-	if name != "" {
-		mark += ": " + name
-	}
-	found := 0
-	for i, l := range strings.Split(string(b), "\n") {
-		if !strings.HasSuffix(strings.TrimSpace(l), mark) {
-			continue
-		}
-		if found != 0 {
-			return 0, fmt.Errorf("%s: %q marks both line %d and line %d", path, mark, found, i+1)
-		}
-		found = i + 1
-	}
-	if found == 0 {
-		return 0, fmt.Errorf("%s: no line ends with %q", path, mark)
-	}
-	return found, nil
-}
-
-// MarkedLine is FindMarkedLine for a test, which fails without the line.
+// MarkedLine is breakmark.Line for a test, which fails without the line.
 func MarkedLine(t testing.TB, path, name string) int {
 	t.Helper()
-	n, err := FindMarkedLine(path, name)
+	n, err := breakmark.Line(path, name)
 	if err != nil {
 		t.Fatal(err)
 	}
