@@ -20,11 +20,13 @@ var CaptureSource string
 // written into one directory.
 const ReplayMain = "sparkdap_replay.py"
 
-//go:embed sparkdap_replay.py sparkdap_replay_data.py sparkdap_replay_source.py
+//go:embed sparkdap_replay.py sparkdap_replay_budget.py sparkdap_replay_columnar.py
+//go:embed sparkdap_replay_data.py sparkdap_replay_source.py
 var replayFS embed.FS
 
 // ReplayFiles maps the name of each file of replay's Python side to its
-// text: the entry point, decoding the capture, setting up the call.
+// text: the entry point, decoding the capture (its header and tagged JSON,
+// its Arrow and .npy values, the memory budget), setting up the call.
 func ReplayFiles() map[string]string {
 	out := map[string]string{}
 	entries, _ := replayFS.ReadDir(".")

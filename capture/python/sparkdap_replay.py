@@ -1,11 +1,13 @@
 # `sparkdap replay CAPTURE`: runs a captured call in the developer's
-# Python. `sparkdap replay` writes this file and the two modules it
-# imports into a directory of their own and runs it as `python
+# Python. `sparkdap replay` writes this file and the modules it imports
+# into a directory of their own and runs it as `python
 # sparkdap_replay.py CAPTURE [--force] [--trust-captured-code]
 # [--raw-output] [--debug HOST:PORT] [--max-memory SIZE]`; they are plain
 # modules so that they can be tested on their own. By role:
 #   - sparkdap_replay_data.py: decoding the capture (the header's shapes,
 #     DATA's tagged JSON, CODE only with --trust-captured-code);
+#   - sparkdap_replay_columnar.py: DATA's Arrow IPC and .npy values;
+#   - sparkdap_replay_budget.py: ReplayError and the memory budget;
 #   - sparkdap_replay_source.py: setting up the call (which local function,
 #     its namespace, sys.path);
 #   - this file: running it, and printing every line replay prints.
@@ -62,7 +64,7 @@
 # The sizes the capture declares (Arrow lengths, .npy shapes, JSON
 # containers) are the executor's too: each value is charged to a memory
 # budget before it is built (--max-memory, default
-# sparkdap_replay_data.default_budget of the file's size), and one over it
+# sparkdap_replay_budget.default_budget of the file's size), and one over it
 # is refused on one line on stderr.
 #
 # Exit status: 0 the call returned, 1 it raised, 2 the capture cannot be
@@ -395,7 +397,13 @@ def hide_from_debugger():
 
 
 # replay's own files, all written beside this one by `sparkdap replay`.
-_FILES = ("sparkdap_replay.py", "sparkdap_replay_data.py", "sparkdap_replay_source.py")
+_FILES = (
+    "sparkdap_replay.py",
+    "sparkdap_replay_budget.py",
+    "sparkdap_replay_columnar.py",
+    "sparkdap_replay_data.py",
+    "sparkdap_replay_source.py",
+)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,8 @@ func TestReplayFlagsReachPython(t *testing.T) {
 		if code != 2 {
 			t.Errorf("%v: exit %d, want the Python side's 2 (stderr %q)", tc.flags, code, errOut)
 		}
-		for _, name := range []string{"sparkdap_replay.py", "sparkdap_replay_data.py", "sparkdap_replay_source.py"} {
+		for _, name := range []string{"sparkdap_replay.py", "sparkdap_replay_budget.py", "sparkdap_replay_columnar.py",
+			"sparkdap_replay_data.py", "sparkdap_replay_source.py"} {
 			if !strings.Contains(out, name+"\n") {
 				t.Errorf("%v: %s was not written beside the script: %q", tc.flags, name, out)
 			}
