@@ -60,4 +60,15 @@
 // worker's lease renewed and a forgotten stop resumed (--max-stop), the
 // two listeners with their budgets, and the wire: one writer per
 // connection, messages framed and encoded by internal/dapwire.
+//
+// Files by role. Executor: executor.go (the session, its state and life in
+// the Hub), executorrequests.go (requests to pydevd), executorserve.go (its
+// reader, dispatch and output pacing), executorhandshake.go, hello.go,
+// executorevents.go, exceptions.go, executorrelease.go (letting it go),
+// lease.go, maxstop.go. IDE: ide.go (the session), iderequests.go
+// (initialize, attach, dispatch), ideroute.go (requests routed to
+// executors), idemerged.go, idechildren.go (startDebugging and child
+// sessions), ideleave.go. Breakpoints: breakpoints.go (the registry and
+// merged answer), breakpointsfanout.go (fan-out, answers and events),
+// breakpointsexecutor.go (what each executor was sent and refused).
 package dap
