@@ -1,11 +1,13 @@
 package layout
 
 import (
+	"bytes"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,6 +102,87 @@ func TestFoldersKeepTheirRoles(t *testing.T) {
 	}
 	for _, v := range layoutViolations(edges) {
 		t.Error(v)
+	}
+}
+
+// maxModuleLines bounds a product module, Go or Python: a file past it
+// holds more than one role.
+const maxModuleLines = 800
+
+// isProductModule reports whether rel, a file's path in the repository,
+// is product code: Go or Python outside the tests, test kits and bench.
+func isProductModule(rel string) bool {
+	if notProduct[topFolder(rel)] {
+		return false
+	}
+	name := filepath.Base(rel)
+	switch {
+	case strings.HasSuffix(name, "_test.go"):
+		return false
+	case strings.HasSuffix(name, ".go"):
+		return true
+	case strings.HasSuffix(name, ".py"):
+		return !strings.HasPrefix(name, "test_") && name != "conftest.py" && !slices.Contains(strings.Split(rel, "/"), "tests")
+	}
+	return false
+}
+
+func TestNoProductModuleOverLimit(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil || !isProductModule(filepath.ToSlash(rel)) {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		checked++
+		if n := bytes.Count(b, []byte("\n")); n > maxModuleLines {
+			t.Errorf("%s has %d lines, over %d: split it by role", rel, n, maxModuleLines)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("checked only %d product modules under %s: the walk is broken", checked, root)
+	}
+}
+
+func TestIsProductModule(t *testing.T) {
+	tests := map[string]bool{
+		"dap/hub.go":                              true,
+		"dap/hub_test.go":                         false,
+		"cmd/sparkdap/liveview/render.go":         true,
+		"capture/python/sparkdap_replay_data.py":  true,
+		"capture/python/tests/test_capture.py":    false,
+		"workerwrap/python/tests/conftest.py":     false,
+		"workerwrap/python/remote_debug/tasks.py": true,
+		"testkit/kubetest/cluster.go":             false,
+		"bench/storm.go":                          false,
+		"integration/yarn_test.go":                false,
+		"README.md":                               false,
+	}
+	for rel, want := range tests {
+		if got := isProductModule(rel); got != want {
+			t.Errorf("isProductModule(%q) = %v, want %v", rel, got, want)
+		}
 	}
 }
 
