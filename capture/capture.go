@@ -89,7 +89,10 @@ type Request struct {
 
 // Result is a written capture.
 type Result struct {
-	Path     string
+	Path string
+	// Bytes is the size of the file at Path, as ls shows it: the message
+	// names the file, so the size given beside it is the file's, not the
+	// captured data's alone.
 	Bytes    int
 	Function string
 	Task     string
@@ -315,7 +318,7 @@ func Run(ctx context.Context, ev Evaluator, req Request) (Result, error) {
 	if err := safefile.WriteFile(path, out, 0o600); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrCapture, err)
 	}
-	return Result{Path: path, Bytes: len(payload), Function: name, Task: req.Label, Notes: notes(header["notes"])}, nil
+	return Result{Path: path, Bytes: len(out), Function: name, Task: req.Label, Notes: notes(header["notes"])}, nil
 }
 
 // decodeHeader is the executor's header, checked (CheckHeader), as a map.

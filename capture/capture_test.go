@@ -143,7 +143,7 @@ func TestRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			if doc["data"] != base64.StdEncoding.EncodeToString([]byte("{}")) || doc["code"] != base64.StdEncoding.EncodeToString([]byte("code")) ||
-				doc["localFile"] != "/local/job.py" || doc["format"] != Format || doc["task"] != "stage 1" || res.Bytes != 6 ||
+				doc["localFile"] != "/local/job.py" || doc["format"] != Format || doc["task"] != "stage 1" || res.Bytes != len(b) ||
 				!strings.HasPrefix(filepath.Base(res.Path), "lambda-e3-") || fmt.Sprint(doc["localRoots"]) != "[/local]" {
 				t.Errorf("capture %s: %s", res.Path, b)
 			}

@@ -3,6 +3,7 @@ package dap
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,14 +71,18 @@ func TestConsoleCommands(t *testing.T) {
 	if err != nil {
 		t.Fatalf("!capture: %v", err)
 	}
-	j := strings.Index(ev.Result, " (6 bytes)")
+	j := strings.Index(ev.Result, " bytes) — replay: ")
 	i := strings.LastIndex(ev.Result[:max(j, 0)], " to ")
 	if i < 0 || j < 0 {
 		t.Fatalf("!capture answered %q, want the path and size", ev.Result)
 	}
-	path := ev.Result[i+len(" to ") : j]
-	if !strings.HasPrefix(ev.Result, "captured compute (") || !strings.Contains(ev.Result, "(6 bytes) — replay: sparkdap replay "+path) {
+	path, size, _ := strings.Cut(ev.Result[i+len(" to "):j], " (")
+	if !strings.HasPrefix(ev.Result, "captured compute (") || !strings.Contains(ev.Result, " bytes) — replay: sparkdap replay "+path) {
 		t.Fatalf("!capture answered %q", ev.Result)
+	}
+	// The size given is the file's, as ls shows it beside the name.
+	if fi, err := os.Stat(path); err != nil || size != fmt.Sprint(fi.Size()) {
+		t.Fatalf("!capture says %s bytes; the file: %v %v", size, fi, err)
 	}
 	if filepath.Dir(path) != capDir {
 		t.Fatalf("capture written to %s, want it in %s", path, capDir)
@@ -209,8 +214,13 @@ func TestConsoleCaptureInChildSession(t *testing.T) {
 		t.Fatalf("stackTrace: %v %v", frames, err)
 	}
 	ev, err := child.Client.Evaluate(p.ctx, frames[0].Id, "!capture")
-	if err != nil || !strings.HasPrefix(ev.Result, "captured compute (") || !strings.Contains(ev.Result, "(7 bytes) — replay: sparkdap replay "+capDir+"/") {
+	if err != nil || !strings.HasPrefix(ev.Result, "captured compute (") || !strings.Contains(ev.Result, " bytes) — replay: sparkdap replay "+capDir+"/") {
 		t.Fatalf("!capture in the child session: %v %v", ev, err)
+	}
+	// The size given is the file's, as ls shows it beside the name.
+	path := ev.Result[strings.LastIndex(ev.Result, " ")+1:]
+	if fi, err := os.Stat(path); err != nil || !strings.Contains(ev.Result, fmt.Sprintf("(%d bytes)", fi.Size())) {
+		t.Fatalf("!capture says %q; the file: %v %v", ev.Result, fi, err)
 	}
 	if _, err := root.Evaluate(p.ctx, 0, "!capture"); err == nil || !strings.Contains(err.Error(), "select a stopped frame first") {
 		t.Fatalf("!capture in the root session without a frame: %v", err)

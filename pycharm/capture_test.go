@@ -247,8 +247,12 @@ func TestCaptureStopped(t *testing.T) {
 	done := make(chan []string, 1)
 	go func() { done <- w.serveCapture(t, "5002", start, []string{"{}cc"}) }()
 	res, err := px.CaptureStopped(ctx, 79, ptr(1), 0)
-	if err != nil || res.Frame != 1 || res.Executor != 79 || res.Function != "main" || res.Bytes != 4 || filepath.Dir(res.Path) != capDir || !strings.HasPrefix(res.Summary, "captured main (") {
+	if err != nil || res.Frame != 1 || res.Executor != 79 || res.Function != "main" || filepath.Dir(res.Path) != capDir || !strings.HasPrefix(res.Summary, "captured main (") {
 		t.Fatalf("capture: %+v %v", res, err)
+	}
+	// The size the answer gives is the file's, which the message names.
+	if fi, err := os.Stat(res.Path); err != nil || res.Bytes != fi.Size() {
+		t.Fatalf("capture says %d bytes; the file: %v %v", res.Bytes, fi, err)
 	}
 	<-done
 	w.send(pycharm.Message{ID: pycharm.CmdThreadRun, Seq: 6, Payload: tid + "\t108"})
