@@ -1,9 +1,14 @@
-// Package control is the control protocol: how `sparkdap capture` reaches
-// a running `sparkdap serve` to list the workers stopped in the debugger
-// and capture one's call for `sparkdap replay`, whichever front end serves
-// them. A front end implements Backend (package dap's Hub and package
-// pycharm's Proxy do); Serve answers the protocol for it, Call is the
-// client's side. The package imports neither front end.
+// Package control is the control protocol: how `sparkdap capture`,
+// `select` and `workers` reach a running `sparkdap serve` to list the
+// workers stopped in the debugger and capture one's call for `sparkdap
+// replay`, change the selection and list every worker, and how a view
+// steers one worker (continue, pause, detach) or all (continue-all),
+// whichever front end serves them. A front end implements Backend
+// (package dap's Hub and package pycharm's Proxy do), and Steerer for
+// the operations it can do (others answer CodeUnsupported); Serve
+// answers the protocol for it on the socket, Ask in process (the DAP
+// front end's root session serves it that way), Call is the client's
+// side. The package imports neither front end.
 //
 // One connection carries one request, a JSON object on one line of at most
 // MaxRequestBytes with no field Request lacks, and its answer, a JSON

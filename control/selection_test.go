@@ -56,14 +56,15 @@ func TestKnownWorkersJoinStops(t *testing.T) {
 	if len(ans.Known) != 3 {
 		t.Fatalf("listed %+v", ans.Known)
 	}
-	if k := ans.Known[0]; k.PID != 1 || k.Stopped != nil {
-		t.Errorf("running worker: %+v", k)
-	}
-	if k := ans.Known[1]; k.PID != 2 || k.Stopped == nil || k.Stopped.File != "/udf.py" || k.Stopped.Line != 12 || k.Executor != 5 {
+	// Stopped workers first.
+	if k := ans.Known[0]; k.PID != 2 || k.Stopped == nil || k.Stopped.File != "/udf.py" || k.Stopped.Line != 12 || k.Executor != 5 || k.State != StateStopped {
 		t.Errorf("stopped worker: %+v", k)
 	}
-	if k := ans.Known[2]; k.PID != 9 || k.Stopped == nil || k.Executor != 6 {
+	if k := ans.Known[1]; k.PID != 9 || k.Stopped == nil || k.Executor != 6 || k.State != StateStopped {
 		t.Errorf("stopped worker that watches nothing: %+v", k)
+	}
+	if k := ans.Known[2]; k.PID != 1 || k.Stopped != nil || k.State != StateIdle {
+		t.Errorf("idle worker: %+v", k)
 	}
 }
 

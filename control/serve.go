@@ -41,6 +41,15 @@ type OutputCounter interface {
 	OutputBytes() map[WorkerID]int64
 }
 
+// SessionLister is a Backend that says which workers' debuggers are
+// connected: `sparkdap workers` and the view name them by their
+// Executor, so a running worker can be paused or detached.
+type SessionLister interface {
+	// Sessions is the Executor of each worker whose debugger is
+	// connected, by host and pid.
+	Sessions() map[WorkerID]uint64
+}
+
 // WorkerID names a worker process: its host and pid, as its hello said.
 type WorkerID struct {
 	Host string
@@ -53,6 +62,8 @@ var (
 	ErrUnknownExecutor = errors.New("no executor session with that id")
 	ErrNotStopped      = errors.New("the executor is not stopped")
 	ErrNoFrame         = errors.New("no such frame")
+	// ErrUnsupported: the front end cannot do that (CodeUnsupported).
+	ErrUnsupported = errors.New("not supported by this front end")
 )
 
 // WithClass is err answered as class (one of the Err* errors): errors.Is
@@ -126,25 +137,22 @@ func serveConn(ctx context.Context, c net.Conn, b Backend) {
 // checked, b's errors classed into codes. The answer is not yet cleaned
 // (Serve cleans it).
 func answer(ctx context.Context, b Backend, req Request) Answer {
+	if why := checkArgs(req); why != "" {
+		return Answer{Error: why, Code: CodeBadRequest}
+	}
 	switch req.Op {
 	case OpWorkers:
-		if req.Executor != 0 || req.Frame != nil || req.MaxBytes != 0 {
-			return Answer{Error: OpWorkers + " takes no executor, frame or maxBytes", Code: CodeBadRequest}
-		}
 		return Answer{Workers: b.StoppedWorkers(ctx)}
 	case OpSelect, OpSelection, OpKnownWorkers:
 		return answerSelection(ctx, b, req)
 	case OpCapture:
-		if req.Executor == 0 {
-			return Answer{Error: OpCapture + " needs an executor", Code: CodeBadRequest}
-		}
 		res, err := b.CaptureStopped(ctx, req.Executor, req.Frame, req.MaxBytes)
 		if err != nil {
 			return Answer{Error: err.Error(), Code: code(err)}
 		}
 		return Answer{Capture: &res}
 	}
-	return Answer{Error: fmt.Sprintf("unknown op %q: want one of %q, %q, %q, %q, %q", req.Op, OpWorkers, OpCapture, OpSelect, OpSelection, OpKnownWorkers), Code: CodeBadRequest}
+	return answerSteer(ctx, b, req)
 }
 
 // Ask answers req with b as Serve would, without a socket (for front
@@ -164,7 +172,8 @@ func code(err error) string {
 	for _, c := range []struct {
 		err  error
 		code string
-	}{{ErrCaptureDisabled, CodeCaptureDisabled}, {ErrUnknownExecutor, CodeUnknownExecutor}, {ErrNotStopped, CodeNotStopped}, {ErrNoFrame, CodeNoFrame}} {
+	}{{ErrCaptureDisabled, CodeCaptureDisabled}, {ErrUnknownExecutor, CodeUnknownExecutor}, {ErrNotStopped, CodeNotStopped}, {ErrNoFrame, CodeNoFrame},
+		{ErrUnsupported, CodeUnsupported}} {
 		if errors.Is(err, c.err) {
 			return c.code
 		}

@@ -25,9 +25,27 @@ const (
 	// OpSelection tells the current selection (Answer.Selection).
 	OpSelection = "selection"
 	// OpKnownWorkers lists every worker that follows the selection, with
-	// its task, and where it is stopped (Answer.Known).
+	// its task, and where it is stopped, and the last workers that went
+	// away (Answer.Known, at most Request.MaxRows of them, stopped
+	// first: sortRows), how many each state has (Answer.Counts), the
+	// current selection and the exception groups.
 	OpKnownWorkers = "known-workers"
+	// OpContinue resumes the stopped worker Request.Executor names, all
+	// its threads, as the IDE's continue does (a Steerer's).
+	OpContinue = "continue"
+	// OpPause pauses the worker Request.Executor names, all its threads
+	// (a Steerer's).
+	OpPause = "pause"
+	// OpDetach lets the worker Request.Executor names run on undebugged:
+	// its breakpoints removed, resumed, not shown again (a Steerer's).
+	OpDetach = "detach"
+	// OpContinueAll resumes every stopped worker; Answer.Sent is how many
+	// (a Steerer's).
+	OpContinueAll = "continue-all"
 )
+
+// MaxKnownRows is the most rows Request.MaxRows may ask for.
+const MaxKnownRows = 5000
 
 // MaxRequestBytes bounds one request: it names an operation and a few
 // numbers.
@@ -40,7 +58,9 @@ const maxAnswerBytes = 8 << 20
 // Request is one request on the control socket.
 type Request struct {
 	Op string `json:"op"`
-	// Executor is the worker to capture (OpCapture), as the list names it.
+	// Executor is the worker to capture (OpCapture), continue, pause or
+	// detach, as the lists name it (StoppedWorker.Executor,
+	// KnownWorker.Executor).
 	Executor uint64 `json:"executor,omitempty"`
 	// Frame is the index of the frame to capture in the stopped thread's
 	// stack, 0 the innermost; nil: the innermost frame of user code.
@@ -56,6 +76,9 @@ type Request struct {
 	// at an exception of the task of this attempt id to be shown, though
 	// its exception group has one shown already.
 	Task *int64 `json:"task,omitempty"`
+	// MaxRows, with OpKnownWorkers, bounds Answer.Known: 0 for every
+	// row, else 1 to MaxKnownRows.
+	MaxRows int `json:"maxRows,omitempty"`
 }
 
 // Answer is the answer to a Request: Error (and Code) when it failed.
@@ -69,25 +92,63 @@ type Answer struct {
 	// with AsSubmitted: the one the job was submitted with.
 	Selection   *selection.Selection `json:"selection,omitempty"`
 	AsSubmitted bool                 `json:"asSubmitted,omitempty"`
-	// Sent is how many workers a new selection went to (OpSelect).
+	// Sent is how many workers a new selection went to (OpSelect), or
+	// how many stopped workers were resumed (OpContinueAll).
 	Sent  int           `json:"sent,omitempty"`
 	Known []KnownWorker `json:"known,omitempty"`
+	// More is how many rows Request.MaxRows left out of Known; Counts
+	// counts every row, those left out too (OpKnownWorkers).
+	More   int     `json:"more,omitempty"`
+	Counts *Counts `json:"counts,omitempty"`
 	// Exceptions are the exception groups (OpKnownWorkers).
 	Exceptions []selection.ExceptionGroup `json:"exceptions,omitempty"`
 }
+
+// Counts counts the workers OpKnownWorkers lists, by KnownWorker.State.
+type Counts struct {
+	Workers  int `json:"workers"`
+	Running  int `json:"running"`
+	Stopped  int `json:"stopped"`
+	Idle     int `json:"idle"`
+	Finished int `json:"finished"`
+	Failed   int `json:"failed"`
+}
+
+// States of KnownWorker.State.
+const (
+	// StateStopped: stopped in the debugger (KnownWorker.Stopped is set).
+	StateStopped = "stopped"
+	// StateRunning: a task runs.
+	StateRunning = "running"
+	// StateIdle: the worker is between tasks.
+	StateIdle = "idle"
+	// StateFailed: neither stopped nor running, and its last task raised
+	// (KnownWorker.Exception): the task is in an exception group. PySpark
+	// ends a worker whose task raised, so it is usually gone too.
+	StateFailed = "failed"
+	// StateFinished: the worker process is gone (its watch connection
+	// closed), and its last task did not raise as far as the proxy saw.
+	StateFinished = "finished"
+)
 
 // KnownWorker is one worker as `sparkdap workers` lists it: what it
 // reported on its watch connection, and where it is stopped.
 type KnownWorker struct {
 	selection.Worker
 	// Stopped, for a worker stopped in the debugger: the innermost frame
-	// of user code (or the innermost frame), and Executor names it in an
-	// OpCapture request.
+	// of user code (or the innermost frame). Executor, for a worker whose
+	// debugger is connected (and a stopped one's always), names it in an
+	// OpCapture, OpContinue, OpPause or OpDetach request.
 	Stopped  *WorkerFrame `json:"stopped,omitempty"`
 	Executor uint64       `json:"executor,omitempty"`
 	// OutputBytes, for a worker whose debugger is connected, counts the
 	// stdout and stderr text it sent the IDE (nil: not counted).
 	OutputBytes *int64 `json:"outputBytes,omitempty"`
+	// State is one of the State* constants.
+	State string `json:"state"`
+	// Exception is the type of the exception it is stopped at, or that
+	// its last task raised; "" for none known.
+	Exception string `json:"exception,omitempty"`
 }
 
 // Codes of Answer.Code, one per error class a client tells apart.
@@ -97,7 +158,9 @@ const (
 	CodeUnknownExecutor = "unknown-executor"
 	CodeNotStopped      = "not-stopped"
 	CodeNoFrame         = "no-frame"
-	CodeFailed          = "failed"
+	// CodeUnsupported: the front end cannot do that operation.
+	CodeUnsupported = "unsupported"
+	CodeFailed      = "failed"
 )
 
 // StoppedWorker is one worker stopped in the debugger, as `sparkdap
@@ -118,6 +181,8 @@ type StoppedWorker struct {
 	Top    int           `json:"top"`
 	// StackError says why Frames is empty.
 	StackError string `json:"stackError,omitempty"`
+	// Exception is the type of the exception it stopped at, if it did.
+	Exception string `json:"exception,omitempty"`
 }
 
 // WorkerFrame is one frame of a stopped worker's stack.

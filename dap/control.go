@@ -26,6 +26,7 @@ type stoppedThread struct {
 	tid               int64
 	host              string // the worker's, as its hello said
 	pid               int64
+	exception         string // the type it stopped at, if at an exception
 }
 
 // stackFrame is a frame of a stopped thread's stack with pydevd's id of
@@ -51,8 +52,13 @@ func (tx *held) stoppedThreads() []stoppedThread {
 			}
 		}
 		x := tx.exec(es)
+		var exception string
+		if b := x.stopped[tid].Body(); b["reason"] == "exception" {
+			exception, _ = b["text"].(string)
+			exception = admission.Clean(exception, admission.MaxTextRunes)
+		}
 		out = append(out, stoppedThread{es: es, label: x.label(), threadName: admission.Clean(x.threads[tid], admission.MaxTextRunes), tid: tid,
-			host: x.task.Host, pid: x.task.PID})
+			host: x.task.Host, pid: x.task.PID, exception: exception})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].es.id < out[j].es.id })
 	return out
@@ -123,7 +129,8 @@ func (h *Hub) StoppedWorkers(context.Context) []control.StoppedWorker {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := control.StoppedWorker{Executor: st.es.id, Host: st.host, PID: st.pid, Label: st.label, Thread: st.tid, ThreadName: st.threadName, Top: -1}
+			w := control.StoppedWorker{Executor: st.es.id, Host: st.host, PID: st.pid, Label: st.label, Thread: st.tid, ThreadName: st.threadName, Top: -1,
+				Exception: st.exception}
 			frames, err := h.stackOf(st)
 			if err != nil {
 				w.StackError = err.Error()

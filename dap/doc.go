@@ -56,7 +56,9 @@
 // that need the lock, and unlock voids it (see Hub). Around the peers: the
 // allowlist of what an executor may tell the IDE, the path mapping of the
 // traffic, the id table, sparkdapCapture and the Debug Console's commands,
-// the Hub as the control socket's Backend (package control), a stopped
+// the Hub as the control socket's Backend (package control) and its
+// Steerer, the same control operations served to the root session (the
+// sparkdap request) with its sparkdapWorkers events (sparkdapWatch), a stopped
 // worker's lease renewed and a forgotten stop resumed (--max-stop), the
 // two listeners with their budgets, and the wire: one writer per
 // connection, messages framed and encoded by internal/dapwire.
@@ -71,4 +73,7 @@
 // sessions), ideleave.go. Breakpoints: breakpoints.go (the registry and
 // merged answer), breakpointsfanout.go (fan-out, answers and events),
 // breakpointsexecutor.go (what each executor was sent and refused).
+// Control: control.go (the Backend), steer.go (continue, pause, detach
+// of one worker, continue of all), view.go (the root session's sparkdap
+// and sparkdapWatch requests), viewwatch.go (its sparkdapWorkers events).
 package dap

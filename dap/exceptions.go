@@ -74,7 +74,9 @@ func (es *ExecutorSession) exceptionPlaced(m Message, tid int64, typ, place stri
 		task = *x.task.TaskAttemptID
 	}
 	tx.unlock()
-	if h.board.Raised(typ, place, task) {
+	show := h.board.Raised(typ, place, task)
+	h.watch.changed() // the groups changed
+	if show {
 		es.relay(m, true)
 		return
 	}
@@ -106,6 +108,7 @@ func (es *ExecutorSession) releaseException(tid int64, show bool) bool {
 	_, live := tx.executors[es.id]
 	tx.unlock()
 	h.board.Unhold(he.typ, he.place)
+	h.watch.changed()
 	switch {
 	case !live:
 	case show:

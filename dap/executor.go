@@ -273,6 +273,7 @@ func (es *ExecutorSession) putInService() {
 		tx.sendBreakpoints(es, &bpEntry{command: "setExceptionBreakpoints", key: "setExceptionBreakpoints",
 			args: map[string]any{"filters": []any{}}}, nil)
 	}
+	h.watch.changed()
 	es.logger().Info().Str("label", x.label()).Str("python", x.proc.Python).Msg("executor attached")
 	h.summary("+ executor %d attached [%s]", es.id, x.label())
 }
@@ -359,6 +360,7 @@ func (es *ExecutorSession) gone(reason error) {
 	}
 	label := x.label()
 	tx.unlock()
+	h.watch.changed()
 	h.ids.Forget(es.id)
 	if child != nil {
 		// The client answers terminated with disconnect (VS Code does):

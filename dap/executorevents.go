@@ -89,6 +89,7 @@ func (es *ExecutorSession) relay(m Message, grouped bool) {
 		tx.learnStopLocation(es, tid)
 		tx.hitBreakpoints(es, m)
 		tx.announce(es) // a stopped worker is listed (child-session mode)
+		h.watch.changed()
 	case "output":
 		x.outputBytes += int64(outputLen(body["output"]))
 	case "continued":
@@ -98,10 +99,12 @@ func (es *ExecutorSession) relay(m Message, grouped bool) {
 		} else {
 			delete(x.stopped, tid)
 		}
+		h.watch.changed()
 	case "thread":
 		if body["reason"] == "exited" {
 			x.forgetThread(tid)
 			delete(x.stopped, tid)
+			h.watch.changed()
 		} else if !x.learnThread(tid) {
 			return
 		}

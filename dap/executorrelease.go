@@ -50,5 +50,6 @@ func (tx *held) resume(es *ExecutorSession) {
 		break
 	}
 	clear(x.stopped)
+	h.watch.changed()
 	es.request("continue", map[string]any{"threadId": tid}, h.cfg.RequestTimeout, ignoreAnswer(es))
 }

@@ -234,6 +234,13 @@ type Hub struct {
 	// is a leaf; it calls workerChanged under no lock).
 	board *selection.Board
 
+	// watch is the root session's subscription to sparkdapWorkers events
+	// (viewwatch.go; its own leaf lock).
+	watch workersWatch
+	// controlSlots holds a place per sparkdap request being answered
+	// (view.go); made once by NewHub.
+	controlSlots chan struct{}
+
 	// frameAlloc, if set before serving, is every connection's
 	// FrameReader.OnAlloc (tests).
 	frameAlloc func(capacity int)
@@ -290,12 +297,14 @@ func NewHub(cfg Config) *Hub {
 	cfg.setDefaults()
 	h := &Hub{cfg: cfg, log: cfg.Log, now: time.Now, ids: newIDTable(),
 		admission: admission.NewRegistry(admission.Config{Token: cfg.Token, MaxSessions: cfg.MaxSessions, TTL: cfg.HelloTTL}),
-		board:     selection.NewBoard(0)}
+		board:     selection.NewBoard(0), controlSlots: make(chan struct{}, maxControlInFlight)}
+	h.watch.h = h
 	h.state = guard.New(&h.mu, hubState{executors: map[uint64]*ExecutorSession{},
 		bps: newBreakpointRegistry(), children: map[uint64]*IDESession{}})
 	h.refusals = admission.NewRefusalLog(func(line string) { h.summary("%s", line) }, 0, 0)
 	h.board.OnChange(h.workerChanged)
 	h.board.OnWant(h.showWantedException)
+	h.board.OnUpdate(h.watch.changed)
 	h.logLimit = connbudget.NewLimiter(cfg.RefusalLogInterval, func(cause string, n int, in time.Duration) {
 		h.log.Warn().Str("cause", cause).Int("refused", n).Dur("in", in).Msg("more connections refused for the same cause")
 	})
@@ -322,6 +331,7 @@ func (h *Hub) WaitCallbacks() { h.callbacks.Wait() }
 // summary) once its callers are done serving: after it, nothing of the Hub
 // runs by itself. Sessions end with the contexts they were served with.
 func (h *Hub) Close() {
+	h.watch.close()
 	h.admission.Close()
 	h.refusals.Close()
 	h.logLimit.Close()

@@ -138,6 +138,7 @@ func (tx *held) stopDebugging(from *IDESession, terminateFrom bool) {
 // and every executor no child session shows is released.
 func (tx *held) rootGone() {
 	h := tx.h
+	h.watch.end(tx.root) // its timer stopped: no event outlives the root
 	tx.root = nil
 	tx.attachArgs = nil
 	global := map[string]bool{}

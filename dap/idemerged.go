@@ -231,6 +231,7 @@ func (s *IDESession) continueAll(req Message) {
 		}
 		clear(tx.exec(es).stopped)
 		h.ids.Release(es.id, kindFrame, kindVariables)
+		h.watch.changed()
 		targets = append(targets, es)
 		tids = append(tids, tid)
 	}

@@ -156,6 +156,8 @@ func (s *IDESession) handle(m Message) {
 		}
 	case CaptureCommand:
 		h.capture(s, m)
+	case ControlCommand, WatchCommand:
+		s.viewRequest(m)
 	case "evaluate":
 		if isConsoleCommand(m) {
 			h.consoleCommand(s, m)

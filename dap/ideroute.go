@@ -118,12 +118,14 @@ func (s *IDESession) relay(req Message, es *ExecutorSession, m Message, err erro
 		switch req.Command() {
 		case "continue":
 			tx.resumed(s, es, out)
+			h.watch.changed()
 		case "next", "stepIn", "stepOut", "goto":
 			if tid, ok := toInt(req.Arguments()["threadId"]); ok {
 				if o, ok := h.ids.Local(kindThread, tid); ok {
 					delete(tx.exec(es).stopped, o.local)
 				}
 			}
+			h.watch.changed()
 		}
 		tx.unlock()
 	}

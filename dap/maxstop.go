@@ -2,7 +2,6 @@ package dap
 
 import (
 	"fmt"
-	"sort"
 	"time"
 )
 
@@ -68,35 +67,17 @@ func (es *ExecutorSession) checkMaxStop() {
 }
 
 // maxStopExpired resumes es and says so: to the IDE session that
-// shows it (a console line, then the stopped threads' continued, as an
-// adapter tells a client of a resume it did not ask for), in the log and
-// on serve's terminal.
+// shows it (a console line, then the stopped threads' continued:
+// resumeTold), in the log and on serve's terminal.
 func (tx *held) maxStopExpired(es *ExecutorSession) {
 	h := tx.h
 	x := tx.exec(es)
-	tids := make([]int64, 0, len(x.stopped))
-	for tid := range x.stopped {
-		tids = append(tids, tid)
-	}
-	sort.Slice(tids, func(i, j int) bool { return tids[i] < tids[j] })
 	stoppedFor := h.now().Sub(x.stopSince).Round(time.Second)
 	label := x.label()
-	tx.resume(es)
-	x.stoppedAt = ""
-	x.maxStopResumed = true
 	why := fmt.Sprintf("executor %d [%s] resumed: stopped %s with no request from the IDE about it (serve --max-stop %s)",
 		es.id, label, stoppedFor, h.cfg.MaxStop)
-	if target := tx.eventTarget(es); target != nil && tx.ide(target).configured {
-		_ = target.w.send(newEvent("output", map[string]any{"category": "console", "output": "sparkdap: " + why + "\n"}), nil)
-		// A child session shows this process alone: all its threads run.
-		all := target != tx.root
-		for _, tid := range tids {
-			if g, err := h.ids.Global(kindThread, es.id, tid); err == nil {
-				_ = target.w.send(newEvent("continued", map[string]any{"threadId": g, "allThreadsContinued": all}), nil)
-			}
-		}
-	}
-	h.ids.Release(es.id, kindFrame, kindVariables)
+	tx.resumeTold(es, "sparkdap: "+why+"\n")
+	x.maxStopResumed = true
 	es.logger().Warn().Dur("stopped", stoppedFor).Dur("max_stop", h.cfg.MaxStop).
 		Msg("executor stopped too long with no request from the IDE; resumed it")
 	h.summary("%s", why)

@@ -14,7 +14,7 @@ import (
 // A worker's watch connection outlives the pydevd handshake the proxy
 // starts on every executor connection, gets each new selection at once,
 // and its reports make the worker listed with its task; it holds no
-// session: the one session slot stays free.
+// session: the one session slot stays free. Once gone, it is finished.
 func TestWatchFollowsSelectionAndListsWorker(t *testing.T) {
 	p := startProxy(t, func(c *Config) { c.MaxSessions = 1; c.HandshakeTimeout = 300 * time.Millisecond })
 	addr := p.srv.ExecutorAddr().String()
@@ -54,7 +54,10 @@ func TestWatchFollowsSelectionAndListsWorker(t *testing.T) {
 		t.Errorf("a debugging worker's hello beside the watch: %q, want OK (the watch holds no session)", got)
 	}
 	f.Close()
-	waitKnown(t, p.hub, func(ws []control.KnownWorker) bool { return len(ws) == 0 })
+	// Gone, it is listed as finished, with its last task.
+	waitKnown(t, p.hub, func(ws []control.KnownWorker) bool {
+		return len(ws) == 1 && ws[0].State == control.StateFinished && ws[0].PID == 41 && ws[0].Task != nil && ws[0].Task.Partition == 37
+	})
 }
 
 // A watch hello with the wrong token is refused like any hello.

@@ -61,5 +61,7 @@
 // request.reply, p.mu never held while waiting); the proxy also records
 // the stops PyCharm is shown, for `sparkdap capture`: the Proxy is a
 // control.Backend (StoppedWorkers, CaptureStopped), a worker named by its
-// pid.
+// pid. As a control.Steerer it resumes a stopped worker, or all, as the
+// MaxStop clock does (steer.go); pause and detach of one worker answer
+// control.ErrUnsupported.
 package pycharm

@@ -62,24 +62,31 @@ func (p *Proxy) checkMaxStop(e *executor) {
 
 // maxStopExpired resumes e's stopped threads and says so: PyCharm's
 // console gets a line naming the worker and why, then each thread's
-// resume (CMD_THREAD_RUN, as pydevd reports one), and the log and serve's
-// terminal get the line too. Callers hold p.mu; p.ide is set.
+// resume (resumeTold), and the log and serve's terminal get the line too.
+// Callers hold p.mu; p.ide is set.
 func (p *Proxy) maxStopExpired(e *executor) {
+	stoppedFor := p.now().Sub(e.stopSince).Round(time.Second)
+	why := fmt.Sprintf("worker %s pid %d (%s) resumed: stopped %s with no request from PyCharm about it (serve --max-stop %s)",
+		e.hello.Host, e.pid, e.hello.Label, stoppedFor, p.cfg.MaxStop)
+	p.ide.send(writeToConsole(p.nextIDESeq(), "sparkdap: "+why+"\n", "2"))
+	p.resumeTold(e)
+	p.log.Warn().Int64("pid", e.pid).Dur("stopped", stoppedFor).Dur("max_stop", p.cfg.MaxStop).
+		Msg("worker stopped too long with no request from PyCharm; resumed it")
+	p.summary("%s", why)
+}
+
+// resumeTold resumes e's stopped threads and tells PyCharm each one's
+// resume (CMD_THREAD_RUN, as pydevd reports one): PyCharm did not ask
+// for it. Callers hold p.mu; p.ide is set.
+func (p *Proxy) resumeTold(e *executor) {
 	ids := make([]string, 0, len(e.stopped))
 	for id := range e.stopped {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	stoppedFor := p.now().Sub(e.stopSince).Round(time.Second)
-	why := fmt.Sprintf("worker %s pid %d (%s) resumed: stopped %s with no request from PyCharm about it (serve --max-stop %s)",
-		e.hello.Host, e.pid, e.hello.Label, stoppedFor, p.cfg.MaxStop)
-	p.ide.send(writeToConsole(p.nextIDESeq(), "sparkdap: "+why+"\n", "2"))
 	for _, id := range ids {
 		p.forward(e, Message{ID: CmdThreadRun, Payload: id}, request{swallow: true})
 		p.ide.send(Message{ID: CmdThreadRun, Seq: p.nextIDESeq(), Payload: PyQuote(id+"\t-1", payloadSafe)})
 		delete(e.stopped, id)
 	}
-	p.log.Warn().Int64("pid", e.pid).Dur("stopped", stoppedFor).Dur("max_stop", p.cfg.MaxStop).
-		Msg("worker stopped too long with no request from PyCharm; resumed it")
-	p.summary("%s", why)
 }

@@ -43,6 +43,16 @@ type Board struct {
 	groups map[groupKey]*ExceptionGroup
 	wanted map[int64]struct{}
 	want   func(taskAttemptID int64) bool
+	// raised names the exception each task raised (exceptions.go), by
+	// task attempt id; raisedOrder is its keys, oldest first, to bound it.
+	raised      map[int64]string
+	raisedOrder []int64
+	// finished are the workers whose watch connection closed, the last
+	// MaxFinished of them (finished.go).
+	finished finishedRing
+	// updated, if set, is told of any change of what Workers, Finished
+	// and Current report (OnUpdate).
+	updated func()
 }
 
 // OnChange has f called with a worker's state after each of its reports
@@ -54,6 +64,30 @@ func (b *Board) OnChange(f func(Worker)) {
 	b.mu.Lock()
 	b.changed = f
 	b.mu.Unlock()
+}
+
+// OnUpdate has f called after each change of what Workers, Finished or
+// Current report: a worker's watch started, reported or ended, or the
+// selection was set. It runs under no lock of the Board, on the goroutine
+// that made the change (a watch's reader, or Set's caller), so f must
+// neither wait nor take a lock such a caller may hold: a front end marks
+// its view stale there and rebuilds it elsewhere. Exception groups
+// (Raised, Unhold) do not call it: their callers know. Set it before any
+// watch is served.
+func (b *Board) OnUpdate(f func()) {
+	b.mu.Lock()
+	b.updated = f
+	b.mu.Unlock()
+}
+
+// update tells OnUpdate's func of a change; call it under no lock.
+func (b *Board) update() {
+	b.mu.Lock()
+	f := b.updated
+	b.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 // NewBoard is a Board following at most max workers (DefaultMaxWatchers
@@ -131,6 +165,7 @@ func (b *Board) Set(sel *Selection) (int, error) {
 		default: // a send is already due; it sends the latest
 		}
 	}
+	b.update()
 	return len(ws), nil
 }
 

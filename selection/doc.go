@@ -21,7 +21,8 @@
 // short write, and a task that is not selected costs the worker a
 // non-blocking send per task.
 //
-// A Board holds the selection and the workers watching it. Its lock
-// guards the selection and each watcher's task; sends to a worker happen
-// on that watcher's writer goroutine, never under the lock.
+// A Board holds the selection and the workers watching it, and the last
+// MaxFinished workers whose watch ended (finished.go). Its lock guards
+// the selection and each watcher's task; sends to a worker happen on
+// that watcher's writer goroutine, never under the lock.
 package selection

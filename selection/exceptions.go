@@ -18,6 +18,11 @@ const maxGroups = 256
 // maxWanted bounds the tasks asked for with WantTask and not yet seen.
 const maxWanted = 1024
 
+// maxRaisedTasks bounds the tasks whose exception the Board remembers
+// (TaskExceptions): more than the workers it lists (live and finished),
+// the oldest dropped first.
+const maxRaisedTasks = 2 * DefaultMaxWatchers
+
 // ExceptionGroup is the stops at one exception type raised at one place.
 type ExceptionGroup struct {
 	Type  string `json:"type"`
@@ -51,6 +56,7 @@ func (b *Board) Raised(typ, place string, taskAttemptID int64) (show bool) {
 		b.groups[k] = g
 	}
 	g.Tasks++
+	b.noteRaisedLocked(taskAttemptID, typ)
 	if _, wanted := b.wanted[taskAttemptID]; wanted && taskAttemptID >= 0 {
 		delete(b.wanted, taskAttemptID)
 		return true
@@ -117,4 +123,37 @@ func (b *Board) OnWant(f func(taskAttemptID int64) bool) {
 	b.mu.Lock()
 	b.want = f
 	b.mu.Unlock()
+}
+
+// noteRaisedLocked remembers that the task of taskAttemptID (-1: unknown,
+// not kept) raised an exception of type typ. Callers hold b.mu.
+func (b *Board) noteRaisedLocked(taskAttemptID int64, typ string) {
+	if taskAttemptID < 0 {
+		return
+	}
+	if b.raised == nil {
+		b.raised = map[int64]string{}
+	}
+	if _, ok := b.raised[taskAttemptID]; !ok {
+		if len(b.raisedOrder) >= maxRaisedTasks {
+			delete(b.raised, b.raisedOrder[0])
+			b.raisedOrder = b.raisedOrder[1:]
+		}
+		b.raisedOrder = append(b.raisedOrder, taskAttemptID)
+	}
+	b.raised[taskAttemptID] = typ
+}
+
+// TaskExceptions names the exception type each task raised, by task
+// attempt id, as the front ends counted them in exception groups
+// (Raised): a task that raised where nothing stopped at exceptions (no
+// exception breakpoint, or a task not debugged) is not in it. A copy.
+func (b *Board) TaskExceptions() map[int64]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[int64]string, len(b.raised))
+	for k, v := range b.raised {
+		out[k] = v
+	}
+	return out
 }

@@ -56,8 +56,11 @@ func (wa *Watch) Cancel() {
 // write deadline); the caller closes the connection after Serve, which
 // also ends a send that blocks. It returns why the connection ended: nil
 // for EOF, ErrBadReport (errors.Is) for a line that is no report.
+//
+// Once served, the worker is listed as finished (Board.Finished).
 func (wa *Watch) Serve(r *bufio.Reader, send func([]byte)) error {
-	defer wa.Cancel()
+	defer wa.finish()
+	wa.b.update() // a worker joined
 	done := make(chan struct{})
 	writerDone := make(chan struct{})
 	select {
@@ -177,4 +180,5 @@ func (wa *Watch) changedLocked() {
 	if f != nil {
 		f(w)
 	}
+	b.update()
 }

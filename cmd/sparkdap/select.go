@@ -195,8 +195,9 @@ func newWorkersCmd(stderr io.Writer) *cmdSpec {
 	defBool(c.fs, &o.asJSON, "json", "")
 	c.usage(stderr, "usage: sparkdap workers [--ide HOST:PORT | --control PATH] [--json]\n\n"+
 		"Lists every Python worker that follows the running 'sparkdap serve': executor, host, pid, its current\n"+
-		"task (or its last one, when idle), whether that task is selected, running or stopped at file:line, for\n"+
-		"how long, and how many tasks it ran.\n\n"+
+		"task (or its last one, when idle), whether that task is selected, running, idle or stopped at file:line,\n"+
+		"for how long, and how many tasks it ran; stopped workers first. The last 1,000 workers that went away\n"+
+		"follow, finished (or failed, when their last task raised an exception the proxy saw).\n\n"+
 		"Examples:\n  sparkdap workers\n  sparkdap workers --json\n\nFlags:\n")
 	c.run = func(args []string, stdout, _ io.Writer) error {
 		if len(args) > 0 {
@@ -245,6 +246,11 @@ func printWorkers(w io.Writer, ws []control.KnownWorker, now time.Time) {
 		switch {
 		case k.Stopped != nil:
 			state = fmt.Sprintf("stopped at %s:%d", shortPath(k.Stopped.File), k.Stopped.Line)
+		case k.State == control.StateFailed && k.Exception != "":
+			state = "failed: " + k.Exception
+		case k.State == control.StateFinished || k.State == control.StateFailed:
+			// The process is gone: FOR is since it went.
+			state = k.State
 		case k.Running:
 			state = "running"
 		}

@@ -18,11 +18,15 @@ func TestPrintWorkers(t *testing.T) {
 			Stopped: &control.WorkerFrame{File: "/home/dev/job/udf.py", Line: 12}, OutputBytes: &out},
 		{Worker: selection.Worker{ExecutorID: "3", Host: "node-7", PID: 43, Task: &selection.Task{Stage: 4, Partition: 38, TaskAttemptID: 312},
 			Since: now.Add(-2 * time.Second), Tasks: 5}},
+		{Worker: selection.Worker{ExecutorID: "4", Host: "node-8", PID: 50, Task: &selection.Task{Stage: 4, Partition: 1, TaskAttemptID: 300},
+			Since: now.Add(-9 * time.Second), Tasks: 2}, State: control.StateFinished},
+		{Worker: selection.Worker{ExecutorID: "4", Host: "node-8", PID: 51, Task: &selection.Task{Stage: 4, Partition: 2, TaskAttemptID: 301},
+			Since: now.Add(-8 * time.Second), Tasks: 1}, State: control.StateFailed, Exception: "KeyError"},
 	}
 	var b strings.Builder
 	printWorkers(&b, ws, now)
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 3 {
+	if len(lines) != 5 {
 		t.Fatalf("printed %q", b.String())
 	}
 	for _, want := range []string{"stage 4 · partition 37 · attempt 0 · task 311", "yes", "stopped at job/udf.py:12", "41s", "3.0 KiB"} {
@@ -33,6 +37,11 @@ func TestPrintWorkers(t *testing.T) {
 	for _, want := range []string{"partition 38", "no", "idle", "2s", " -"} {
 		if !strings.Contains(lines[2], want) {
 			t.Errorf("line %q lacks %q", lines[2], want)
+		}
+	}
+	for i, want := range map[int]string{3: "finished", 4: "failed: KeyError"} {
+		if !strings.Contains(lines[i], want) || strings.Contains(lines[i], "idle") {
+			t.Errorf("line %q: want %q, not idle", lines[i], want)
 		}
 	}
 	if got := exceptionLine(selection.ExceptionGroup{Type: "KeyError", Place: "udf.py:12", Tasks: 37, Held: 2}); got != "37 tasks raised KeyError at udf.py:12 (2 waiting: sparkdap select --task ID stops in one)" {
