@@ -3,6 +3,8 @@ package dap
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"slices"
 	"sort"
 	"sync"
 
@@ -26,7 +28,24 @@ type stoppedThread struct {
 	tid               int64
 	host              string // the worker's, as its hello said
 	pid               int64
-	exception         string // the type it stopped at, if at an exception
+	exception         string  // the type it stopped at, if at an exception
+	stop              Message // the stopped event it stands in, as executorState.stopped holds it
+}
+
+// stackMemo is a stopped thread's stack, kept for as long as the thread
+// stays in the stop it was asked in: the view's feed lists every stopped
+// worker several times a second, and pydevd's frames and their ids do not
+// change while a thread stays stopped.
+type stackMemo struct {
+	stop   Message // the stopped event; a new stop or a resume replaces or drops it
+	frames []stackFrame
+}
+
+// sameStop reports whether a and b are the one stopped event that
+// executorState.stopped holds (it stores a fresh copy at every stop).
+// A memo holds its event, so its map cannot be freed and reused by another.
+func sameStop(a, b Message) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // stackFrame is a frame of a stopped thread's stack with pydevd's id of
@@ -58,15 +77,46 @@ func (tx *held) stoppedThreads() []stoppedThread {
 			exception = admission.Clean(exception, admission.MaxTextRunes)
 		}
 		out = append(out, stoppedThread{es: es, label: x.label(), threadName: admission.Clean(x.threads[tid], admission.MaxTextRunes), tid: tid,
-			host: x.task.Host, pid: x.task.PID, exception: exception})
+			host: x.task.Host, pid: x.task.PID, exception: exception, stop: x.stopped[tid]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].es.id < out[j].es.id })
 	return out
 }
 
 // stackOf asks the executor's pydevd for the thread's stack, as the Hub's
-// own request (the IDE never sees it). Runs on no lock: it waits.
+// own request (the IDE never sees it), once per stop: the answer is kept
+// while the thread stays in st's stop. Runs on no lock: it waits.
 func (h *Hub) stackOf(st stoppedThread) ([]stackFrame, error) {
+	tx := h.lock()
+	memo, ok := tx.exec(st.es).stacks[st.tid]
+	tx.unlock()
+	if ok && sameStop(memo.stop, st.stop) {
+		return slices.Clone(memo.frames), nil
+	}
+	frames, err := h.askStack(st)
+	if err != nil {
+		return nil, err
+	}
+	tx = h.lock()
+	defer tx.unlock()
+	x := tx.exec(st.es)
+	if sameStop(x.stopped[st.tid], st.stop) {
+		for tid := range x.stacks {
+			if _, still := x.stopped[tid]; !still {
+				delete(x.stacks, tid)
+			}
+		}
+		if x.stacks == nil {
+			x.stacks = map[int64]stackMemo{}
+		}
+		x.stacks[st.tid] = stackMemo{stop: st.stop, frames: slices.Clone(frames)}
+	}
+	return frames, nil
+}
+
+// askStack asks the executor's pydevd for the thread's stack. Runs on no
+// lock: it waits.
+func (h *Hub) askStack(st stoppedThread) ([]stackFrame, error) {
 	type result struct {
 		m   Message
 		err error

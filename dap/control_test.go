@@ -199,3 +199,58 @@ func TestControlCleansExecutorErrors(t *testing.T) {
 	rawCap := rawControl(t, path, []byte(fmt.Sprintf(`{"op":"capture","executor":%d,"frame":0}`+"\n", id)))
 	testenv.NoTerminalControls(t, "the capture error on the wire", rawCap.Error)
 }
+
+// TestControlAsksAStackOncePerStop: the view's feed lists the stopped
+// workers several times a second; the proxy asks a stopped thread's
+// pydevd for its stack once per stop, not once per listing, and asks
+// again after the thread resumed and stopped anew.
+func TestControlAsksAStackOncePerStop(t *testing.T) {
+	p := startProxy(t, nil)
+	path := serveControl(t, p)
+	c := p.ide(false, nil)
+	ctx := p.ctx
+	f := p.executor(101, nil)
+	p.waitExecutors(1)
+	list := func() control.WorkerFrame {
+		t.Helper()
+		ans, err := control.Call(ctx, path, control.Request{Op: control.OpWorkers})
+		if err != nil || len(ans.Workers) != 1 || len(ans.Workers[0].Frames) != 1 {
+			t.Fatalf("workers: %+v %v", ans, err)
+		}
+		return ans.Workers[0].Frames[0]
+	}
+	// A full stack request, as the listing sends it (the proxy's own
+	// one-frame request at each stop for the status line is apart).
+	fullStacks := func() int {
+		n := 0
+		for _, m := range f.Recorded() {
+			if m.Command == "stackTrace" {
+				if _, one := m.Arguments["levels"]; !one {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	f.stop()
+	tid := stoppedOn(ctx, t, c)
+	first := list()
+	for range 5 {
+		if got := list(); got != first {
+			t.Fatalf("listing again gave %+v, first %+v", got, first)
+		}
+	}
+	if n := fullStacks(); n != 1 {
+		t.Fatalf("six listings of one stop asked pydevd for the stack %d times, want once", n)
+	}
+	if err := c.Continue(ctx, tid); err != nil {
+		t.Fatal(err)
+	}
+	f.stop()
+	stoppedOn(ctx, t, c)
+	list()
+	list()
+	if n := fullStacks(); n != 2 {
+		t.Fatalf("after a second stop the stack was asked %d times in all, want 2", n)
+	}
+}

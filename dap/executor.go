@@ -91,6 +91,7 @@ type executorState struct {
 	overrides   map[string]*bpEntry         // breakpoints its child session set for it alone
 	midLine     bool                        // output so far did not end a line (merged-mode prefixes)
 	stoppedAt   string                      // where it stopped, for the status view
+	stacks      map[int64]stackMemo         // local thread id → its stack, asked while it stays stopped (Hub.stackOf)
 	outputBytes int64                       // output text relayed, for the status view
 	announced   bool                        // the IDE has been told (startDebugging sent) since its last stop
 	announceGen uint64                      // counts startDebugging requests sent for it (and their cancellations)
