@@ -241,7 +241,9 @@ func (tx *held) learnStopLocation(es *ExecutorSession, tid int64) {
 // event's description (and text, if pydevd gave one): VS Code's CALL STACK
 // shows the text, or else the description, beside the session's name
 // (whose end it cuts) and hides the thread row of a one-thread session,
-// so without it three workers stopped at once look the same there.
+// so without it three workers stopped at once look the same there. The
+// task comes first: at VS Code's default side bar width (300 px) the row
+// shows some 34 characters of it, and the session's name not at all.
 func (x *executorState) describeStop(ev Message) {
 	b, _ := ev["body"].(map[string]any)
 	if b == nil || x.task.Label == "" {
@@ -256,9 +258,9 @@ func (x *executorState) describeStop(ev Message) {
 			desc = "Paused on " + reason
 		}
 	}
-	b["description"] = desc + " · " + task
+	b["description"] = task + " · " + desc
 	if text, _ := b["text"].(string); text != "" {
-		b["text"] = text + " · " + task
+		b["text"] = task + " · " + text
 	}
 }
 

@@ -263,10 +263,41 @@ func TestNvimDapIdleWorkerSaysIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = w.Idle()
-	widget("idle · last stage 1 · partition 4 · attempt 0]")
+	widget("idle · last partition 4 · stage 1]")
 	_ = w.Task(3, 7, 0, 71, false)
-	widget("stage 3 · partition 7 · attempt 0 · not debugged]")
+	widget("partition 7 · stage 3 · not debugged]")
 	_ = w.Task(3, 8, 0, 72, true)
 	taskEvent(f, pid, 3, 8)
 	widget("stage 3 · partition 8]")
+}
+
+// TestStopDescriptionStartsWithTheTask: VS Code's CALL STACK shows a
+// stopped session's row as the stop's text (or description) beside the
+// session's name; at its default side bar width (300 px) only some 34
+// characters of that text show and none of the name, so the task that
+// tells workers apart comes first.
+func TestStopDescriptionStartsWithTheTask(t *testing.T) {
+	tests := []struct {
+		name           string
+		body           map[string]any
+		wantDesc, text string
+	}{
+		{"a breakpoint", map[string]any{"reason": "breakpoint"}, "partition 7 · stage 3 · Paused on breakpoint", ""},
+		{"pydevd's own description", map[string]any{"reason": "step", "description": "Paused on step"}, "partition 7 · stage 3 · Paused on step", ""},
+		{"an exception", map[string]any{"reason": "exception", "description": "Paused on exception", "text": "KeyError"},
+			"partition 7 · stage 3 · Paused on exception", "partition 7 · stage 3 · KeyError"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := &executorState{task: TaskInfo{Label: "partition 7 · stage 3"}}
+			ev := Message{"body": tt.body}
+			x.describeStop(ev)
+			if got := tt.body["description"]; got != tt.wantDesc {
+				t.Errorf("description %q, want %q", got, tt.wantDesc)
+			}
+			if got, _ := tt.body["text"].(string); got != tt.text {
+				t.Errorf("text %q, want %q", got, tt.text)
+			}
+		})
+	}
 }

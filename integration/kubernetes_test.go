@@ -169,7 +169,7 @@ func parseDockerfile(t testing.TB, text, dir string) dockerfile {
 
 // execPodLabel is a thread's task label on Kubernetes: the executor id and
 // the pod's host name, which is its name.
-var execPodLabel = regexp.MustCompile(`\[exec (\S+) · (\S+) · pid \d+ · stage \d+ · partition 0 · attempt 0\]`)
+var execPodLabel = regexp.MustCompile(`\[exec (\S+) · (\S+) · pid \d+ · partition 0 · stage \d+\]`)
 
 // k8sRecipe is the recipe's state on one cluster: the developer's home
 // and files, the environment its commands run in.

@@ -240,7 +240,7 @@ func checkRunsFromZip(t testing.TB, ctx context.Context, ide *dapclient.Client, 
 }
 
 // labelRE is the task label the wrapper gives each debugged worker.
-var labelRE = regexp.MustCompile(`exec \S+ · .+ · pid \d+ · stage \d+ · partition (\d+) · attempt 0\]`)
+var labelRE = regexp.MustCompile(`exec \S+ · .+ · pid \d+ · partition (\d+) · stage \d+\]`)
 
 // loansLayout puts the developer's copy of the loans example in src/ and
 // the copy Spark runs in ship/.

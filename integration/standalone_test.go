@@ -115,8 +115,8 @@ func TestStandaloneClusterStopsInExecutor(t *testing.T) {
 					name = th.Name
 				}
 			}
-			// [exec 0 · host · pid N · stage S · partition 0 · attempt 0] MainThread
-			m := regexp.MustCompile(`^\[exec (\S+) · .+ · pid \d+ · stage \d+ · partition 0 · attempt 0\]`).FindStringSubmatch(name)
+			// [exec 0 · host · pid N · partition 0 · stage S] MainThread
+			m := regexp.MustCompile(`^\[exec (\S+) · .+ · pid \d+ · partition 0 · stage \d+\]`).FindStringSubmatch(name)
 			if m == nil {
 				t.Fatalf("stopped thread %q lacks the task label", name)
 			}

@@ -512,7 +512,7 @@ func yarnAttach(t testing.TB, ctx context.Context, p *proxy, l loansLayout) *dap
 }
 
 // containerRE is a YARN container id in a task label.
-var containerRE = regexp.MustCompile(`^\[exec (container_\d+_\d+_\d+_\d+) · .+ · pid \d+ · stage \d+ · partition 0 · attempt 0\]`)
+var containerRE = regexp.MustCompile(`^\[exec (container_\d+_\d+_\d+_\d+) · .+ · pid \d+ · partition 0 · stage \d+\]`)
 
 // yarnStops waits for each breakpoint to stop once, checks what the IDE
 // shows there (and what each, if not nil, checks), disarms it and

@@ -107,6 +107,17 @@ type Task struct {
 	TaskAttemptID int64 `json:"taskAttemptId"`
 }
 
+// Label names the task as the wrapper's task label does: the partition
+// first, since that is what tells the workers of one stage apart where an
+// IDE cuts a name short, then the stage; the attempt only for a retry.
+func (t Task) Label() string {
+	label := fmt.Sprintf("partition %d · stage %d", t.Partition, t.Stage)
+	if t.Attempt != 0 {
+		label += fmt.Sprintf(" · attempt %d", t.Attempt)
+	}
+	return label
+}
+
 // Worker is what the Board knows of one worker process, as `sparkdap
 // workers` lists it.
 type Worker struct {
@@ -215,18 +226,18 @@ func clone(s *Selection) *Selection {
 }
 
 // Between says what a worker does between its debugged tasks, for the
-// label of a worker whose debugger stays connected: "idle · last stage 1
-// · partition 3 · attempt 0", "stage 3 · partition 7 · attempt 0 · not
-// debugged" while it runs a task that is not selected, or "" while it
-// runs a selected one (its debugger names that task).
+// label of a worker whose debugger stays connected: "idle · last
+// partition 3 · stage 1", "partition 7 · stage 3 · not debugged" while it
+// runs a task that is not selected, or "" while it runs a selected one
+// (its debugger names that task).
 func Between(w Worker) string {
 	switch {
 	case !w.Running && w.Task != nil:
-		return fmt.Sprintf("idle · last stage %d · partition %d · attempt %d", w.Task.Stage, w.Task.Partition, w.Task.Attempt)
+		return "idle · last " + w.Task.Label()
 	case !w.Running:
 		return "idle"
 	case !w.Selected && w.Task != nil:
-		return fmt.Sprintf("stage %d · partition %d · attempt %d · not debugged", w.Task.Stage, w.Task.Partition, w.Task.Attempt)
+		return w.Task.Label() + " · not debugged"
 	}
 	return ""
 }

@@ -350,7 +350,7 @@ func TestSparkSelectsPartition(t *testing.T) {
 	if h, _ := task["host"].(string); h == "" {
 		t.Errorf("sparkdapTask body host = %#v, want the worker's host name", task["host"])
 	}
-	wantLabel := fmt.Sprintf("stage %v · partition 1 · attempt 0", task["stageId"])
+	wantLabel := fmt.Sprintf("partition 1 · stage %v", task["stageId"])
 	if task["label"] != wantLabel {
 		t.Errorf("label = %q, want %q", task["label"], wantLabel)
 	}

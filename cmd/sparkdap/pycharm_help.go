@@ -94,7 +94,7 @@ func pycharmHelpRun(o *pycharmHelpOptions, args []string, stdout io.Writer) erro
 5. Run the job with the worker wrapper, e.g. debugging partition 0 only:
      sparkdap submit --ide-kind pycharm --partitions 0 -- --master 'local[2]' app.py%[6]s
    Each selected task appears in PyCharm's Threads & Variables view, its
-   threads prefixed with the executor's label (exec · host · pid · stage · partition).
+   threads prefixed with the executor's label (exec · host · pid · partition · stage).
 
 Check the set-up (the executors' pydevd-pycharm among it) with:
   sparkdap doctor --executors %[5]s --pycharm-build %[4]s

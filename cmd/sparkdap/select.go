@@ -240,7 +240,7 @@ func printWorkers(w io.Writer, ws []control.KnownWorker, now time.Time) {
 	for _, k := range ws {
 		task := "-"
 		if k.Task != nil {
-			task = fmt.Sprintf("stage %d · partition %d · attempt %d · task %d", k.Task.Stage, k.Task.Partition, k.Task.Attempt, k.Task.TaskAttemptID)
+			task = fmt.Sprintf("%s · task %d", k.Task.Label(), k.Task.TaskAttemptID)
 		}
 		state := "idle"
 		switch {

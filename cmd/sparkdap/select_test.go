@@ -29,7 +29,7 @@ func TestPrintWorkers(t *testing.T) {
 	if len(lines) != 5 {
 		t.Fatalf("printed %q", b.String())
 	}
-	for _, want := range []string{"stage 4 · partition 37 · attempt 0 · task 311", "yes", "stopped at job/udf.py:12", "41s", "3.0 KiB"} {
+	for _, want := range []string{"partition 37 · stage 4 · task 311", "yes", "stopped at job/udf.py:12", "41s", "3.0 KiB"} {
 		if !strings.Contains(lines[1], want) {
 			t.Errorf("line %q lacks %q", lines[1], want)
 		}

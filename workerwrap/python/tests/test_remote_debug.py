@@ -453,10 +453,15 @@ def test_hello_sends_the_task(rd, baked, proxy, monkeypatch):
     hello = got.hello
     assert got.proof_ok and "token" not in hello
     assert (hello["stageId"], hello["partitionId"], hello["pid"]) == (3, 7, os.getpid())
-    assert hello["label"] == "stage 3 \u00b7 partition 7 \u00b7 attempt 0"
+    assert hello["label"] == "partition 7 \u00b7 stage 3"
     assert hello["postMortem"] is True and hello["wait"] is False
     assert hello["roots"]["cwd"] == os.getcwd()
     assert TOKEN.encode("utf-8") not in got.heard
+
+
+def test_task_label_names_the_partition_first(rd):
+    assert rd.task_label(task(3, 7)) == "partition 7 \u00b7 stage 3"
+    assert rd.task_label(task(3, 7, attempt=2)) == "partition 7 \u00b7 stage 3 \u00b7 attempt 2"
 
 
 def test_hello_refused(rd, baked, proxy):
