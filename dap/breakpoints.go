@@ -349,3 +349,30 @@ func (tx *held) absorbOverrides(e *bpEntry) {
 		}
 	}
 }
+
+// handBack re-points es's pydevd ids for own, a child session's entry
+// being dropped because its session ended (unlist), at the root's
+// breakpoint at the same place, which the root's set sent in its stead
+// replaces it with: until that set reaches pydevd, own's breakpoints stay
+// armed there, and a worker whose new task gets to the line first stops
+// naming own's id. Forgotten, that id would make the stop (which lists
+// the worker again) name no breakpoint in the new child session; handed
+// back, globalBreakpointIDs names it by the new session's own breakpoint
+// at that place. Ids with no root breakpoint at their place are forgotten.
+func (tx *held) handBack(es *ExecutorSession, own *bpEntry) {
+	x := tx.exec(es)
+	g := tx.bps.entries[own.key]
+	for local, id := range x.bpIDs {
+		ref, ok := tx.bps.byID[id]
+		if !ok || ref.entry != own {
+			continue
+		}
+		if g != nil {
+			if j := g.samePlace(own, ref.index); j >= 0 {
+				x.bpIDs[local] = g.ids[j]
+				continue
+			}
+		}
+		delete(x.bpIDs, local)
+	}
+}

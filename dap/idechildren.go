@@ -191,6 +191,9 @@ func (tx *held) unlist(es *ExecutorSession) {
 		own := x.overrides
 		x.overrides = nil
 		for _, e := range own {
+			// pydevd may still stop at e's breakpoints: its ids name
+			// the root's at the same place from now on.
+			tx.handBack(es, e)
 			tx.bps.drop(e)
 		}
 		// The root's set of a file takes the place of the child's in one

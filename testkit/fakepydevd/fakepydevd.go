@@ -99,6 +99,7 @@ type Peer struct {
 	recorded  []Message
 	changed   chan struct{} // closed and replaced on each recorded message
 	armed     map[string][]int64
+	armedIDs  map[string][]int64 // pydevd's id of each armed breakpoint, as armed lists them
 	filters   []any
 	suspended bool
 	threads   []Thread // what threads answers, in order
@@ -251,7 +252,8 @@ func (p *Peer) WaitRequest(ctx context.Context, command string, match func(Messa
 
 // Hit runs the worker's code at path:line: the peer stops there, as pydevd
 // does, if a breakpoint is armed at that path and it is not already
-// stopped. It reports whether it stopped. It needs Config.Record.
+// stopped, naming in hitBreakpointIds the id its setBreakpoints answer gave
+// that breakpoint. It reports whether it stopped. It needs Config.Record.
 func (p *Peer) Hit(path string, line int64) (bool, error) {
 	p.mu.Lock()
 	stop := !p.suspended && slices.Contains(p.armed[path], line)
@@ -262,7 +264,21 @@ func (p *Peer) Hit(path string, line int64) (bool, error) {
 	if !stop {
 		return false, nil
 	}
-	return true, p.Stop()
+	id, _ := p.ArmedID(path, line)
+	return true, p.StopAt(1, id)
+}
+
+// ArmedID is the id the peer's setBreakpoints answer gave the breakpoint
+// armed now at path:line, as pydevd names it in a stop there. It needs
+// Config.Record.
+func (p *Peer) ArmedID(path string, line int64) (int64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := slices.Index(p.armed[path], line)
+	if i < 0 || i >= len(p.armedIDs[path]) {
+		return 0, false
+	}
+	return p.armedIDs[path][i], true
 }
 
 // State reports whether the peer is stopped, and describes what is still
@@ -307,6 +323,7 @@ func (p *Peer) record(m *request, raw []byte) {
 		} else {
 			p.armed[path] = lines
 		}
+		delete(p.armedIDs, path) // answer gives the new ones
 	case "setExceptionBreakpoints":
 		p.filters, _ = args["filters"].([]any)
 	case "continue":
@@ -314,7 +331,7 @@ func (p *Peer) record(m *request, raw []byte) {
 	case "pause":
 		p.suspended = true
 	case "disconnect":
-		p.armed, p.filters, p.suspended = nil, nil, false
+		p.armed, p.armedIDs, p.filters, p.suspended = nil, nil, nil, false
 	}
 	close(p.changed)
 	p.changed = make(chan struct{})
@@ -334,9 +351,17 @@ func (p *Peer) Wait(ctx context.Context) error {
 func (p *Peer) Stop() error { return p.StopThread(1) }
 
 // StopThread reports a breakpoint hit on thread tid.
-func (p *Peer) StopThread(tid int64) error {
+func (p *Peer) StopThread(tid int64) error { return p.StopAt(tid, 0) }
+
+// StopAt reports a hit on thread tid of the breakpoints pydevd numbered
+// ids.
+func (p *Peer) StopAt(tid int64, ids ...int64) error {
+	hits := make([]any, len(ids))
+	for i, id := range ids {
+		hits[i] = id
+	}
 	return p.Event("stopped", map[string]any{"reason": "breakpoint", "threadId": tid, "allThreadsStopped": true,
-		"hitBreakpointIds": []any{0}})
+		"hitBreakpointIds": hits})
 }
 
 // Thread is one thread the peer lists in its threads answers.
@@ -533,6 +558,7 @@ func (p *Peer) answer(m *request) (map[string]any, bool) {
 		path, _ := src["path"].(string)
 		bps, _ := args["breakpoints"].([]any)
 		out := make([]any, 0, len(bps))
+		ids := make([]int64, 0, len(bps))
 		for _, b := range bps {
 			bm, _ := b.(map[string]any)
 			line := toInt(bm["line"])
@@ -541,11 +567,20 @@ func (p *Peer) answer(m *request) (map[string]any, bool) {
 				ok, msg = p.cfg.Verify(path, int(line))
 			}
 			id := p.bpNext.Add(1) - 1 // pydevd's breakpoint ids start at 0
+			ids = append(ids, id)
 			bp := map[string]any{"id": id, "verified": ok, "line": line, "source": map[string]any{"path": path}}
 			if msg != "" {
 				bp["message"] = msg
 			}
 			out = append(out, bp)
+		}
+		if p.cfg.Record && len(ids) > 0 {
+			p.mu.Lock()
+			if p.armedIDs == nil {
+				p.armedIDs = map[string][]int64{}
+			}
+			p.armedIDs[path] = ids
+			p.mu.Unlock()
 		}
 		return map[string]any{"breakpoints": out}, true
 	case "threads":

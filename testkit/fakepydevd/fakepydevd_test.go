@@ -215,6 +215,9 @@ func TestRecording(t *testing.T) {
 	if susp, armed := p.State(); !susp || armed != "/x.py:[3 4]" {
 		t.Errorf("State() = %v, %q", susp, armed)
 	}
+	if id, ok := p.ArmedID("/x.py", 4); !ok || id != 1 {
+		t.Errorf("ArmedID(/x.py, 4) = %d, %v; want 1, the id the setBreakpoints answer gave it", id, ok)
+	}
 	if m := a.call("sparkCustom", map[string]any{"k": "v"}, &events); !m.Success || m.Body["echo"].(map[string]any)["k"] != "v" {
 		t.Errorf("unknown request answered %+v, want its arguments echoed", m)
 	}
