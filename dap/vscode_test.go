@@ -284,12 +284,22 @@ func TestWindowsIDEPathsBind(t *testing.T) {
 // (disconnect {restart: true}) and attaches again: the old child sessions
 // get terminated, the executor is announced to the new root in a new
 // child session, and it stops there at the breakpoint.
+//
+// The user presses Restart once the stop is shown in the old child (the
+// child session appears only at the stop). Pressed while the old child is
+// still configuring, the restart races that child's own stop, which is
+// then either shown before the restart reaches the child or refused
+// ("this debug session has ended") once the proxy ended it: neither says
+// anything about the new child's stop, which is what this test is about.
 func TestVSCodeRestart(t *testing.T) {
 	p := leaveProxy(t)
 	ide, root := vscodeAttach(t, p, p.srv.IDEAddr().String())
 	f := p.mappedExecutor(520)
 	stopAtLeave(t, f)
 	old := nextChild(t, ide)
+	if st := nextVSCodeStop(t, ide); st.Session != old {
+		t.Fatalf("the stop was shown in %q, not in the child session opened for it", st.Session.Name)
+	}
 	again, err := root.Restart(p.ctx)
 	if err != nil {
 		t.Fatal(err)
