@@ -475,7 +475,7 @@ func matrixSparkDAP(t testing.TB, d matrixDebugger) {
 	if top := st.Top(); top.Source == nil || top.Source.Path != l.srcLib || top.Line != line {
 		t.Fatalf("stopped at %+v, want the developer's %s:%d", top, l.srcLib, line)
 	}
-	if !strings.Contains(st.Thread, " · partition 0 · stage ") {
+	if !strings.Contains(st.Thread, "partition 0 · stage ") {
 		t.Errorf("thread %q does not show the task label of partition 0", st.Thread)
 	}
 	n, errN := strconv.Atoi(st.Locals["n"])
