@@ -181,9 +181,11 @@ def _lease_lapsed(pydb, sock, seconds, cfg=None):
     to connect again, tell the executor's other workers (cfg's backoff),
     and say why in one line."""
     _st().debugger = "failed"
-    _let_go(pydb, sock)
+    # Said before letting go: the resumed task may end the process at once,
+    # and this runs on a daemon thread, which would die with the line unsaid.
     skip = _proxy_silent(cfg) if cfg is not None else ""
     _say(
         "no word from the proxy for %gs while stopped at a breakpoint (--lease); "
-        "breakpoints cleared, the task resumed and runs on undebugged%s" % (seconds, skip)
+        "breakpoints cleared, the task resumes and runs on undebugged%s" % (seconds, skip)
     )
+    _let_go(pydb, sock)

@@ -207,6 +207,21 @@ def test_lapse_lets_the_worker_go(rd, capsys):
     assert "runs on undebugged" in err
 
 
+def test_lapse_says_why_before_the_task_resumes(rd, monkeypatch, capsys):
+    """The guard is a daemon thread: a task that ends the process as soon
+    as it resumes would take a line said after resuming with it."""
+    said_by_then = []
+
+    def let_go(pydb, sock):
+        said_by_then.append(capsys.readouterr().err)
+
+    monkeypatch.setattr(rd, "_let_go", let_go)
+    rd._st().debugger = "connected"
+    rd._lease_lapsed(FakePyDB(), None, 60.0)
+    assert len(said_by_then) == 1
+    assert "no word from the proxy for 60s" in said_by_then[0]
+
+
 def test_lapse_tells_the_executors_other_workers(rd, tmp_path, monkeypatch, capsys):
     """A lapsed lease means the proxy went silent: the daemon's other
     workers skip it for the backoff instead of each waiting it out."""
