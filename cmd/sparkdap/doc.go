@@ -17,7 +17,7 @@
 //	--partitions, --stages, --sample-rate
 //	                        which tasks debug (wrap, conf, submit: baked in;
 //	                        select: while the job runs)
-//	--json                  print JSON for scripts (paths, select, workers)
+//	--json                  print JSON for scripts (paths, select, workers, version)
 //	--pycharm HOST:PORT     PyCharm's Python Debug Server (serve, pycharm)
 //	--remote-listen H:P     serve's tunnel listener on the SSH gateway (serve, doctor)
 //	--ide-kind dap|pycharm  the front end (serve, wrap, conf, submit)
