@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
-	"syscall"
 )
 
 // MachineFacts describes where the numbers were taken.
@@ -37,8 +36,6 @@ func MachineFacts(python string) string {
 			pyv = strings.TrimSpace(string(out))
 		}
 	}
-	var rl syscall.Rlimit
-	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl)
 	return fmt.Sprintf("%d CPUs (nproc), %s, Linux %s, load average at start %s, %s, Python %s, ulimit -n %d",
-		runtime.NumCPU(), model, kernel, load, runtime.Version(), pyv, rl.Cur)
+		runtime.NumCPU(), model, kernel, load, runtime.Version(), pyv, openFilesLimit())
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 )
 
@@ -26,16 +25,8 @@ type ScaleConfig struct {
 // executors.
 func Scale(ctx context.Context, cfg ScaleConfig, logf func(string, ...any)) (*Table, error) {
 	need := uint64(cfg.Ns[len(cfg.Ns)-1]) + 256
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < need {
-		if rl.Max >= need {
-			rl.Cur = need
-			_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
-		}
-		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl)
-		if rl.Cur < need {
-			return nil, fmt.Errorf("open files limit %d is below the %d this needs (raise ulimit -n)", rl.Cur, need)
-		}
+	if limit := raiseOpenFiles(need); limit < need {
+		return nil, fmt.Errorf("open files limit %d is below the %d this needs (raise ulimit -n)", limit, need)
 	}
 	root, err := os.MkdirTemp("", "sparkdap-bench-root")
 	if err != nil {

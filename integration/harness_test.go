@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package integration runs `sparkdap serve` as a real process against real
 // debugpy workers and drives it as an IDE would, through internal/dapclient.
 package integration

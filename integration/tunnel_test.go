@@ -1,3 +1,5 @@
+//go:build linux
+
 package integration
 
 // Tunnel tests: `sparkdap serve --ssh` against a real OpenSSH sshd on

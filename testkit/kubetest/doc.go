@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package kubetest starts a real one-node Kubernetes for a test, from the
 // binaries and image archives scripts/setup-k8s caches under .cache/k8s:
 // containerd (Debian's, with its own socket and state under the test's
