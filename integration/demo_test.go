@@ -4,7 +4,6 @@ package integration
 
 import (
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,7 @@ import (
 	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
-// TestDemoWithSparkWorkerOptions runs the demo (./scripts/demo's job: the
+// TestDemoWithSparkWorkerOptions runs `sparkdap demo` (the README's first job: the
 // loans example on local[2], a scripted IDE stopping at a UDF body and at
 // a --py-files module) with the PySpark worker options that change how
 // Spark talks to its Python workers: Unix-domain-socket daemons (4.1),
@@ -25,15 +24,7 @@ import (
 func TestDemoWithSparkWorkerOptions(t *testing.T) {
 	testenv.SkipIfShort(t, "runs a Spark job")
 	requireSpark(t)
-	demo := filepath.Join(t.TempDir(), "demo")
-	example, err := filepath.Abs(filepath.Join("..", "examples", "loans"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("go", "build", "-o", demo, "github.com/sparkdap/sparkdap/examples/demo").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./examples/demo: %v\n%s", err, out)
-	}
-	args := []string{"--sparkdap", sparkdapBinary(t), "--example", example, "--timeout", "4m"}
+	args := []string{"demo"}
 	for _, conf := range []string{
 		"spark.python.unix.domain.socket.enabled=true",
 		"spark.sql.pyspark.worker.logging.enabled=true",
@@ -42,9 +33,9 @@ func TestDemoWithSparkWorkerOptions(t *testing.T) {
 		args = append(args, "--conf", conf)
 	}
 	ctx := testContext(t, 5*time.Minute)
-	out, err := exec.CommandContext(ctx, demo, args...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, sparkdapBinary(t), args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("demo %s: %v\n%s", strings.Join(args, " "), err, tail(string(out), 8<<10))
+		t.Fatalf("sparkdap %s: %v\n%s", strings.Join(args, " "), err, tail(string(out), 8<<10))
 	}
 	for _, want := range []string{"both breakpoints hit", "the job finished normally"} {
 		if !strings.Contains(string(out), want) {

@@ -35,7 +35,7 @@
 //	--conf KEY=VALUE, --archives LIST
 //	                        the job's own spark-submit settings, spark-submit's
 //	                        meaning (doctor: they choose the executors' Python)
-//	--python PY             the executors' Python, overriding the job's (doctor)
+//	--python PY             the executors' Python, overriding the job's (doctor, demo)
 //	--pycharm-build BUILD   your PyCharm's build, whose pydevd-pycharm the executors
 //	                        need (doctor checks it, pycharm's steps install it)
 //	--image IMAGE, --namespace NS

@@ -45,7 +45,7 @@ func newDoctorCmd(stderr io.Writer) *cmdSpec {
 	defAddr(fs, &f.ide, "ide", defaultIDEAddr, "doctor checks it is free or a sparkdap's")
 	defAddr(fs, &f.executors, "executors", defaultExecutorAddr, "doctor checks it is free or a sparkdap's")
 	defString(fs, &f.python, "python", "", "the one the Spark workers run (default $PYSPARK_PYTHON, else python3)")
-	fs.Var(&f.confs, "conf", "KEY=VALUE: one of the job's spark-submit --conf settings; "+doctor.ConfPySparkPython+" chooses the executors' Python (repeatable)")
+	defList(fs, &f.confs, "conf", doctor.ConfPySparkPython+" chooses the executors' Python")
 	fs.Var(&f.archives, "archives", "the job's spark-submit --archives (FILE#ALIAS,...): an executors' Python inside one is unpacked here and checked (repeatable)")
 	fs.StringVar(&f.java, "java", "", "the java Spark runs (default $JAVA_HOME/bin/java, else java)")
 	defString(fs, &f.token, "token", "", "the running proxy's, for the test connection")

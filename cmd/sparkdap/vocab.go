@@ -46,6 +46,8 @@ var vocab = map[string]string{
 	"log-format": "console or json",
 	// Output for scripts.
 	"json": "print JSON",
+	// The job's own Spark settings.
+	"conf": "one of the job's Spark settings, `KEY=VALUE` as spark-submit's --conf (repeatable)",
 	// Dry run.
 	"n": "dry run: write and run nothing, print instead",
 	// The worker wrapper (wrap, conf, submit).
