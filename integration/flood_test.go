@@ -229,8 +229,9 @@ func rssKiB(t testing.TB, pid int) int64 {
 // probeWorker runs the wrapper's own test worker (doctor's: its hello
 // client, then a real debugpy.connect) against the executor port: the
 // test fails unless the proxy admits its hello; it returns how long that
-// took and whether debugpy.connect then returned within 30 s.
-func probeWorker(t testing.TB, ctx context.Context, executors, token string) (admitted time.Duration, connected bool) {
+// took and how long debugpy.connect then took, if it returned within
+// patience (connected).
+func probeWorker(t testing.TB, ctx context.Context, executors, token string, patience time.Duration) (admitted, connecting time.Duration, connected bool) {
 	t.Helper()
 	host, port, err := net.SplitHostPort(executors)
 	if err != nil {
@@ -287,9 +288,9 @@ func probeWorker(t testing.TB, ctx context.Context, executors, token string) (ad
 	select {
 	case line := <-got:
 		connected = strings.HasPrefix(line, "CONNECTED ")
-	case <-time.After(30 * time.Second):
+	case <-time.After(patience):
 	}
-	return admitted, connected
+	return admitted, time.Since(start) - admitted, connected
 }
 
 // attachWithToken attaches an IDE with serve's IDE token and returns how
@@ -352,7 +353,7 @@ func TestFloodsShutOutNoWorkerAndNoIDE(t *testing.T) {
 	}
 	// A first worker and IDE, before any flood: the imports are warm and
 	// the baseline memory holds what serving them costs.
-	if _, connected := probeWorker(t, ctx, ports.Executors, testToken); !connected {
+	if _, _, connected := probeWorker(t, ctx, ports.Executors, testToken, 30*time.Second); !connected {
 		t.Fatal("with no flood, the test worker's debugger did not connect")
 	}
 	attachWithToken(t, ctx, ports.IDE, ideToken)
@@ -385,7 +386,13 @@ func TestFloodsShutOutNoWorkerAndNoIDE(t *testing.T) {
 			if rss := rssKiB(t, cmd.Process.Pid); rss > peak {
 				peak = rss
 			}
-			admitted, connected := probeWorker(t, ctx, ports.Executors, testToken)
+			// A connection cut mid-handshake never returns: the wait
+			// is all that such a flood costs, and it only decides what
+			// is logged (the test asserts the hello's admission, the
+			// IDE's attach and the memory). A debugger that connects
+			// does it within 3 s even under the heaviest flood (0.4 to
+			// 2.9 s measured under -race): floodPatience is ample.
+			admitted, connecting, connected := probeWorker(t, ctx, ports.Executors, testToken, floodPatience)
 			if !connected {
 				cut++
 			}
@@ -393,15 +400,19 @@ func TestFloodsShutOutNoWorkerAndNoIDE(t *testing.T) {
 			if rss := rssKiB(t, cmd.Process.Pid); rss > peak {
 				peak = rss
 			}
-			t.Logf("%s: worker's hello admitted in %s (debugger connected: %v), IDE attached in %s; flood %s",
-				name, admitted.Round(time.Millisecond), connected, attached.Round(time.Millisecond), f.end())
+			t.Logf("%s: worker's hello admitted in %s (debugger connected: %v, after %s), IDE attached in %s; flood %s",
+				name, admitted.Round(time.Millisecond), connected, connecting.Round(time.Millisecond), attached.Round(time.Millisecond), f.end())
 		}
 	}
-	t.Logf("serve's resident memory: %d KiB before the floods, %d KiB at their peak (+%d KiB); the worker's debugger connection was cut under %d of the floods", base, peak, peak-base, cut)
+	t.Logf("serve's resident memory: %d KiB before the floods, %d KiB at their peak (+%d KiB); the worker's debugger did not connect within %v (its connection cut) under %d of the floods", base, peak, peak-base, floodPatience, cut)
 	if peak-base > 64*1024 {
 		t.Errorf("serve's resident memory grew by %d KiB under the floods, over 64 MiB", peak-base)
 	}
 }
+
+// floodPatience is how long a probe under a flood waits for its debugger
+// to connect before it is counted as cut.
+const floodPatience = 10 * time.Second
 
 // lockedWriter serialises writes to w under mu.
 type lockedWriter struct {

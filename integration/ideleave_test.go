@@ -36,6 +36,10 @@ func TestSparkIDELeavesWhileWorkerStopped(t *testing.T) {
 		{"child connection drops", true, func(ctx context.Context, c *dapclient.Client) error { return c.Close() }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			// Each way of leaving has its own serve, IDE, job and files,
+			// and the checks read only those: they run side by side,
+			// most of each being a JVM and Python workers starting.
+			t.Parallel()
 			ctx := testContext(t, 4*time.Minute)
 			root := t.TempDir()
 			src := filepath.Join(root, "home", "dev", "job", "four_partitions.py")

@@ -81,9 +81,12 @@ func checkLiveSelection(t *testing.T, ctx context.Context, p *proxy, addr string
 	args := append([]string{"submit", "--proxy", addr, "--partitions", "none", "--"}, sparkArgs...)
 	r := startSpark(t, ctx, j.dir, append(env, "SPARKDAP_TOKEN="+p.Token), sparkdapBinary(t), append(args, j.job, out, goFile)...)
 
-	// The first action: every worker follows the proxy, none stops.
+	// The first action: every worker follows the proxy, none stops. The
+	// job waits for goFile whenever the 200 tasks are seen, so a second
+	// between looks is enough; each look starts a sparkdap process, which
+	// more often would take CPU from the job it waits for.
 	var ws []control.KnownWorker
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
 		ws = knownWorkers(t, ctx, p.IDE)
 		tasks := int64(0)
 		for _, w := range ws {

@@ -418,6 +418,10 @@ func TestMatrixSpark(t *testing.T) {
 		{"pydevd-pycharm", "263.7307.50"},
 	} {
 		t.Run(tt.name+"-"+tt.version, func(t *testing.T) {
+			// Each debugger's run has its own serve, IDE, job and
+			// files: they run side by side, most of each being a JVM
+			// and Python workers starting.
+			t.Parallel()
 			d := matrixDebuggerNamed(t, tt.name, tt.version)
 			if d.pycharm() {
 				matrixSparkPyCharm(t, d)
@@ -504,10 +508,10 @@ func matrixSparkDAP(t testing.TB, d matrixDebugger) {
 // matrixSparkPyCharm: testdata/pycharm's job, suspended in pcmath.py from
 // the PyCharm double.
 func matrixSparkPyCharm(t testing.TB, d matrixDebugger) {
-	// spark-submit, and through it Spark's local workers, inherit it.
-	t.Setenv("PYTHONPATH", d.dir)
 	ctx := testContext(t, 5*time.Minute)
-	j := startPyCharmJob(t, ctx, "local[2]", "1")
+	// spark-submit, and through it Spark's local workers, inherit it (a
+	// later PYTHONPATH in an exec.Cmd's Env replaces the run's own).
+	j := startPyCharmRunEnv(t, ctx, []string{"PYTHONPATH=" + d.dir}, "local[2]", "1", "pcjob.py", nil, nil)
 	if _, err := j.ide.Start(ctx, pycharmtest.Breakpoint{File: j.localMath, Line: j.line, Func: "scale"}); err != nil {
 		t.Fatalf("handshake: %v", err)
 	}

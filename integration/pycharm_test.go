@@ -73,6 +73,14 @@ func startPyCharmScriptServe(t testing.TB, ctx context.Context, master, partitio
 // before submit's --).
 func startPyCharmRun(t testing.TB, ctx context.Context, master, partitions, script string, serveArgs, submitFlags []string) *pycharmJob {
 	t.Helper()
+	return startPyCharmRunEnv(t, ctx, nil, master, partitions, script, serveArgs, submitFlags)
+}
+
+// startPyCharmRunEnv is startPyCharmRun with submitEnv added to the job's
+// environment (spark-submit's, and so its local workers'): a test that
+// runs in parallel cannot set the process's own.
+func startPyCharmRunEnv(t testing.TB, ctx context.Context, submitEnv []string, master, partitions, script string, serveArgs, submitFlags []string) *pycharmJob {
+	t.Helper()
 	py := requirePyCharmSpark(t)
 	bin := sparkdapBinary(t)
 	local, deploy := t.TempDir(), t.TempDir()
@@ -129,7 +137,7 @@ func startPyCharmRun(t testing.TB, ctx context.Context, master, partitions, scri
 		"--conf", "spark.pyspark.python="+py, "--py-files", filepath.Join(deploy, "pcmath.py"),
 		filepath.Join(deploy, script), j.out)...)
 	submit.Dir = deploy
-	submit.Env = append(os.Environ(), "SPARKDAP_TOKEN="+testToken)
+	submit.Env = append(append(os.Environ(), "SPARKDAP_TOKEN="+testToken), submitEnv...)
 	submit.Stdout, submit.Stderr = j.submitOut, j.submitOut
 	submit.WaitDelay = 10 * time.Second
 	if err := submit.Start(); err != nil {
