@@ -78,10 +78,6 @@ function allProcs() {
 export function cmdline(pid) {
   try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean); } catch { return []; }
 }
-/** Live (non-zombie) processes whose command line matches pred(argv). */
-export function findProcs(pred) {
-  return allProcs().filter((p) => p.state !== 'Z' && pred(cmdline(p.pid))).map((p) => ({ pid: p.pid, argv: cmdline(p.pid) }));
-}
 /** The process tree under root, plus its process group. */
 export function tree(root) {
   const procs = allProcs();

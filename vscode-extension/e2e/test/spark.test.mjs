@@ -11,7 +11,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import {
-  VSCode, breakpointLines, chord, collapsePane, expandPane, findProcs, focusEditor, gotoLine, log, openRunAndDebug, quickOpen,
+  VSCode, breakpointLines, chord, collapsePane, expandPane, cmdline, focusEditor, gotoLine, log, openRunAndDebug, quickOpen,
   readPane, rowContextAction, runCommand, setSidebarWidth, sleep, tree, waitFor, waitPane,
 } from '../lib/vscode.mjs';
 
@@ -57,6 +57,13 @@ function workers(pane) {
   }).filter(Boolean);
 }
 
+/** CALL STACK rows that say paused. A worker's child session with one
+ * thread shows as one row (VS Code folds the thread into the session row);
+ * with more threads, the thread rows carry the stop. */
+function pausedRows(pane) {
+  return (pane?.rows || []).filter((r) => (r.kind === 'thread' || r.kind === 'session') && /paused/i.test(r.text));
+}
+
 // ---------- run ----------
 const ctx = { vs: null, failed: false };
 
@@ -86,6 +93,16 @@ test('sparkdap debugs a PySpark job in VS Code', { timeout: TIMEOUT_S * 1000 }, 
   const { ws, line, marker } = makeWorkspace();
   const vs = ctx.vs = new VSCode({ workspace: ws, vsix: VSIX, artifacts: ARTIFACTS });
   let page;
+  // A row's context action until the view shows its effect (done). A click
+  // on a menu that had not settled can miss: one more try, logged.
+  const rowAction = async (row, item, done, what, firstMs, retryMs) => {
+    await rowContextAction(page, VIEW, row, item);
+    const pane = await waitPane(page, VIEW, done, firstMs, what).catch(() => null);
+    if (pane) return pane;
+    log(`${item} on ${row}: no change after ${firstMs / 1000} s, opening the context menu again`);
+    await rowContextAction(page, VIEW, row, item);
+    return waitPane(page, VIEW, done, retryMs, what);
+  };
   const step = async (name, fn) => {
     if (ctx.failed) return t.test(name, { skip: 'an earlier step failed' });
     return t.test(name, async () => {
@@ -136,12 +153,8 @@ test('sparkdap debugs a PySpark job in VS Code', { timeout: TIMEOUT_S * 1000 }, 
   await step('at a 300 px side bar the CALL STACK thread rows differ in visible text and name the partition', async () => {
     const w = await setSidebarWidth(page, 300);
     assert.equal(w, 300, 'side bar width after the drag');
-    // A worker's child session with one thread shows as one row (VS Code
-    // folds the thread into the session row); with more threads, the
-    // thread rows carry the stop. Either way: the rows that say paused.
-    const paused = (p) => p.rows.filter((r) => (r.kind === 'thread' || r.kind === 'session') && /paused/i.test(r.text));
-    const cs = await waitPane(page, 'Call Stack', (p) => paused(p).length >= 3, 60000, '3 paused rows');
-    const threads = paused(cs);
+    const cs = await waitPane(page, 'Call Stack', (p) => pausedRows(p).length >= 3, 60000, '3 paused rows');
+    const threads = pausedRows(cs);
     log('call stack thread rows (visible text):', threads.map((r) => JSON.stringify(r.shown)).join(' ; '));
     await vs.shot('3-callstack-300');
     const shown = threads.map((r) => r.shown);
@@ -157,17 +170,11 @@ test('sparkdap debugs a PySpark job in VS Code', { timeout: TIMEOUT_S * 1000 }, 
       const p0 = ws.find((w) => w.partition === 0);
       return p0 && !/^stopped/.test(p0.desc) && ws.filter((w) => w.partition !== 0 && /^stopped at/.test(w.desc)).length === 2;
     };
-    await rowContextAction(page, VIEW, 'partition 0', 'Detach (run on undebugged)');
-    let pane = await waitPane(page, VIEW, detached, 10000, 'partition 0 detached').catch(() => null);
-    if (!pane) {
-      // A click on a menu that had not settled can miss: one more try, logged.
-      log('detach: no change after 10 s, opening the context menu again');
-      await rowContextAction(page, VIEW, 'partition 0', 'Detach (run on undebugged)');
-      pane = await waitPane(page, VIEW, detached, 20000, 'partition 0 not stopped, partitions 1 and 2 still stopped');
-    }
+    const pane = await rowAction('partition 0', 'Detach (run on undebugged)', detached,
+      'partition 0 not stopped, partitions 1 and 2 still stopped', 10000, 20000);
     log('rows after detach:', workers(pane).map((w) => `${w.label} | ${w.desc}`).join(' ; '));
     const cs = await waitPane(page, 'Call Stack', (p) => {
-      const paused = p.rows.filter((r) => (r.kind === 'thread' || r.kind === 'session') && /paused/i.test(r.text));
+      const paused = pausedRows(p);
       return paused.length === 2 && !paused.some((r) => /partition 0\b/i.test(r.text));
     }, 30000, 'only partitions 1 and 2 paused');
     assert.ok(cs);
@@ -187,16 +194,10 @@ test('sparkdap debugs a PySpark job in VS Code', { timeout: TIMEOUT_S * 1000 }, 
     log('title action not found: using the palette');
     await runCommand(page, 'sparkdap: Continue all stopped workers');
   };
-  const pausedRows = (p) => p.rows.filter((r) => (r.kind === 'thread' || r.kind === 'session') && /paused/i.test(r.text));
 
   await step('"Debug only this partition" on partition 1, then "Continue all": the second job stops only partition 1', async () => {
     const selected = (p) => /selection: partitions 1 ·/.test(p.rows[0]?.text || '');
-    await rowContextAction(page, VIEW, 'partition 1', 'Debug only this partition');
-    if (!(await waitPane(page, VIEW, selected, 10000, 'selection').catch(() => null))) {
-      log('select partition: no change after 10 s, opening the context menu again');
-      await rowContextAction(page, VIEW, 'partition 1', 'Debug only this partition');
-      await waitPane(page, VIEW, selected, 15000, 'header says "selection: partitions 1"');
-    }
+    await rowAction('partition 1', 'Debug only this partition', selected, 'header says "selection: partitions 1"', 10000, 15000);
     await continueAll();
     const cs = await waitPane(page, 'Call Stack', (p) => pausedRows(p).some((r) => /partition 1 · stage 1/i.test(r.text)), 120000,
       'partition 1 of stage 1 paused');
@@ -228,13 +229,13 @@ test('sparkdap debugs a PySpark job in VS Code', { timeout: TIMEOUT_S * 1000 }, 
   });
 
   await step('stopping the session stops sparkdap serve', async () => {
-    const serves = () => tree(vs.cs.pid).filter((pid) => { const a = findProcs(() => true).find((p) => p.pid === pid)?.argv || []; return a.some((x) => /sparkdap$/.test(x)) && a.includes('serve'); });
+    const serves = () => tree(vs.cs.pid).filter((pid) => { const a = cmdline(pid); return a.some((x) => /sparkdap$/.test(x)) && a.includes('serve'); });
     const before = serves();
     log('sparkdap serve pids before stop:', before.join(' '));
     assert.ok(before.length >= 1, 'a sparkdap serve under code-server while debugging');
     // Stop the root session: select its row in CALL STACK (Shift+F5 stops
     // the focused session, which may be a worker's child session), then Shift+F5.
-    const gone = () => serves().length === 0 && before.every((p) => !fs.existsSync(`/proc/${p}/cmdline`) || !fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('serve'));
+    const gone = () => serves().length === 0 && before.every((p) => !cmdline(p).includes('serve'));
     // The floating debug toolbar shows while a session runs.
     const debugging = () => page.evaluate(() => [...document.querySelectorAll('.debug-toolbar')].some((t) => getComputedStyle(t).display !== 'none'));
     for (let attempt = 1; ; attempt++) {
