@@ -40,14 +40,19 @@ func TestWriteNeverBlocksOnAnUnreadPipe(t *testing.T) {
 		t.Fatalf("dropped %d of %d lines; want some but not all", dropped, lines)
 	}
 
-	// Now read: the kept lines in order; a notice wherever the queue
-	// drained after drops (the last after every kept line), the counts
-	// adding up to Dropped.
+	// Now read: the kept lines in order, and a notice wherever the queue
+	// drained after drops, the counts adding up to Dropped. The last
+	// notice need not come last: lines the writer queued while it was
+	// being written follow it. The deadline bounds a read that would
+	// wait for a line the sink lost.
+	if err := r.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
 	sc := bufio.NewScanner(r)
 	notice := regexp.MustCompile(`^\[sparkdap: (\d+) log line\(s\) dropped: stderr was not being read\]$`)
 	kept, last := 0, -1
 	var noticed int64
-	for noticed < dropped && sc.Scan() {
+	for (noticed < dropped || int64(kept)+dropped < lines) && sc.Scan() {
 		if m := notice.FindStringSubmatch(sc.Text()); m != nil {
 			n, _ := strconv.ParseInt(m[1], 10, 64)
 			noticed += n
