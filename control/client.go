@@ -30,6 +30,9 @@ func (e *Error) Unwrap() error { return ErrAnswer }
 // in one that someone else owns or may write to, the socket may be theirs,
 // and it is refused (ErrUnsafeDir) before anything is sent.
 func Call(ctx context.Context, path string, req Request) (Answer, error) {
+	if err := checkPath(path); err != nil {
+		return Answer{}, err
+	}
 	if err := privateDir(filepath.Dir(path), false); err != nil {
 		return Answer{}, err
 	}

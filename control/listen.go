@@ -93,7 +93,11 @@ func privateDir(dir string, create bool) error {
 // user's own, mode 0700, not a link; made so if missing or looser), mode
 // 0600. A socket left there by a server that died is replaced; one a live
 // server answers on is not (ErrInUse), nor anything else (ErrNotSocket).
+// A path too long for the OS is a *PathTooLongError.
 func Listen(path string) (net.Listener, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
 	if err := privateDir(filepath.Dir(path), true); err != nil {
 		return nil, err
 	}

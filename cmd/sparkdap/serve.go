@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
 	"github.com/sparkdap/sparkdap/control"
@@ -271,10 +270,11 @@ func serveUntil(ctx context.Context, f *serveOptions, args []string, stderr io.W
 // for.
 const stderrFlushWait = 2 * time.Second
 
-// isTerminal reports whether w is a terminal.
+// isTerminal reports whether w is a terminal that takes ANSI sequences
+// (the log's colours).
 func isTerminal(w io.Writer) bool {
-	f, isFile := w.(*os.File)
-	return isFile && isatty.IsTerminal(f.Fd())
+	_, ok := ansiTerminal(w)
+	return ok
 }
 
 func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {

@@ -3,11 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
-
-	"github.com/mattn/go-isatty"
 
 	"github.com/sparkdap/sparkdap/cmd/sparkdap/liveview"
 	"github.com/sparkdap/sparkdap/dap"
@@ -16,15 +13,14 @@ import (
 // liveView redraws serve's status block while the proxy runs.
 type liveView struct {
 	term *liveview.Terminal
-	fd   int
+	fd   uintptr
 	done chan struct{}
 	wg   sync.WaitGroup
 }
 
 // newLiveView decides on --live: nil means plain log lines.
 func newLiveView(mode, logFormat string, stderr io.Writer) (*liveView, error) {
-	f, isFile := stderr.(*os.File)
-	tty := isFile && isatty.IsTerminal(f.Fd())
+	f, tty := ansiTerminal(stderr)
 	switch mode {
 	case "off":
 		return nil, nil
@@ -34,12 +30,12 @@ func newLiveView(mode, logFormat string, stderr io.Writer) (*liveView, error) {
 		}
 	case "on":
 		if !tty {
-			return nil, fmt.Errorf("--live on: stderr is not a terminal")
+			return nil, fmt.Errorf("--live on: stderr is not a terminal that takes ANSI sequences")
 		}
 	default:
 		return nil, fmt.Errorf("--live %q: want auto, on or off", mode)
 	}
-	return &liveView{term: liveview.NewTerminal(f), fd: int(f.Fd()), done: make(chan struct{})}, nil
+	return &liveView{term: liveview.NewTerminal(f), fd: f.Fd(), done: make(chan struct{})}, nil
 }
 
 // start redraws twice a second from the hub's stats until stop, on a
@@ -53,7 +49,7 @@ func (v *liveView) start(hub *dap.Hub, ideAddr, executorAddr string) {
 		defer tick.Stop()
 		for {
 			snap := liveview.Snapshot{IDEAddr: ideAddr, ExecutorAddr: executorAddr, Stats: hub.Stats()}
-			_ = v.term.Draw(liveview.Render(snap, v.width()))
+			_ = v.term.Draw(liveview.Render(snap, terminal.width(v.fd)))
 			select {
 			case <-tick.C:
 			case <-v.done:

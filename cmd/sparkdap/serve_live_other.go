@@ -1,6 +1,6 @@
-//go:build !unix
+//go:build !unix && !windows
 
 package main
 
-// width is the terminal's width in columns; elsewhere assume a common one.
-func (v *liveView) width() int { return 100 }
+// terminal: elsewhere no width is known (defaultWidth is assumed).
+var terminal = termPolicy{}

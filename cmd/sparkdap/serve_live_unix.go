@@ -4,10 +4,13 @@ package main
 
 import "golang.org/x/sys/unix"
 
-// width is the terminal's width in columns.
-func (v *liveView) width() int {
-	if ws, err := unix.IoctlGetWinsize(v.fd, unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+// terminal: a Unix terminal gives its size (TIOCGWINSZ) and interprets
+// ANSI sequences as it is.
+var terminal = termPolicy{columns: winsizeColumns}
+
+func winsizeColumns(fd uintptr) int {
+	if ws, err := unix.IoctlGetWinsize(int(fd), unix.TIOCGWINSZ); err == nil {
 		return int(ws.Col)
 	}
-	return 100
+	return 0
 }

@@ -112,6 +112,8 @@ func (e *RefusedError) Error() string { return "connection refused: " + e.Cause 
 // safe for concurrent use.
 type Budget struct {
 	opt Options
+	// peek is pendingBytes: this platform's look at what waits unread.
+	peek func(net.Conn) (some, line bool)
 
 	// mu guards everything below and every Place's state and links. No
 	// callback and no Close of a connection runs under it.
@@ -148,7 +150,7 @@ func NewWith(o Options) *Budget {
 	if o.AdmitGrace <= 0 {
 		o.AdmitGrace = DefaultAdmitGrace
 	}
-	return &Budget{opt: o, bySrc: map[string]int{}, expectedBySrc: map[string]int{}}
+	return &Budget{opt: o, peek: pendingBytes, bySrc: map[string]int{}, expectedBySrc: map[string]int{}}
 }
 
 // Total and PerSource are the limits b enforces.
@@ -244,7 +246,7 @@ func (b *Budget) victimLocked(now time.Time) (*Place, string) {
 // unread, files p as it will be once they are read: progressed if they
 // hold a line end, talking if not. It reports whether p had bytes.
 func (b *Budget) peekLocked(p *Place, now time.Time) bool {
-	some, line := pendingBytes(p.conn)
+	some, line := b.peek(p.conn)
 	if !some {
 		return false
 	}
@@ -260,6 +262,11 @@ func (b *Budget) peekLocked(p *Place, now time.Time) bool {
 	}
 	return true
 }
+
+// noPeek is pendingBytes where the kernel buffer cannot be looked at
+// without taking the bytes (off Unix): a connection counts as silent
+// until its reader sees bytes.
+func noPeek(net.Conn) (some, line bool) { return false, false }
 
 // maxPeeks bounds the kernel buffers one newcomer has looked at, and
 // peekBytes how much of each.

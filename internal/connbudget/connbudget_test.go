@@ -239,6 +239,53 @@ func TestBudgetLooksInTheKernelBuffer(t *testing.T) {
 	}
 }
 
+// TestBudgetWithoutPeek: where the kernel buffer cannot be looked at
+// (off Unix), a connection whose message waits unread counts as silent,
+// the oldest silent one goes to make room, until its reader has read the
+// bytes; with the Unix look it outlasts an idle one either way.
+func TestBudgetWithoutPeek(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tc := range []struct {
+		name        string
+		peek        func(net.Conn) (some, line bool)
+		read        bool // its reader took the bytes before the newcomer
+		wantWaiting bool // the waiting one is closed, not the idle one
+	}{
+		{"unix peek, unread", pendingBytes, false, false},
+		{"unix peek, read", pendingBytes, true, false},
+		{"no peek, unread", noPeek, false, true},
+		{"no peek, read", noPeek, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewWith(Options{Total: 2, SilentGrace: time.Hour, AdmitGrace: time.Hour})
+			b.peek = tc.peek
+			waiting := tcpPair(t, ln, "Content-Length: 2\r\n\r\n{}")
+			_, wc, err := b.Take(waiting, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.read {
+				if _, err := wc.Read(make([]byte, 64)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			idle := tcpPair(t, ln, "")
+			for _, c := range []net.Conn{idle, tcpPair(t, ln, "")} {
+				if _, _, err := b.Take(c, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if closedConn(waiting) != tc.wantWaiting || closedConn(idle) == tc.wantWaiting {
+				t.Errorf("closed: waiting %v, idle %v; want the waiting one: %v", closedConn(waiting), closedConn(idle), tc.wantWaiting)
+			}
+		})
+	}
+}
+
 // TestBudgetProgressedGoLast: a connection that sent a whole message
 // outlasts every one that only sent bytes, however old.
 func TestBudgetProgressedGoLast(t *testing.T) {

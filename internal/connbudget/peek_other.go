@@ -4,6 +4,5 @@ package connbudget
 
 import "net"
 
-// pendingBytes cannot look without reading here: a connection counts as
-// silent until its reader sees bytes.
-func pendingBytes(net.Conn) (some, line bool) { return false, false }
+// pendingBytes cannot look without reading here (noPeek).
+func pendingBytes(c net.Conn) (some, line bool) { return noPeek(c) }

@@ -73,17 +73,42 @@ func PrivateDir(path string) error {
 	return checkDir(path, fi)
 }
 
-func checkDir(path string, fi fs.FileInfo) error {
+// dirPolicy is what a platform's file metadata can say about a
+// directory; platform (dir_unix.go, dir_other.go) is this one's.
+type dirPolicy struct {
+	// owners is the uid owning fi and the uid sparkdap runs as; ok is
+	// false where files have no uid (Windows: os.Geteuid is -1 and
+	// FileInfo.Sys holds no owner), and then the owner is not checked.
+	owners func(fi fs.FileInfo) (owner, me int, ok bool)
+	// modeBits: the group and others' write bits say who else may write
+	// (Unix). On Windows an ACL says, which the mode bits do not show (Go
+	// reports a directory as 0777 unless it is read-only) and os.Chmod
+	// cannot set (it changes only the read-only attribute): the bits are
+	// neither checked nor tightened there.
+	modeBits bool
+}
+
+// windowsDirs is the policy where files have neither uids nor meaningful
+// mode bits: a directory's place (the user's own profile, %LocalAppData%)
+// is what keeps it the user's. Only the link and not-a-directory checks
+// hold.
+var windowsDirs = dirPolicy{
+	owners: func(fs.FileInfo) (owner, me int, ok bool) { return 0, 0, false },
+}
+
+func checkDir(path string, fi fs.FileInfo) error { return platform.checkDir(path, fi) }
+
+func (p dirPolicy) checkDir(path string, fi fs.FileInfo) error {
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return &DirError{Path: path, Problem: "is a symbolic link (a link is not followed)", Fix: "remove it", Err: ErrSymlink}
 	case !fi.IsDir():
 		return &DirError{Path: path, Problem: "is not a directory", Fix: "remove it"}
 	}
-	if owner, me, ok := owners(fi); ok && owner != me {
+	if owner, me, ok := p.owners(fi); ok && owner != me {
 		return &DirError{Path: path, Problem: fmt.Sprintf("is owned by uid %d, not you (uid %d)", owner, me), Fix: "remove it"}
 	}
-	if writableByOthers(fi) {
+	if p.modeBits && fi.Mode().Perm()&0o022 != 0 {
 		return &DirError{Path: path, Problem: fmt.Sprintf("is writable by others (mode %04o), who may have put anything in it", fi.Mode().Perm()),
 			Fix: "remove it"}
 	}
@@ -179,7 +204,12 @@ func privateIn(base, rel string, create bool) (string, error) {
 }
 
 // tighten makes the checked directory dir, the user's, 0700.
-func tighten(dir string) error {
+func tighten(dir string) error { return platform.tighten(dir) }
+
+func (p dirPolicy) tighten(dir string) error {
+	if !p.modeBits {
+		return nil
+	}
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return err
@@ -206,8 +236,12 @@ func UserDir() (base, name string) {
 
 // TempName is the name of the user's own sparkdap directory in a shared
 // temp directory: sparkdap-<uid> (sparkdap where there are no uids).
-func TempName() string {
-	if uid := os.Geteuid(); uid >= 0 {
+func TempName() string { return tempName(os.Geteuid()) }
+
+// tempName is TempName for uid, which is -1 where there are no uids
+// (os.Geteuid on Windows).
+func tempName(uid int) string {
+	if uid >= 0 {
 		return fmt.Sprintf("sparkdap-%d", uid)
 	}
 	return "sparkdap"

@@ -232,3 +232,85 @@ func TestUserDir(t *testing.T) {
 		t.Errorf("UserDir without one = %s, %s", base, name)
 	}
 }
+
+// TestDirPolicies: each platform's directory check, run here on the
+// directories it would meet. With uids and mode bits (Unix) a directory
+// another user owns, or the group or others may write to, is refused;
+// with neither (Windows: no uid, an ACL the mode bits do not show) those
+// are accepted, and left as they are, but a link or a file is refused all
+// the same. The owner is given (owners), so no root is needed for it.
+func TestDirPolicies(t *testing.T) {
+	owned := func(owner int) func(fs.FileInfo) (int, int, bool) {
+		return func(fs.FileInfo) (int, int, bool) { return owner, 1000, true }
+	}
+	mine := dirPolicy{owners: owned(1000), modeBits: true}
+	theirs := dirPolicy{owners: owned(65534), modeBits: true}
+	dirOf := func(perm fs.FileMode) func(t *testing.T, d string) {
+		return func(t *testing.T, d string) { mkdirMode(t, d, perm) }
+	}
+	link := func(t *testing.T, d string) { symlink(t, t.TempDir(), d) }
+	file := func(t *testing.T, d string) {
+		if err := os.WriteFile(d, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		policy dirPolicy
+		make   func(t *testing.T, dir string)
+		want   string      // the problem; "" accepted
+		perm   fs.FileMode // after tighten, when accepted
+	}{
+		{"unix: 0700", mine, dirOf(0o700), "", 0o700},
+		{"unix: 0755 is made 0700", mine, dirOf(0o755), "", 0o700},
+		{"unix: group-writable", mine, dirOf(0o770), "is writable by others (mode 0770)", 0},
+		{"unix: other-writable", mine, dirOf(0o777), "is writable by others (mode 0777)", 0},
+		{"unix: another user's", theirs, dirOf(0o700), "is owned by uid 65534, not you (uid 1000)", 0},
+		{"unix: a link", mine, link, "is a symbolic link", 0},
+		{"unix: a file", mine, file, "is not a directory", 0},
+		{"windows: 0700", windowsDirs, dirOf(0o700), "", 0o700},
+		{"windows: 0777 (an ACL decides) is left as it is", windowsDirs, dirOf(0o777), "", 0o777},
+		{"windows: 0755 is left as it is", windowsDirs, dirOf(0o755), "", 0o755},
+		{"windows: a link", windowsDirs, link, "is a symbolic link", 0},
+		{"windows: a file", windowsDirs, file, "is not a directory", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d")
+			tc.make(t, dir)
+			fi, err := os.Lstat(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tc.policy.checkDir(dir, fi)
+			if tc.want != "" {
+				if !errors.Is(err, ErrUnsafeDir) || !strings.Contains(err.Error(), dir+" "+tc.want) {
+					t.Errorf("checkDir: %v, want %s %s", err, dir, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("checkDir: %v", err)
+			}
+			if err := tc.policy.tighten(dir); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := os.Lstat(dir); err != nil || fi.Mode().Perm() != tc.perm {
+				t.Errorf("after tighten: %v %v, want %04o", fi.Mode(), err, tc.perm)
+			}
+		})
+	}
+}
+
+// TestTempName: the user's own name in a shared temp directory carries
+// the uid; where there is none (os.Geteuid is -1 on Windows) it is plain
+// sparkdap.
+func TestTempName(t *testing.T) {
+	for _, tc := range []struct {
+		uid  int
+		want string
+	}{{1000, "sparkdap-1000"}, {0, "sparkdap-0"}, {-1, "sparkdap"}} {
+		if got := tempName(tc.uid); got != tc.want {
+			t.Errorf("tempName(%d) = %s, want %s", tc.uid, got, tc.want)
+		}
+	}
+}

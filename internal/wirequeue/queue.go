@@ -103,11 +103,19 @@ type Queue struct {
 
 // New starts the write side of conn. No goroutine runs until something is
 // sent.
-func New(conn net.Conn, opts Options) *Queue {
+func New(conn net.Conn, opts Options) *Queue { return newQueue(conn, opts, inlineWrites) }
+
+// newQueue is New where a sender may write conn's descriptor itself if
+// inline (inlineWrites: the platform has a non-blocking write for it),
+// else where every write goes through the flusher.
+func newQueue(conn net.Conn, opts Options, inline bool) *Queue {
 	if opts.MaxQueued <= 0 {
 		opts.MaxQueued = DefaultMaxQueued
 	}
-	q := &Queue{conn: conn, opts: opts, raw: rawOf(conn), done: make(chan struct{})}
+	q := &Queue{conn: conn, opts: opts, done: make(chan struct{})}
+	if inline {
+		q.raw = rawOf(conn)
+	}
 	if h, ok := conn.(WriteHook); ok {
 		q.after = h.AfterWrite
 	}

@@ -3,6 +3,7 @@ package wirequeue
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -141,10 +142,20 @@ func TestSendWritesInline(t *testing.T) {
 // TestOrderInlineAndQueued: senders racing each other, to a peer that
 // reads slowly enough that the socket buffer fills (so inline writes end
 // partway and the flusher takes over), get every byte to the peer once and
-// in the order build numbered them.
+// in the order build numbered them; and the same where a platform has no
+// inline writes (off Unix) and the flusher writes everything.
 func TestOrderInlineAndQueued(t *testing.T) {
+	for _, inline := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inline %v", inline), func(t *testing.T) { testOrder(t, inline) })
+	}
+}
+
+func testOrder(t *testing.T, inline bool) {
 	ours, theirs := testenv.TCPPair(t)
-	q := New(ours, Options{})
+	q := newQueue(ours, Options{}, inline)
+	if got, _ := q.WritesInline(); got != inline {
+		t.Fatalf("WritesInline %v, want %v", got, inline)
+	}
 	const senders, each, size = 4, 200, 4 << 10
 	var next uint32
 	done := make(chan error, senders)

@@ -14,6 +14,9 @@ type PlainConn interface {
 	PlainConn() net.Conn
 }
 
+// inlineWrites: off Unix every write goes through the flusher.
+const inlineWrites = false
+
 // rawOf is nil off Unix: every write goes through the flusher.
 func rawOf(net.Conn) syscall.RawConn { return nil }
 

@@ -7,6 +7,10 @@ import (
 	"syscall"
 )
 
+// inlineWrites: a sender may write a socket's descriptor itself
+// (writeNonblocking).
+const inlineWrites = true
+
 // PlainConn is a net.Conn wrapper whose Write is its underlying
 // connection's, followed by its AfterWrite if it is a WriteHook, and nothing
 // more (quickack's), so the queue may write that connection's file
