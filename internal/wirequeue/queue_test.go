@@ -201,3 +201,58 @@ func testOrder(t *testing.T, inline bool) {
 	}
 	waitIdle(t, q)
 }
+
+// sendDuringWrite is a plain TCP connection whose AfterWrite runs during
+// the queue's inline write, on the sender's goroutine, after the socket
+// took what it could and before the queue decides where the rest goes.
+type sendDuringWrite struct {
+	*net.TCPConn
+	during func()
+}
+
+func (c *sendDuringWrite) PlainConn() net.Conn { return c.TCPConn }
+
+func (c *sendDuringWrite) AfterWrite(uintptr) {
+	if f := c.during; f != nil {
+		c.during = nil
+		f()
+	}
+}
+
+// TestInlineRestGoesFirst: what the socket did not take of an inline write
+// is written before a message another sender queued while that write ran.
+func TestInlineRestGoesFirst(t *testing.T) {
+	ours, theirs := testenv.TCPPair(t)
+	tcp := ours.(*net.TCPConn)
+	// Small buffers so the first message cannot fit at once.
+	if err := tcp.SetWriteBuffer(8 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := theirs.(*net.TCPConn).SetReadBuffer(8 << 10); err != nil {
+		t.Fatal(err)
+	}
+	conn := &sendDuringWrite{TCPConn: tcp}
+	q := New(conn, Options{})
+	if inline, hooked := q.WritesInline(); !inline || !hooked {
+		t.Skipf("no inline writes here (inline %v, hooked %v)", inline, hooked)
+	}
+	first := bytes.Repeat([]byte{'a'}, 256<<10)
+	second := bytes.Repeat([]byte{'b'}, 1<<10)
+	var duringErr error
+	conn.during = func() { duringErr = q.Send(second) }
+	if err := q.Send(first); err != nil {
+		t.Fatal(err)
+	}
+	if duringErr != nil {
+		t.Fatal(duringErr)
+	}
+	theirs.SetReadDeadline(time.Now().Add(60 * time.Second))
+	got := make([]byte, len(first)+len(second))
+	if _, err := io.ReadFull(theirs, got); err != nil {
+		t.Fatal(err)
+	}
+	if i := bytes.IndexByte(got, 'b'); i != len(first) {
+		t.Fatalf("the second message starts at byte %d, want %d: the first's rest went after it", i, len(first))
+	}
+	waitIdle(t, q)
+}
