@@ -53,6 +53,12 @@ type Hello struct {
 	// (package selection) for the worker's life: it holds no debugger
 	// session and is no session's hello.
 	Watch bool `json:"watch,omitempty"`
+	// SparkdapVersion is the sparkdap release that generated the worker's
+	// wrapper (baked into it by `sparkdap wrap`), "" for a wrapper from
+	// before it was baked. Both hellos carry it, so that `sparkdap doctor`
+	// can tell a job still running another release's wrapper from one
+	// running serve's. Cleaned and capped (MaxVersionRunes) by ReadHello.
+	SparkdapVersion string `json:"sparkdapVersion,omitempty"`
 
 	// Set by Registry.Handshake once Proof checked out (and Proof cleared):
 	// Accept takes nothing else, and a pending hello admits only a pydevd
@@ -135,6 +141,7 @@ func ReadHello(br *bufio.Reader) (Hello, error) {
 	// before any refusal line or view shows it.
 	h.TaskInfo = h.TaskInfo.Clean()
 	h.Undebugged = Clean(h.Undebugged, MaxMessageRunes)
+	h.SparkdapVersion = Clean(h.SparkdapVersion, MaxVersionRunes)
 	return h, nil
 }
 

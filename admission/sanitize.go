@@ -21,6 +21,9 @@ const (
 	MaxHostRunes       = 255
 	MaxExecutorIDRunes = 64
 	MaxLabelRunes      = 200
+	// MaxVersionRunes caps a sparkdap version a wrapper reports: a
+	// release is "0.3.0", a build from a branch a little more.
+	MaxVersionRunes = 64
 	// MaxTextRunes caps other one-line text shown to people (a Python
 	// version, where a worker stopped).
 	MaxTextRunes = 200

@@ -92,6 +92,43 @@ func TestHelloFieldsCleanedOnEntry(t *testing.T) {
 	}
 }
 
+// TestSparkdapVersionCleanedOnEntry: the version a wrapper reports is
+// shown by doctor and kept by the proxy, so ReadHello cleans and caps it
+// like the other text a hello carries; a hello without one (an older
+// wrapper) reads as "".
+func TestSparkdapVersionCleanedOnEntry(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		json string // the hello's sparkdapVersion member, "" for none
+		want string
+	}{
+		{"release", `"sparkdapVersion":"0.3.0",`, "0.3.0"},
+		{"pre-release and build", `"sparkdapVersion":"0.4.0-rc.1+g1234567",`, "0.4.0-rc.1+g1234567"},
+		{"absent: an older wrapper", ``, ""},
+		{"empty", `"sparkdapVersion":"",`, ""},
+		{"terminal sequence", `"sparkdapVersion":"\u001b]0;owned\u0007\u001b[2K0.3.0",`, "\uFFFD]0;owned\uFFFD\uFFFD[2K0.3.0"},
+		{"forged line", `"sparkdapVersion":"0.3.0\r\nsparkdap: fake",`, "0.3.0  sparkdap: fake"},
+		{"C1 CSI and DEL", `"sparkdapVersion":"\u009b2J0.3\u007f",`, "\uFFFD2J0.3\uFFFD"},
+		{"bidi override", `"sparkdapVersion":"\u202e0.3.0",`, "\uFFFD0.3.0"},
+		{"capped", `"sparkdapVersion":"` + strings.Repeat("9", 100) + `",`, strings.Repeat("9", MaxVersionRunes-1) + "…"},
+		{"exactly the cap", `"sparkdapVersion":"` + strings.Repeat("9", MaxVersionRunes) + `",`, strings.Repeat("9", MaxVersionRunes)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			line := HelloPrefix + `{` + tt.json + `"pid":7,"host":"h"}` + "\n"
+			h, err := ReadHello(bufio.NewReader(strings.NewReader(line)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.SparkdapVersion != tt.want {
+				t.Errorf("SparkdapVersion %q, want %q", h.SparkdapVersion, tt.want)
+			}
+			if r := controlIn(h.SparkdapVersion); r >= 0 {
+				t.Errorf("keeps control %U: %q", r, h.SparkdapVersion)
+			}
+		})
+	}
+}
+
 func FuzzClean(f *testing.F) {
 	for _, s := range []string{"", "plain", "\x1b]0;t\x07", "a\r\nsparkdap: x", "\u009b\u202e\u2066", "\xff\xfe\xc3", "ééé€"} {
 		f.Add(s, 8)

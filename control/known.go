@@ -46,7 +46,7 @@ func knownWorkers(watching, finished []selection.Worker, stopped []StoppedWorker
 			continue
 		}
 		kw := KnownWorker{Worker: selection.Worker{Host: s.Host, PID: s.PID, Running: true, Selected: true},
-			Stopped: stopAt(s), Executor: s.Executor, Exception: s.Exception}
+			Stopped: stopAt(s), Executor: s.Executor, Exception: s.Exception, Unwatched: true}
 		live(&kw)
 		out = append(out, withState(kw, false, raised))
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sparkdap/sparkdap/admission"
+	"github.com/sparkdap/sparkdap/internal/buildinfo"
 	"github.com/sparkdap/sparkdap/selection"
 )
 
@@ -177,5 +178,60 @@ func TestKnownWorkersNameSessions(t *testing.T) {
 	ans := answer(context.Background(), b, Request{Op: OpKnownWorkers})
 	if len(ans.Known) != 2 || ans.Known[0].State != StateIdle || ans.Known[0].Executor != 8 || ans.Known[1].State != StateFinished || ans.Known[1].Executor != 0 {
 		t.Errorf("rows %+v", ans.Known)
+	}
+}
+
+// known-workers says serve's own sparkdap version and, in each row, the
+// version of the wrapper the worker runs, as its watch hello said: live
+// and finished workers alike, "" (left out of the JSON) for a wrapper
+// that said none. A stopped worker without a watch is marked unwatched:
+// its version is unknown, not empty.
+func TestKnownWorkersSayVersions(t *testing.T) {
+	b := &fakeBackend{workers: []StoppedWorker{{Executor: 5, Host: "h", PID: 9, Top: -1}}}
+	board := b.Board()
+	for _, w := range []struct {
+		pid     int64
+		version string
+	}{{1, buildinfo.Version}, {2, "0.1.0"}, {3, ""}} {
+		if _, err := board.Admit(admission.Hello{TaskInfo: admission.TaskInfo{ExecutorID: "1", Host: "h", PID: w.pid}, Watch: true, SparkdapVersion: w.version}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wa, err := board.Admit(admission.Hello{TaskInfo: admission.TaskInfo{ExecutorID: "2", Host: "h", PID: 4}, Watch: true, SparkdapVersion: "0.2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wa.Serve(bufio.NewReader(strings.NewReader("")), func([]byte) {}); err != nil {
+		t.Fatal(err)
+	}
+
+	ans, err := Ask(context.Background(), b, Request{Op: OpKnownWorkers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Version != buildinfo.Version {
+		t.Errorf("serve's version %q, want %q", ans.Version, buildinfo.Version)
+	}
+	got := map[int64]string{}
+	for _, k := range ans.Known {
+		got[k.PID] = k.SparkdapVersion
+		if k.Unwatched != (k.PID == 9) {
+			t.Errorf("pid %d: unwatched %v", k.PID, k.Unwatched)
+		}
+	}
+	want := map[int64]string{1: buildinfo.Version, 2: "0.1.0", 3: "", 4: "0.2.0", 9: ""}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("versions by pid %v, want %v", got, want)
+	}
+	raw, _ := json.Marshal(ans)
+	for _, key := range []string{`"version":"` + buildinfo.Version + `"`, `"sparkdapVersion":"0.1.0"`, `"sparkdapVersion":"0.2.0"`, `"unwatched":true`} {
+		if !strings.Contains(string(raw), key) {
+			t.Errorf("answer %s lacks %s", raw, key)
+		}
+	}
+
+	// The other operations do not say it: only known-workers lists workers.
+	if sel, _ := Ask(context.Background(), b, Request{Op: OpSelection}); sel.Version != "" {
+		t.Errorf("selection's answer says version %q", sel.Version)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/sparkdap/sparkdap/internal/buildinfo"
 	"github.com/sparkdap/sparkdap/selection"
 )
 
@@ -76,5 +77,7 @@ func answerSelection(ctx context.Context, b Backend, req Request) Answer {
 	ans.Known = known
 	ans.Selection = board.Current()
 	ans.AsSubmitted = ans.Selection == nil
+	// This package runs in serve's process, so its build is serve's.
+	ans.Version = buildinfo.Version
 	return ans
 }

@@ -102,6 +102,10 @@ type Answer struct {
 	Counts *Counts `json:"counts,omitempty"`
 	// Exceptions are the exception groups (OpKnownWorkers).
 	Exceptions []selection.ExceptionGroup `json:"exceptions,omitempty"`
+	// Version is the answering serve's sparkdap release (OpKnownWorkers),
+	// for comparing with each worker's (KnownWorker.SparkdapVersion): a
+	// job keeps the wrapper it was submitted with across an upgrade.
+	Version string `json:"version,omitempty"`
 }
 
 // Counts counts the workers OpKnownWorkers lists, by KnownWorker.State.
@@ -149,6 +153,11 @@ type KnownWorker struct {
 	// Exception is the type of the exception it is stopped at, or that
 	// its last task raised; "" for none known.
 	Exception string `json:"exception,omitempty"`
+	// Unwatched marks a stopped worker that follows no selection watch (a
+	// wrapper without live selection, or one the Board refused): the
+	// proxy knows only what its debugger says, so its task and its
+	// SparkdapVersion are unknown, not empty.
+	Unwatched bool `json:"unwatched,omitempty"`
 }
 
 // Codes of Answer.Code, one per error class a client tells apart.

@@ -16,8 +16,11 @@
 // worker wrapper's own probe says the hello, calls debugpy.connect, and the
 // proxy must list it on its IDE port. Without a running proxy the test goes
 // to a temporary one on loopback, so a healthy machine is told from a
-// broken one before anything is started. Each check that runs something is
-// bounded by Config.Timeout.
+// broken one before anything is started. Last, the running serve, if any,
+// is asked on its control socket which sparkdap release wrote each of the
+// running job's wrappers (wrapperversion.go): a job keeps its wrapper
+// across an upgrade of serve. Each check that runs something is bounded
+// by Config.Timeout.
 //
 // The report is advice to a user of the sparkdap CLI, so its fixes name the
 // CLI's flags and commands; errors that come from the caller's own settings

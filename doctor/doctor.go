@@ -38,6 +38,11 @@ type Config struct {
 	// installed debugger is then only a warning. doctor does not check
 	// the shipped one, and its test connections use the installed one.
 	ShipsDebugger bool
+	// Control is the control socket of the running sparkdap serve (the
+	// CLI's --control, by default derived from --ide): doctor asks it
+	// which sparkdap each worker of the running job runs the wrapper of.
+	// "": that check does not run.
+	Control string
 }
 
 // Gateway is the SSH gateway to check, as serve's tunnel would reach it.
@@ -138,6 +143,11 @@ var doctorChecks = []doctorCheck{
 					"executors reach the agent through the gateway's Service (kubectl get endpoints shows whether it has the pod)"})
 		case d.gateway != nil:
 			d.checkTunnelConnection(ctx, d.gateway, d.ideState)
+		}
+	}},
+	{wrapperCheckName, func(ctx context.Context, d *doctor) {
+		if d.f.Control != "" {
+			d.checkWrapperVersion(ctx)
 		}
 	}},
 }

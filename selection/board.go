@@ -134,6 +134,11 @@ type Worker struct {
 	Since time.Time `json:"since"`
 	// Tasks counts the tasks the worker reported.
 	Tasks int64 `json:"tasks"`
+	// SparkdapVersion is the sparkdap release whose wrapper the worker
+	// runs, as its watch hello said (admission.Hello.SparkdapVersion); ""
+	// for a wrapper from before the hellos said it. `sparkdap doctor`
+	// compares it with serve's.
+	SparkdapVersion string `json:"sparkdapVersion,omitempty"`
 }
 
 // watcher is one worker's watch connection. Its fields other than wake

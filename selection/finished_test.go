@@ -103,3 +103,35 @@ func TestTaskExceptions(t *testing.T) {
 		t.Errorf("%d tasks remembered (task 70: %q), want %d, the oldest dropped", len(got), got[70], maxRaisedTasks)
 	}
 }
+
+// The Board keeps the sparkdap version each worker's watch hello said,
+// cleaned (a caller's hello need not come through admission.ReadHello),
+// while the worker follows the selection and once it finished; a worker
+// whose wrapper said none has "".
+func TestWorkerVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name, said, want string
+	}{
+		{"release", "0.3.0", "0.3.0"},
+		{"older wrapper", "", ""},
+		{"terminal sequence", "\x1b]0;owned\x070.3.0\r\n", "\uFFFD]0;owned\uFFFD0.3.0  "},
+		{"capped", strings.Repeat("9", 80), strings.Repeat("9", admission.MaxVersionRunes-1) + "…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewBoard(0)
+			wa, err := b.Admit(admission.Hello{TaskInfo: admission.TaskInfo{Host: "h", PID: 1}, Watch: true, SparkdapVersion: tc.said})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ws := b.Workers(); len(ws) != 1 || ws[0].SparkdapVersion != tc.want {
+				t.Fatalf("following: %+v, want version %q", ws, tc.want)
+			}
+			if err := wa.Serve(bufio.NewReader(strings.NewReader(taskLine(1, 10))), func([]byte) {}); err != nil {
+				t.Fatal(err)
+			}
+			if fin := b.Finished(); len(fin) != 1 || fin[0].SparkdapVersion != tc.want {
+				t.Errorf("finished: %+v, want version %q", fin, tc.want)
+			}
+		})
+	}
+}

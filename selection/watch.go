@@ -29,7 +29,10 @@ type Watch struct {
 // ErrTooManyWatchers past the Board's bound. The caller replies, then
 // runs Serve; Serve (or Cancel, if the reply failed) unregisters it.
 func (b *Board) Admit(hello admission.Hello) (*Watch, error) {
+	// Cleaned here too, as the TaskInfo is: a caller's hello need not
+	// have come through admission.ReadHello.
 	t := hello.TaskInfo.Clean()
+	version := admission.Clean(hello.SparkdapVersion, admission.MaxVersionRunes)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.watchers) >= b.max {
@@ -37,7 +40,7 @@ func (b *Board) Admit(hello admission.Hello) (*Watch, error) {
 	}
 	b.nextID++
 	w := &watcher{id: b.nextID, wake: make(chan struct{}, 1),
-		info: Worker{ExecutorID: t.ExecutorID, Host: t.Host, PID: t.PID, Since: b.now()}}
+		info: Worker{ExecutorID: t.ExecutorID, Host: t.Host, PID: t.PID, Since: b.now(), SparkdapVersion: version}}
 	b.watchers[w] = struct{}{}
 	return &Watch{b: b, w: w}, nil
 }

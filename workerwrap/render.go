@@ -15,6 +15,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/buildinfo"
 	"github.com/sparkdap/sparkdap/internal/safefile"
 )
 
@@ -42,6 +43,10 @@ type templateData struct {
 	Lease            float64
 	ProxyBackoff     float64
 	PyCharm          bool // the header's comment says pydevd-pycharm; the module reads IDE
+	// SparkdapVersion is the sparkdap that wrote the file: its workers say
+	// it in their hellos, so that `sparkdap doctor` can tell a job still
+	// running another release's wrapper from one running serve's.
+	SparkdapVersion string
 }
 
 // Render writes the Python source of remote_debug.py for o to w.
@@ -63,6 +68,7 @@ func Render(w io.Writer, o Options) error {
 		Lease:            seconds(o.Lease),
 		ProxyBackoff:     seconds(o.ProxyBackoff),
 		PyCharm:          o.IDE == IDEPyCharm,
+		SparkdapVersion:  buildinfo.Version,
 	}
 	if o.Token != "" {
 		d.Token = &o.Token

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/buildinfo"
 	"github.com/sparkdap/sparkdap/internal/safefile"
 	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
@@ -61,7 +62,7 @@ func TestRenderGolden(t *testing.T) {
 			if !bytes.HasSuffix(out, moduleSource) {
 				t.Fatalf("output does not end with python/remote_debug.py")
 			}
-			head := out[:len(out)-len(moduleSource)]
+			head := goldenForm(t, out[:len(out)-len(moduleSource)])
 			golden := filepath.Join("testdata", tc.name+".golden")
 			if *update {
 				if err := os.WriteFile(golden, head, 0o644); err != nil {
@@ -77,6 +78,19 @@ func TestRenderGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// goldenForm is a rendered header as its golden file holds it: the
+// sparkdap version it bakes is "VERSION", so that a release, which only
+// changes buildinfo.Version, changes no golden file. It fails t if the
+// header does not bake the version, which the workers' hellos report.
+func goldenForm(t *testing.T, head []byte) []byte {
+	t.Helper()
+	baked := []byte(`    "sparkdap_version": "` + buildinfo.Version + `",` + "\n")
+	if bytes.Count(head, baked) != 1 {
+		t.Fatalf("the header does not bake %s once:\n%s", bytes.TrimSpace(baked), head)
+	}
+	return bytes.Replace(head, baked, []byte(`    "sparkdap_version": "VERSION",`+"\n"), 1)
 }
 
 func TestRenderRejectsInvalidOptions(t *testing.T) {
@@ -172,8 +186,9 @@ func TestPyLiteral(t *testing.T) {
 	}
 }
 
-// The module reads the settings the header bakes in, PyCharm flavour
-// included, as a worker with no SPARKDAP_* variables sees them.
+// The module reads the settings the header bakes in, PyCharm flavour and
+// the sparkdap version included, as a worker with no SPARKDAP_* variables
+// sees them.
 func TestRenderedSettingsReachTheModule(t *testing.T) {
 	python := testenv.Python(t)
 	pycharm := NewOptions()
@@ -200,7 +215,7 @@ sys.path.insert(0, sys.argv[1])
 import remote_debug as r
 c = r._load_config()
 print(json.dumps([r._pycharm(), c["proxy"], c["token"], c["partitions"], c["stages"], c["sample_rate"],
-                  c["connect_timeout"], c["handshake_timeout"], c["wait"], c["post_mortem"]]))
+                  c["connect_timeout"], c["handshake_timeout"], c["wait"], c["post_mortem"], c["sparkdap_version"]]))
 `, dir)
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PYTHONDONTWRITEBYTECODE=1"}
 			out, err := cmd.Output()
@@ -220,7 +235,7 @@ print(json.dumps([r._pycharm(), c["proxy"], c["token"], c["partitions"], c["stag
 				return v
 			}
 			wantJSON, _ := json.Marshal([]any{o.IDE == IDEPyCharm, []any{host, n}, token, ids(o.Partitions), ids(o.Stages), o.SampleRate,
-				o.ConnectTimeout.Seconds(), o.HandshakeTimeout.Seconds(), o.Wait, o.PostMortem})
+				o.ConnectTimeout.Seconds(), o.HandshakeTimeout.Seconds(), o.Wait, o.PostMortem, buildinfo.Version})
 			var got, want any
 			if err := json.Unmarshal(out, &got); err != nil {
 				t.Fatalf("%q: %v", out, err)

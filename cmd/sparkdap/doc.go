@@ -8,9 +8,11 @@
 //
 //	--ide HOST:PORT         the proxy's IDE port: serve listens there; doctor, paths
 //	                        and vscode (the launch.json it writes) connect to it;
-//	                        capture, select and workers derive the control socket from it
+//	                        capture, select, workers and doctor derive the control
+//	                        socket from it
 //	--control PATH          the proxy's control socket (serve listens; capture,
-//	                        select and workers connect; default derived from --ide)
+//	                        select, workers and doctor connect; default derived
+//	                        from --ide)
 //	--executors HOST:PORT   the proxy's executor port (serve, doctor, pycharm)
 //	--executor-ids IDS      Spark executor ids whose tasks debug (select); not
 //	                        --executors, which is the port above

@@ -8,12 +8,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/sparkdap/sparkdap/control"
 	"github.com/sparkdap/sparkdap/doctor"
 	"github.com/sparkdap/sparkdap/workerwrap"
 )
 
 func init() {
-	register("doctor", "check ports, Python, the executors' debugger, Spark, Java, the SSH gateway and a test connection", newDoctorCmd)
+	register("doctor", "check ports, Python, the executors' debugger, Spark, Java, the SSH gateway, a test connection and the running job's wrapper", newDoctorCmd)
 }
 
 // doctorFlags are doctor's options. The SSH ones are serve's (sshFlags),
@@ -36,6 +37,9 @@ type doctorFlags struct {
 	// submit, conf and wrap): unless never, the job brings debugpy for
 	// executors whose own is missing or unusable.
 	shipDebugger string
+	// control is the running serve's control socket; "": derived from
+	// ide, as capture, select and workers derive it.
+	control string
 }
 
 func newDoctorCmd(stderr io.Writer) *cmdSpec {
@@ -44,6 +48,7 @@ func newDoctorCmd(stderr io.Writer) *cmdSpec {
 	fs := c.fs
 	defAddr(fs, &f.ide, "ide", defaultIDEAddr, "doctor checks it is free or a sparkdap's")
 	defAddr(fs, &f.executors, "executors", defaultExecutorAddr, "doctor checks it is free or a sparkdap's")
+	defString(fs, &f.control, "control", "", "doctor asks the serve there which sparkdap the running job's wrappers come from")
 	defString(fs, &f.python, "python", "", "the one the Spark workers run (default $PYSPARK_PYTHON, else python3)")
 	defList(fs, &f.confs, "conf", doctor.ConfPySparkPython+" chooses the executors' Python")
 	fs.Var(&f.archives, "archives", "the job's spark-submit --archives (FILE#ALIAS,...): an executors' Python inside one is unpacked here and checked (repeatable)")
@@ -86,6 +91,11 @@ Checks, each with a verdict (OK, WARN, FAIL with the reason and the fix):
   - with --pycharm-build, whether sparkdap is tested with that PyCharm, and
     that the executors' pydevd-pycharm is its build; the test connections,
     which need debugpy and a DAP proxy, are skipped
+  - the running job's wrapper: the running serve (its control socket,
+    --control, by default derived from --ide) says which sparkdap release
+    wrote the wrapper each of the job's workers runs; another release's
+    than serve's is a WARN naming it (the fix: resubmit the job with the
+    matching wrapper, or run the matching serve). No serve running: SKIP
 Exits 0 only if no check fails.
 
 Examples:
@@ -142,6 +152,10 @@ func (f *doctorFlags) config() doctor.Config {
 		// For PyCharm the job ships the pydevd-pycharm of the build the
 		// user names, as doctor's --pycharm-build does.
 		ShipsDebugger: f.shipDebugger != workerwrap.ShipNever,
+		Control:       f.control,
+	}
+	if cfg.Control == "" {
+		cfg.Control = control.PathFor(f.ide)
 	}
 	if f.ssh != "" {
 		cfg.Gateway = &doctor.Gateway{

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"flag"
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sparkdap/sparkdap/control"
 )
 
 // TestDoctorFlagErrors: doctor's own checks live in doctor; here,
@@ -81,5 +84,34 @@ func TestDoctorShipDebugger(t *testing.T) {
 				t.Errorf("ShipsDebugger = %v, want %v", got, tc.ships)
 			}
 		})
+	}
+}
+
+// TestDoctorControl: doctor asks the serve on --control which sparkdap
+// the running job's wrappers come from; by default the socket derived
+// from --ide, as capture, select and workers find it.
+func TestDoctorControl(t *testing.T) {
+	c := newDoctorCmd(io.Discard)
+	fl := c.fs.Lookup("control")
+	if fl == nil || fl.DefValue != "" {
+		t.Fatalf("doctor's --control: %+v, want a flag with no default of its own", fl)
+	}
+	for _, tc := range []struct {
+		name string
+		f    doctorFlags
+		want string
+	}{
+		{"default", doctorFlags{ide: defaultIDEAddr}, control.PathFor(defaultIDEAddr)},
+		{"another --ide", doctorFlags{ide: "127.0.0.1:4800"}, control.PathFor("127.0.0.1:4800")},
+		{"--control", doctorFlags{ide: "127.0.0.1:4800", control: "/run/me/sd.sock"}, "/run/me/sd.sock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.f.config().Control; got != tc.want {
+				t.Errorf("Control = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if control.PathFor(defaultIDEAddr) == control.PathFor("127.0.0.1:4800") {
+		t.Error("two --ide give one control socket: the cases above test nothing")
 	}
 }

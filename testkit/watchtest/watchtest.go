@@ -25,13 +25,20 @@ type Follower struct {
 // Dial opens a watch connection to the executor port at addr and says
 // its hello; the proxy's reply must be OK.
 func Dial(addr, token string, info admission.TaskInfo) (*Follower, error) {
+	return DialHello(addr, token, admission.Hello{TaskInfo: info})
+}
+
+// DialHello is Dial with the whole hello (its Watch set here): for a
+// test of what else a wrapper's hello says, such as its sparkdap version.
+func DialHello(addr, token string, hello admission.Hello) (*Follower, error) {
+	hello.Watch = true
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(conn)
-	reply, _, _, _, err := admission.IntroduceBuffered(br, conn, token, admission.Hello{TaskInfo: info, Watch: true})
+	reply, _, _, _, err := admission.IntroduceBuffered(br, conn, token, hello)
 	if err != nil {
 		conn.Close()
 		return nil, err

@@ -136,6 +136,11 @@ def _load_config():
     # Whether the worker follows the selection the proxy changes while the
     # job runs (selection.py); a wrapper generated before it bakes none.
     cfg.setdefault("live_selection", True)
+    # The sparkdap that wrote the file, which the hellos report so that
+    # `sparkdap doctor` can tell a wrapper of another release from serve's;
+    # "" for a wrapper generated before it was baked (the proxy counts it
+    # as older).
+    cfg.setdefault("sparkdap_version", "")
     # How long the end of a task waits for a connection that takes none of
     # its output (output._FLUSH_TIMEOUT); not baked: a job sets it in its
     # environment.

@@ -175,6 +175,13 @@ def _hello_accepted(reply):
     return False, reply.replace("REFUSED ", "", 1)
 
 
+def _sparkdap_version(cfg):
+    """The sparkdap version both hellos report (the session's and the
+    selection watch's): the one that wrote this file, "" if it baked none.
+    A cfg made without _load_config may lack it."""
+    return cfg.get("sparkdap_version") or ""
+
+
 def _hello(cfg, task, undebugged=None):
     """Introduces this worker to the proxy before any debugger is loaded:
     each side proves it knows the token, then the proxy checks its session
@@ -188,6 +195,9 @@ def _hello(cfg, task, undebugged=None):
 
     host, port = cfg["proxy"]
     body = _task_body(cfg, task)
+    # Only the hello says it, not each task's event: the version is the
+    # worker's, not the task's.
+    body["sparkdapVersion"] = _sparkdap_version(cfg)
     if undebugged is not None:
         body["undebugged"] = undebugged
     nonces = []

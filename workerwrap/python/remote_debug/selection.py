@@ -20,7 +20,14 @@ import os
 from .state import _describe, _said_count, _say
 from .backoff import _proxy_heard, _proxy_silent, _skip_reason
 from .task import _executor_id, _selected
-from .hello import _HELLO, _hello_accepted, _hello_with_retries, _NoHelloReply, _ProxyUnproven
+from .hello import (
+    _HELLO,
+    _hello_accepted,
+    _hello_with_retries,
+    _NoHelloReply,
+    _ProxyUnproven,
+    _sparkdap_version,
+)
 
 # How long the first task of a worker waits for the watch's hello and the
 # selection that follows it, so that a worker started after a change
@@ -163,6 +170,7 @@ class _Watch:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "label": "",
+            "sparkdapVersion": _sparkdap_version(cfg),
         }
         keep = []
         try:

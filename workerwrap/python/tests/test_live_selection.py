@@ -238,9 +238,25 @@ def test_selection_after_ok_decides_the_first_task(worker, capsys):
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "label": "",
+        "sparkdapVersion": "9.8.7-test",
     }
     assert len(proxy.conns) == 1, "one watch per worker process"
     assert lines(capsys.readouterr().err) == []
+
+
+@pytest.mark.parametrize("baked_version, said", [("0.4.0", "0.4.0"), (None, "")])
+def test_watch_hello_carries_the_baked_version(worker, baked_version, said):
+    """The watch hello says which sparkdap wrote the wrapper, so that
+    `sparkdap doctor` can tell it from serve's; a wrapper generated before
+    the version was baked says "" (the proxy counts it as older)."""
+    if baked_version is None:
+        del worker.baked["sparkdap_version"]
+    else:
+        worker.baked["sparkdap_version"] = baked_version
+    proxy = worker.start(WatchProxy(initial=[select_line(selection(partitions=[3]))]))
+    assert worker.run(0, 3) is True
+    assert proxy.hellos and proxy.hellos[0]["proof_ok"]
+    assert proxy.hellos[0]["sparkdapVersion"] == said
 
 
 def test_changed_selection_applies_to_the_next_task(worker):

@@ -459,6 +459,24 @@ def test_hello_sends_the_task(rd, baked, proxy, monkeypatch):
     assert TOKEN.encode("utf-8") not in got.heard
 
 
+@pytest.mark.parametrize("baked_version, said", [("0.4.0", "0.4.0"), (None, "")])
+def test_hello_carries_the_baked_version(rd, baked, proxy, baked_version, said):
+    """The debug session's hello says which sparkdap wrote the wrapper, as
+    the watch hello does (test_live_selection); a wrapper generated before
+    the version was baked says "", and its task events do not carry it."""
+    baked.update(proxy="127.0.0.1:%d" % proxy.port, token=TOKEN)
+    if baked_version is None:
+        del baked["sparkdap_version"]
+    else:
+        baked["sparkdap_version"] = baked_version
+    cfg = rd._load_config()
+    assert rd._hello(cfg, task(0, 1)) is None
+    got = proxy.done()
+    assert got.proof_ok
+    assert got.hello["sparkdapVersion"] == said
+    assert "sparkdapVersion" not in rd._task_body(cfg, task(0, 1))
+
+
 def test_task_label_names_the_partition_first(rd):
     assert rd.task_label(task(3, 7)) == "partition 7 \u00b7 stage 3"
     assert rd.task_label(task(3, 7, attempt=2)) == "partition 7 \u00b7 stage 3 \u00b7 attempt 2"
