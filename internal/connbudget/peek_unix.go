@@ -8,6 +8,9 @@ import (
 	"syscall"
 )
 
+// canPeek: pendingBytes looks at the kernel buffer here.
+const canPeek = true
+
 // pendingBytes looks at what the peer sent on conn that nobody has read
 // yet: whether there is any, and whether it holds a line end (the end of
 // a hello line or of a DAP header: a whole first unit of either

@@ -34,10 +34,27 @@ func giveAway(t *testing.T, path string) {
 	}
 }
 
+// wantPrivate: dir is a directory MkdirPrivate made or accepted. With mode
+// bits (Unix) it is 0700; without (Windows: an ACL decides, which the mode
+// bits do not show) a directory.
+func wantPrivate(t *testing.T, dir string) {
+	t.Helper()
+	fi, err := os.Lstat(dir)
+	switch {
+	case err != nil || !fi.IsDir():
+		t.Errorf("%s: %v %v, want a directory", dir, fi, err)
+	case platform.modeBits && fi.Mode().Perm() != 0o700:
+		t.Errorf("%s: %v, want 0700", dir, fi.Mode())
+	}
+}
+
 // TestPrivateDir: what a directory sparkdap relies on must be, checked
 // with Lstat: a directory, not a link, the user's, writable by nobody
 // else; and MkdirPrivate, which makes a missing one 0700 and checks one
-// found, refuses the same without changing it.
+// found, refuses the same without changing it. Where the platform's
+// policy has no mode bits (windowsDirs) a directory the mode bits call
+// writable by others is accepted and left as it is: the same cases check
+// that policy.
 func TestPrivateDir(t *testing.T) {
 	me := os.Geteuid()
 	for _, tc := range []struct {
@@ -76,13 +93,21 @@ func TestPrivateDir(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "d")
+			var before fs.FileInfo
 			if tc.make != nil {
 				tc.make(t, dir)
+				var err error
+				if before, err = os.Lstat(dir); err != nil {
+					t.Fatalf("what the case made: %v", err)
+				}
 			}
-			before, _ := os.Lstat(dir)
+			want := tc.want
+			if !platform.modeBits && strings.HasPrefix(want, "is writable by others") {
+				want = ""
+			}
 			check := func(what string, err error) {
 				t.Helper()
-				if tc.want == "" {
+				if want == "" {
 					if err != nil {
 						t.Errorf("%s: %v", what, err)
 					}
@@ -90,8 +115,8 @@ func TestPrivateDir(t *testing.T) {
 				}
 				var de *DirError
 				if !errors.As(err, &de) || !errors.Is(err, ErrUnsafeDir) || de.Path != dir ||
-					!strings.Contains(err.Error(), dir+" "+tc.want) || !strings.HasSuffix(err.Error(), ": remove it") {
-					t.Errorf("%s: %v, want a DirError: %s %s: remove it", what, err, dir, tc.want)
+					!strings.Contains(err.Error(), dir+" "+want) || !strings.HasSuffix(err.Error(), ": remove it") {
+					t.Errorf("%s: %v, want a DirError: %s %s: remove it", what, err, dir, want)
 				}
 				if errors.Is(err, ErrSymlink) != tc.isSym {
 					t.Errorf("%s: %v: ErrSymlink %v, want %v", what, err, errors.Is(err, ErrSymlink), tc.isSym)
@@ -104,9 +129,14 @@ func TestPrivateDir(t *testing.T) {
 			}
 			check("MkdirPrivate", MkdirPrivate(dir))
 			after, err := os.Lstat(dir)
-			if tc.want == "" {
-				if err != nil || !after.IsDir() || after.Mode().Perm() != tc.perm {
-					t.Errorf("after MkdirPrivate: %v %v, want a %04o directory", after, err, tc.perm)
+			if want == "" {
+				switch {
+				case err != nil || !after.IsDir():
+					t.Errorf("after MkdirPrivate: %v %v, want a directory", after, err)
+				case platform.modeBits && after.Mode().Perm() != tc.perm:
+					t.Errorf("after MkdirPrivate: %v, want a %04o directory", after.Mode(), tc.perm)
+				case !platform.modeBits && before != nil && (after.Mode() != before.Mode() || !os.SameFile(before, after)):
+					t.Errorf("the accepted %s was changed: %v -> %v", dir, before.Mode(), after.Mode())
 				}
 				return
 			}
@@ -130,9 +160,7 @@ func TestMkdirPrivateIn(t *testing.T) {
 		t.Fatalf("MkdirPrivateIn = %s, %v", got, err)
 	}
 	for _, d := range []string{filepath.Dir(got), got} {
-		if fi, err := os.Lstat(d); err != nil || fi.Mode().Perm() != 0o700 {
-			t.Errorf("%s: %v %v, want 0700", d, fi, err)
-		}
+		wantPrivate(t, d)
 	}
 	if _, err := PrivateDirIn(base, filepath.Join("sparkdap-1", "captures")); err != nil {
 		t.Errorf("PrivateDirIn of what MkdirPrivateIn made: %v", err)
@@ -145,26 +173,26 @@ func TestMkdirPrivateIn(t *testing.T) {
 	}
 
 	// A first level open to all: refused, and nothing made below it.
+	// Without mode bits (windowsDirs) the bits say nothing and its place
+	// vouches for it: accepted.
 	open := filepath.Join(base, "sparkdap-2")
 	mkdirMode(t, open, 0o777)
-	for name, f := range map[string]func(string, string) (string, error){"MkdirPrivateIn": MkdirPrivateIn, "PrivateDirIn": PrivateDirIn} {
-		if _, err := f(base, filepath.Join("sparkdap-2", "captures")); !errors.Is(err, ErrUnsafeDir) || !strings.Contains(err.Error(), open+" is writable by others") {
-			t.Errorf("%s under an open level: %v", name, err)
+	if platform.modeBits {
+		for name, f := range map[string]func(string, string) (string, error){"MkdirPrivateIn": MkdirPrivateIn, "PrivateDirIn": PrivateDirIn} {
+			if _, err := f(base, filepath.Join("sparkdap-2", "captures")); !errors.Is(err, ErrUnsafeDir) || !strings.Contains(err.Error(), open+" is writable by others") {
+				t.Errorf("%s under an open level: %v", name, err)
+			}
 		}
-	}
-	if ents, _ := os.ReadDir(open); len(ents) != 0 {
-		t.Errorf("made in the refused level: %v", ents)
-	}
-
-	// A link at the first level, to a directory of the user's: refused,
-	// not followed.
-	target := t.TempDir()
-	symlink(t, target, filepath.Join(base, "sparkdap-3"))
-	if _, err := MkdirPrivateIn(base, filepath.Join("sparkdap-3", "captures")); !errors.Is(err, ErrSymlink) {
-		t.Errorf("MkdirPrivateIn through a link: %v", err)
-	}
-	if ents, _ := os.ReadDir(target); len(ents) != 0 {
-		t.Errorf("made through the link: %v", ents)
+		if ents, _ := os.ReadDir(open); len(ents) != 0 {
+			t.Errorf("made in the refused level: %v", ents)
+		}
+	} else {
+		if _, err := MkdirPrivateIn(base, filepath.Join("sparkdap-2", "captures")); err != nil {
+			t.Errorf("MkdirPrivateIn under a level the mode bits call open: %v", err)
+		}
+		if _, err := PrivateDirIn(base, filepath.Join("sparkdap-2", "captures")); err != nil {
+			t.Errorf("PrivateDirIn under a level the mode bits call open: %v", err)
+		}
 	}
 
 	// A missing base is made; rel may not leave it.
@@ -174,6 +202,17 @@ func TestMkdirPrivateIn(t *testing.T) {
 	}
 	if _, err := MkdirPrivateIn(base, filepath.Join("..", "x")); err == nil {
 		t.Error("rel leaving base was accepted")
+	}
+
+	// A link at the first level, to a directory of the user's: refused,
+	// not followed. Last: where there are no links (Wine) symlink skips.
+	target := t.TempDir()
+	symlink(t, target, filepath.Join(base, "sparkdap-3"))
+	if _, err := MkdirPrivateIn(base, filepath.Join("sparkdap-3", "captures")); !errors.Is(err, ErrSymlink) {
+		t.Errorf("MkdirPrivateIn through a link: %v", err)
+	}
+	if ents, _ := os.ReadDir(target); len(ents) != 0 {
+		t.Errorf("made through the link: %v", ents)
 	}
 }
 
@@ -190,9 +229,7 @@ func TestMkdirPrivateChecksWhatItMakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []string{filepath.Join(shared, "a"), filepath.Join(shared, "a", "b"), dir} {
-		if fi, err := os.Lstat(d); err != nil || fi.Mode().Perm() != 0o700 {
-			t.Errorf("%s: %v %v, want 0700", d, fi, err)
-		}
+		wantPrivate(t, d)
 	}
 	if fi, _ := os.Lstat(shared); fi.Mode().Perm() != 0o777 {
 		t.Errorf("the existing parent was changed: %v", fi.Mode())
@@ -281,6 +318,9 @@ func TestDirPolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if tc.policy.modeBits && !platform.modeBits && fi.IsDir() {
+				t.Skip("the Unix policy's directory cases need Unix mode bits, which this file system does not show")
+			}
 			err = tc.policy.checkDir(dir, fi)
 			if tc.want != "" {
 				if !errors.Is(err, ErrUnsafeDir) || !strings.Contains(err.Error(), dir+" "+tc.want) {
@@ -294,8 +334,15 @@ func TestDirPolicies(t *testing.T) {
 			if err := tc.policy.tighten(dir); err != nil {
 				t.Fatal(err)
 			}
-			if fi, err := os.Lstat(dir); err != nil || fi.Mode().Perm() != tc.perm {
-				t.Errorf("after tighten: %v %v, want %04o", fi.Mode(), err, tc.perm)
+			// Without mode bits here what mkdirMode asked for is not what
+			// the directory shows (Windows: 0777, or 0555 if read-only):
+			// the Windows policy must leave whatever it is as it is.
+			want := tc.perm
+			if !platform.modeBits {
+				want = fi.Mode().Perm()
+			}
+			if after, err := os.Lstat(dir); err != nil || after.Mode().Perm() != want {
+				t.Errorf("after tighten: %v %v, want %04o", after, err, want)
 			}
 		})
 	}

@@ -108,15 +108,20 @@ func TestCloseAfterFlush(t *testing.T) {
 // TestSendWritesInline: a send to an idle TCP connection is written by the
 // sender before Send returns (one non-blocking write), with no flusher
 // goroutine left behind; a connection whose Write is not its file
-// descriptor's (a pipe) still goes through the flusher.
+// descriptor's (a pipe) still goes through the flusher. Where the platform
+// has no inline writes (off Unix) only the delivery is checked: every send
+// goes through the flusher there, so one may still run when Send returns.
 func TestSendWritesInline(t *testing.T) {
+	if !inlineWrites {
+		t.Log("no inline writes on this platform (raw_other.go): checking delivery through the flusher only")
+	}
 	ours, theirs := testenv.TCPPair(t)
 	q := New(ours, Options{})
 	for i := range 50 {
 		if err := q.Send([]byte{byte('a' + i%26)}); err != nil {
 			t.Fatal(err)
 		}
-		if q.Flushing() {
+		if inlineWrites && q.Flushing() {
 			t.Fatalf("send %d: a writer still runs after Send returned", i)
 		}
 	}
@@ -125,6 +130,7 @@ func TestSendWritesInline(t *testing.T) {
 	if _, err := io.ReadFull(theirs, got); err != nil || got[49] != byte('a'+49%26) {
 		t.Fatalf("read %q, %v", got, err)
 	}
+	waitIdle(t, q)
 
 	p1, p2 := net.Pipe()
 	t.Cleanup(func() { p1.Close(); p2.Close() })
@@ -146,7 +152,12 @@ func TestSendWritesInline(t *testing.T) {
 // inline writes (off Unix) and the flusher writes everything.
 func TestOrderInlineAndQueued(t *testing.T) {
 	for _, inline := range []bool{true, false} {
-		t.Run(fmt.Sprintf("inline %v", inline), func(t *testing.T) { testOrder(t, inline) })
+		t.Run(fmt.Sprintf("inline %v", inline), func(t *testing.T) {
+			if inline && !inlineWrites {
+				t.Skip("no inline writes on this platform (raw_other.go: no raw descriptor to write)")
+			}
+			testOrder(t, inline)
+		})
 	}
 }
 
