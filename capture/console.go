@@ -14,6 +14,11 @@ import (
 // user expression is ever taken for one.
 const ConsolePrefix = "!"
 
+// localShell is the shell the user pastes the replay command into: that
+// of this machine, where the capture file is (PowerShell on Windows).
+// Tests set it to check the other one's form.
+var localShell = shellquote.Local
+
 // ConsoleHelp is what "!help" answers.
 const ConsoleHelp = `sparkdap commands for the Debug Console (anything else goes to Python):
   !capture              capture the function of the selected stopped frame and the arguments it holds,
@@ -59,7 +64,7 @@ func Summary(body map[string]any) string {
 	if task != "" {
 		from = " (" + task + ")"
 	}
-	line := fmt.Sprintf("captured %s%s to %s (%d bytes) — replay: sparkdap replay %s", fn, from, path, n, shellquote.Quote(path))
+	line := fmt.Sprintf("captured %s%s to %s (%d bytes) — replay: sparkdap replay %s", fn, from, path, n, localShell.Quote(path))
 	// The executor's notes: above all, a value the capture carries only
 	// pickled, which replay runs only with --trust-captured-code. Cleaned
 	// like the name, and bounded in number.

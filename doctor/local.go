@@ -107,9 +107,9 @@ func (d *doctor) checkPythonAt(ctx context.Context, name, py, path string) (stri
 	}
 	install := func(req string) string {
 		if d.pyPacked {
-			return fmt.Sprintf("pip install %s in the environment, then pack it again", shellquote.Quote(req))
+			return fmt.Sprintf("pip install %s in the environment, then pack it again", localShell.Quote(req))
 		}
-		fix := fmt.Sprintf("%s -m pip install %s   (on every executor too)", shellquote.Quote(py), shellquote.Quote(req))
+		fix := fmt.Sprintf("%s -m pip install %s   (on every executor too)", localShell.Program(py), localShell.Quote(req))
 		if rep.kind == kindAbsent {
 			fix += fmt.Sprintf(", or point %s at an interpreter that has it", pythonSetting(name))
 		}
@@ -145,7 +145,7 @@ func (d *doctor) checkSpark(ctx context.Context, py string) {
 	}
 	if err != nil {
 		d.report(checkResult{name: name, v: vFail, detail: fmt.Sprintf("%s cannot import pyspark: %v", py, err),
-			fix: fmt.Sprintf("%s -m pip install pyspark (matching your cluster's Spark), or add $SPARK_HOME/python to PYTHONPATH", shellquote.Quote(py))})
+			fix: fmt.Sprintf("%s -m pip install pyspark (matching your cluster's Spark), or add %s to PYTHONPATH", localShell.Program(py), sparkHomePython())})
 		return
 	}
 	m := versionRE.FindStringSubmatch(out)
@@ -206,4 +206,18 @@ func (d *doctor) checkJava(ctx context.Context) {
 		return
 	}
 	d.report(checkResult{name: name, v: vOK, detail: first})
+}
+
+// localShell is the shell of this machine, which the fixes that run its
+// Python are written for: PowerShell on Windows, else POSIX sh. The fixes
+// for an SSH gateway or the cluster's nodes stay POSIX. Tests set it to
+// check the other one's form.
+var localShell = shellquote.Local
+
+// sparkHomePython names Spark's Python directory as the local shell writes it.
+func sparkHomePython() string {
+	if localShell == shellquote.PowerShell {
+		return `$env:SPARK_HOME\python`
+	}
+	return "$SPARK_HOME/python"
 }

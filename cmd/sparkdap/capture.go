@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -75,7 +74,7 @@ func captureRun(o *captureOptions, args []string, stdout io.Writer) error {
 	}
 	if req.Op == control.OpCapture {
 		fmt.Fprintln(stdout, ans.Capture.Summary)
-		fmt.Fprintf(stdout, "file: %s\nreplay: sparkdap replay %s\n", ans.Capture.Path, shellWord(ans.Capture.Path))
+		fmt.Fprintf(stdout, "file: %s\nreplay: sparkdap replay %s\n", ans.Capture.Path, localShell.Quote(ans.Capture.Path))
 		return nil
 	}
 	if len(ans.Workers) == 0 {
@@ -128,12 +127,4 @@ func captureError(o *captureOptions, path string, err error) error {
 			"--ide or --control it printed at its start", how, path)
 	}
 	return fmt.Errorf("control socket %s: %w", path, err)
-}
-
-// shellWord quotes p for a POSIX shell when it needs it.
-func shellWord(p string) string {
-	if p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,/:+@=") == "" {
-		return p
-	}
-	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }

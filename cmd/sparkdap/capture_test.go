@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sparkdap/sparkdap/control"
 	"github.com/sparkdap/sparkdap/dap"
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"github.com/sparkdap/sparkdap/pycharm"
 )
 
@@ -140,5 +142,39 @@ func TestCaptureCommandPrintsNoControls(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCaptureReplayHintPowerShell: on Windows the replay command is one
+// PowerShell reads the capture's path back from: backslashes as they are,
+// a path with a space in single quotes with its ' doubled.
+func TestCaptureReplayHintPowerShell(t *testing.T) {
+	withLocalShell(t, shellquote.PowerShell)
+	dir := shortDir(t)
+	for i, tc := range []struct{ path, want string }{
+		{`C:\Users\me\captures\x.capture`, `replay: sparkdap replay C:\Users\me\captures\x.capture` + "\n"},
+		{`C:\Users\Jo O'Neil\captures\x.capture`, `replay: sparkdap replay 'C:\Users\Jo O''Neil\captures\x.capture'` + "\n"},
+	} {
+		answer, _ := json.Marshal(control.Answer{Capture: &control.CaptureResult{Path: tc.path, Function: "f", Summary: "captured f"}})
+		sock := filepath.Join(dir, fmt.Sprintf("%d.sock", i))
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			_, _ = io.Copy(io.Discard, io.LimitReader(c, 4096))
+			_, _ = c.Write(append(answer, '\n'))
+		}()
+		var out, errb bytes.Buffer
+		code := run([]string{"capture", "--control", sock, "--executor", "3"}, &out, &errb)
+		l.Close()
+		if code != 0 || !strings.HasSuffix(out.String(), tc.want) {
+			t.Errorf("capture of %s: exit %d, printed %q (stderr %q), want it to end %q", tc.path, code, out.String(), errb.String(), tc.want)
+		}
 	}
 }

@@ -89,34 +89,25 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 	// --py-files); then the flags given here as executor environment
 	// overrides, so one generated file can be retargeted per job; then the
 	// token, which submit bakes into the wrapper it generates instead.
-	type kv struct{ key, value, shell string }
 	var (
-		confs   []kv
+		confs   []confOption
 		pyFiles string
 	)
 	for _, st := range workerwrap.JobSettings(path, driverDir, ship) {
 		if st.Key == "spark.submit.pyFiles" {
 			pyFiles = st.Value
 		} else {
-			confs = append(confs, kv{key: st.Key, value: st.Value})
+			confs = append(confs, confOption{key: st.Key, value: st.Value})
 		}
 	}
 	for _, e := range wf.envOverrides() {
-		confs = append(confs, kv{key: "spark.executorEnv." + e[0], value: e[1]})
+		confs = append(confs, confOption{key: "spark.executorEnv." + e[0], value: e[1]})
 	}
 	tokenKey := "spark.executorEnv." + wf.tokenEnv
-	confs = append(confs, kv{key: tokenKey, shell: `"$` + wf.tokenEnv + `"`})
+	confs = append(confs, confOption{key: tokenKey, env: wf.tokenEnv})
 
 	var b strings.Builder
-	fmt.Fprintln(&b, "# spark-submit options (put them before the application .py file):")
-	fmt.Fprintf(&b, "--py-files %s\n", shellquote.Quote(pyFiles))
-	for _, c := range confs {
-		if c.shell != "" {
-			fmt.Fprintf(&b, "--conf %s=%s\n", c.key, c.shell)
-		} else {
-			fmt.Fprintf(&b, "--conf %s\n", shellquote.Quote(c.key+"="+c.value))
-		}
-	}
+	writeSubmitOptions(&b, localShell, pyFiles, confs)
 	// The lease in effect: --lease here (an executor variable above), else
 	// what the wrapper file bakes.
 	lease, known := wf.lease, wf.leaseGiven()
@@ -150,8 +141,8 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 	fmt.Fprintln(&b, "        builder")
 	fmt.Fprintf(&b, "        .config(%s, %s)\n", strconv.Quote("spark.submit.pyFiles"), strconv.Quote(pyFiles))
 	for _, c := range confs {
-		if c.shell != "" {
-			fmt.Fprintf(&b, "        .config(%s, os.environ.get(%s, \"\"))\n", strconv.Quote(c.key), strconv.Quote(wf.tokenEnv))
+		if c.env != "" {
+			fmt.Fprintf(&b, "        .config(%s, os.environ.get(%s, \"\"))\n", strconv.Quote(c.key), strconv.Quote(c.env))
 		} else {
 			fmt.Fprintf(&b, "        .config(%s, %s)\n", strconv.Quote(c.key), strconv.Quote(c.value))
 		}
@@ -160,4 +151,32 @@ func confRun(o *confOptions, args []string, stdout io.Writer) error {
 	fmt.Fprintln(&b, "spark = builder.getOrCreate()")
 	_, err = io.WriteString(stdout, b.String())
 	return err
+}
+
+// localShell is the shell the user pastes conf's spark-submit options and
+// capture's replay command into: PowerShell on Windows, else POSIX sh.
+// Tests set it to check the other one's form.
+var localShell = shellquote.Local
+
+// confOption is one --conf that conf prints: key=value, or (env set) the
+// key set to that environment variable's value in the user's shell, so
+// that the value (the token) is never printed.
+type confOption struct{ key, value, env string }
+
+// writeSubmitOptions writes conf's spark-submit options as words of sh,
+// the user's shell, saying so when it is not POSIX.
+func writeSubmitOptions(b *strings.Builder, sh shellquote.Dialect, pyFiles string, confs []confOption) {
+	if sh == shellquote.POSIX {
+		fmt.Fprintln(b, "# spark-submit options (put them before the application .py file):")
+	} else {
+		fmt.Fprintf(b, "# spark-submit options, in %s syntax (put them before the application .py file):\n", sh)
+	}
+	fmt.Fprintf(b, "--py-files %s\n", sh.Quote(pyFiles))
+	for _, c := range confs {
+		if c.env != "" {
+			fmt.Fprintf(b, "--conf %s=%s\n", c.key, sh.Env(c.env))
+		} else {
+			fmt.Fprintf(b, "--conf %s\n", sh.Quote(c.key+"="+c.value))
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
@@ -422,5 +423,62 @@ func TestProxyBackoffFlag(t *testing.T) {
 				t.Errorf("%q: exit %d, stderr %q; want a refusal naming --proxy-backoff", args, code, stderr.String())
 			}
 		}
+	}
+}
+
+// withLocalShell makes the user's shell d for the rest of the test.
+func withLocalShell(t *testing.T, d shellquote.Dialect) {
+	t.Helper()
+	old := localShell
+	localShell = d
+	t.Cleanup(func() { localShell = old })
+}
+
+// TestConfSubmitOptionsPowerShell: on Windows the spark-submit options are
+// what PowerShell reads back as the settings: paths bare or in literal
+// single quotes (backslashes as they are, ' doubled), the token from
+// $env:, and a comment saying which shell they are for.
+func TestConfSubmitOptionsPowerShell(t *testing.T) {
+	var b strings.Builder
+	writeSubmitOptions(&b, shellquote.PowerShell, `C:\Users\me\remote_debug.py`, []confOption{
+		{key: "spark.python.daemon.module", value: "remote_debug"},
+		{key: "spark.executorEnv.PYTHONPATH", value: `C:\Users\me`},
+		{key: "spark.executorEnv.SPARKDAP_DRIVER_DIR", value: `C:\Users\me\my job's dir`},
+		{key: "spark.executorEnv.SPARKDAP_TOKEN", env: "SPARKDAP_TOKEN"},
+	})
+	want := `# spark-submit options, in PowerShell syntax (put them before the application .py file):
+--py-files C:\Users\me\remote_debug.py
+--conf spark.python.daemon.module=remote_debug
+--conf spark.executorEnv.PYTHONPATH=C:\Users\me
+--conf 'spark.executorEnv.SPARKDAP_DRIVER_DIR=C:\Users\me\my job''s dir'
+--conf spark.executorEnv.SPARKDAP_TOKEN="$env:SPARKDAP_TOKEN"
+`
+	if got := b.String(); got != want {
+		t.Errorf("PowerShell options:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestConfPowerShell: conf prints its options for the user's shell, and
+// only those: the SparkSession snippet is Python either way.
+func TestConfPowerShell(t *testing.T) {
+	withLocalShell(t, shellquote.PowerShell)
+	path := wrapperIn(t) // in a directory whose name has a space
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"conf", "-wrapper", path}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"# spark-submit options, in PowerShell syntax",
+		"--py-files '" + path + "'\n",
+		`--conf spark.executorEnv.SPARKDAP_TOKEN="$env:SPARKDAP_TOKEN"` + "\n",
+		`.config("spark.executorEnv.SPARKDAP_TOKEN", os.environ.get("SPARKDAP_TOKEN", ""))`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("conf output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `"$SPARKDAP_TOKEN"`) {
+		t.Errorf("conf output has the POSIX token reference:\n%s", out)
 	}
 }
