@@ -239,7 +239,7 @@ func serveUntil(ctx context.Context, f *serveOptions, args []string, stderr io.W
 		return err
 	}
 	if generated {
-		fmt.Fprintf(stderr, "sparkdap: no token given; generated one for this run: export %s=%s\n", tokenEnv, token)
+		fmt.Fprintf(stderr, "sparkdap: no token given; generated one for this run: %s\n", localShell.SetEnv(tokenEnv, token))
 	}
 	if f.readyFile != "" {
 		if err := writeReadyFile(f.readyFile, ready); err != nil {

@@ -98,6 +98,17 @@ func (d Dialect) Env(name string) string {
 	return `"$` + name + `"`
 }
 
+// SetEnv returns a command that sets the environment variable name to
+// value for the commands the shell runs after it: export NAME=value in
+// POSIX, $env:NAME = 'value' in PowerShell. name must be a plain
+// identifier (letters, digits, _).
+func (d Dialect) SetEnv(name, value string) string {
+	if d == PowerShell {
+		return "$env:" + name + " = '" + psQuotes.Replace(value) + "'"
+	}
+	return "export " + name + "=" + d.Quote(value)
+}
+
 // Program returns program, a command's first word (a path to an
 // executable, say), so that the shell runs it: quoted like any word, and
 // in PowerShell after the call operator (& ) when quoting it was needed,

@@ -75,6 +75,40 @@ func TestEnv(t *testing.T) {
 	}
 }
 
+func TestSetEnv(t *testing.T) {
+	cases := []struct {
+		d                 Dialect
+		name, value, want string
+	}{
+		{POSIX, "SPARKDAP_TOKEN", "3f9a0c", "export SPARKDAP_TOKEN=3f9a0c"},
+		{POSIX, "X", "a b'c", `export X='a b'\''c'`},
+		{PowerShell, "SPARKDAP_TOKEN", "3f9a0c", "$env:SPARKDAP_TOKEN = '3f9a0c'"},
+		{PowerShell, "X", "a b'c", "$env:X = 'a b''c'"},
+	}
+	for _, c := range cases {
+		if got := c.d.SetEnv(c.name, c.value); got != c.want {
+			t.Errorf("%v.SetEnv(%q, %q) = %q, want %q", c.d, c.name, c.value, got, c.want)
+		}
+	}
+}
+
+// TestSetEnvRoundTripsThroughSh: the variable sh sets holds the value given.
+func TestSetEnvRoundTripsThroughSh(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	for _, s := range roundTripWords {
+		out, err := exec.Command(sh, "-c", POSIX.SetEnv("SPARKDAP_X", s)+`; printf %s "$SPARKDAP_X"`).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != s {
+			t.Errorf("sh set %q as %q", s, out)
+		}
+	}
+}
+
 func TestProgram(t *testing.T) {
 	cases := []struct {
 		d       Dialect
