@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sparkdap/sparkdap/internal/dapclient"
 	"github.com/sparkdap/sparkdap/selection"
 	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
@@ -98,7 +99,7 @@ func TestSparkExceptionsGrouped(t *testing.T) {
 		t.Errorf("total %v, want -20 (each task caught its KeyError)", got)
 	}
 	if n := countStops(ide); n != 1 {
-		t.Errorf("%d stops for one group, want 1", n)
+		t.Errorf("%d stops for one group, want 1: %s", n, stoppedEvents(ide))
 	}
 
 	// Escaping: a group of its own (another place) stops once; the job
@@ -120,4 +121,16 @@ func TestSparkExceptionsGrouped(t *testing.T) {
 	if r.err == nil || !strings.Contains(r.out.String(), "JOB FAILED: True") {
 		t.Errorf("the job should fail with the KeyError as the plain run did: err %v\n%s", r.err, tail(r.out.String(), 4<<10))
 	}
+}
+
+// stoppedEvents describes every stopped event the IDE got, for a failure
+// that counts more than it should.
+func stoppedEvents(ide *dapclient.Client) string {
+	var b strings.Builder
+	for _, ev := range ide.Events() {
+		if ev.Event == "stopped" {
+			fmt.Fprintf(&b, "\n\t%s", ev.Body)
+		}
+	}
+	return b.String()
 }
