@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"path/filepath"
+	"syscall"
 )
 
 // ErrAnswer is a request the server answered with an error; errors.As
@@ -21,6 +23,12 @@ func (e *Error) Error() string { return e.Message }
 
 // Unwrap makes errors.Is(err, ErrAnswer) hold.
 func (e *Error) Unwrap() error { return ErrAnswer }
+
+// NoServer reports whether err, from Call, means no serve listens on the
+// socket: there is no socket file, or one a serve that ended left behind.
+func NoServer(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED)
+}
 
 // Call sends req on the control socket at path and returns the answer,
 // cleaned; an error answer is an *Error. ctx bounds the whole call (a

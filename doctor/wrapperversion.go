@@ -2,12 +2,9 @@ package doctor
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sparkdap/sparkdap/control"
@@ -36,13 +33,13 @@ func (d *doctor) checkWrapperVersion(ctx context.Context) {
 	defer cancel()
 	ans, err := control.Call(ctx, path, control.Request{Op: control.OpKnownWorkers})
 	switch {
-	case err != nil && noServe(err) && d.ideState == portSparkdap:
+	case err != nil && control.NoServer(err) && d.ideState == portSparkdap:
 		// A serve started with its own --control listens elsewhere.
 		d.report(checkResult{name: wrapperCheckName, v: vSkip,
 			detail: fmt.Sprintf("not checked: a sparkdap serves the IDE port %s, but none answers on the control socket %s", d.f.IDE, path),
 			fix:    "if that serve was started with --control, give doctor the same --control"})
 		return
-	case err != nil && noServe(err):
+	case err != nil && control.NoServer(err):
 		d.report(checkResult{name: wrapperCheckName, v: vSkip,
 			detail: fmt.Sprintf("no sparkdap serve is running (none answers on the control socket %s): nothing to compare", path)})
 		return
@@ -53,12 +50,6 @@ func (d *doctor) checkWrapperVersion(ctx context.Context) {
 		return
 	}
 	d.report(wrapperVerdict(ans, buildinfo.Version))
-}
-
-// noServe reports whether err means nothing listens on the socket: no
-// file, or a socket a serve that ended left behind.
-func noServe(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // wrapperVerdict compares the versions of the workers ans lists with the

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/sparkdap/sparkdap/control"
@@ -118,7 +116,7 @@ func captureError(o *captureOptions, path string, err error) error {
 			return flagError("frame", errors.New(ce.Message))
 		}
 		return errors.New(ce.Message)
-	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED):
+	case control.NoServer(err):
 		how := "--ide " + o.ide
 		if o.control != "" {
 			how = "--control " + o.control
