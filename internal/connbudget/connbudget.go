@@ -33,7 +33,11 @@
 //     refuses the newcomer.
 //   - Under pressure (more than half the budget in use), a connection that
 //     has sent nothing within the silent grace is closed, and one not
-//     admitted within the admission grace too. Without pressure nothing is
+//     admitted within the admission grace too. Silence counts only where
+//     unread bytes can be seen: a tunnel stream's wait in the
+//     multiplexer's buffer, out of a peek's reach, behind goroutines a
+//     flood keeps waiting, so such a connection has the admission grace
+//     alone. Without pressure nothing is
 //     cut short: a peer over a slow tunnel keeps its time, up to the front
 //     end's own handshake timeout.
 //
@@ -112,8 +116,10 @@ func (e *RefusedError) Error() string { return "connection refused: " + e.Cause 
 // safe for concurrent use.
 type Budget struct {
 	opt Options
-	// peek is pendingBytes: this platform's look at what waits unread.
-	peek func(net.Conn) (some, line bool)
+	// peek is pendingBytes: this platform's look at what waits unread;
+	// lookable is lookableConn: whether peek can see into a connection.
+	peek     func(net.Conn) (some, line bool)
+	lookable func(net.Conn) bool
 
 	// mu guards everything below and every Place's state and links. No
 	// callback and no Close of a connection runs under it.
@@ -150,7 +156,7 @@ func NewWith(o Options) *Budget {
 	if o.AdmitGrace <= 0 {
 		o.AdmitGrace = DefaultAdmitGrace
 	}
-	return &Budget{opt: o, peek: pendingBytes, bySrc: map[string]int{}, expectedBySrc: map[string]int{}}
+	return &Budget{opt: o, peek: pendingBytes, lookable: lookableConn, bySrc: map[string]int{}, expectedBySrc: map[string]int{}}
 }
 
 // Total and PerSource are the limits b enforces.
@@ -172,7 +178,7 @@ func (b *Budget) PerSource() int { return b.opt.PerSource }
 // unread.
 func (b *Budget) Take(conn net.Conn, expected int) (*Place, net.Conn, error) {
 	src := Source(conn.RemoteAddr())
-	p := &Place{b: b, src: src, conn: conn, since: time.Now()}
+	p := &Place{b: b, src: src, conn: conn, since: time.Now(), lookable: b.lookable(conn)}
 	p.timer = time.AfterFunc(b.opt.SilentGrace, p.graceOver)
 	b.mu.Lock()
 	if b.opt.PerSource < b.opt.Total && b.bySrc[src] >= b.opt.PerSource {
@@ -267,6 +273,9 @@ func (b *Budget) peekLocked(p *Place, now time.Time) bool {
 // without taking the bytes (off Unix): a connection counts as silent
 // until its reader sees bytes.
 func noPeek(net.Conn) (some, line bool) { return false, false }
+
+// notLookable is lookableConn where nothing can be looked into.
+func notLookable(net.Conn) bool { return false }
 
 // maxPeeks bounds the kernel buffers one newcomer has looked at, and
 // peekBytes how much of each.

@@ -390,6 +390,7 @@ func TestBudgetGracesUnderPressureOnly(t *testing.T) {
 	const silentGrace, admitGrace = 30 * time.Millisecond, 150 * time.Millisecond
 	b := NewWith(Options{Total: 4, SilentGrace: silentGrace, AdmitGrace: admitGrace,
 		Shed: func(_ net.Addr, why, how string) { sheds <- shed{why, how} }})
+	b.lookable = func(net.Conn) bool { return true } // the pipes hold nothing unseen
 	quiet, _, _ := take(t, b, "10.0.0.1:1")
 	time.Sleep(admitGrace + 100*time.Millisecond)
 	if quiet.closed.Load() {
@@ -431,6 +432,74 @@ func TestBudgetGracesUnderPressureOnly(t *testing.T) {
 	}
 	if quiet.closed.Load() {
 		t.Fatal("the connection whose graces passed without pressure was closed later")
+	}
+}
+
+// TestBudgetSilenceCountsOnlyWhereSeen: under pressure, a connection
+// silent past the silent grace goes then only if what its peer sent
+// could be seen unread (a socket); one whose bytes may wait out of sight
+// (a tunnel stream) keeps its place until the admission grace.
+func TestBudgetSilenceCountsOnlyWhereSeen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if got := lookableConn(tcpPair(t, ln, "")); got != canPeek {
+		t.Errorf("a TCP connection lookable: %v, want %v (canPeek)", got, canPeek)
+	}
+	if c, _ := newConn(t, "10.0.0.1:1"); lookableConn(c) {
+		t.Error("a connection with no socket under it is lookable")
+	}
+
+	const silentGrace = 20 * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		lookable bool
+	}{
+		{"seen silent", true},
+		{"unseen", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sheds := make(chan string, 4)
+			// An hour's admission grace: a shed within the test is the
+			// silent grace's.
+			b := NewWith(Options{Total: 2, SilentGrace: silentGrace, AdmitGrace: time.Hour,
+				Shed: func(_ net.Addr, why, how string) { sheds <- why + " " + how }})
+			b.lookable = func(net.Conn) bool { return tc.lookable }
+			quiet, _, _ := take(t, b, "10.0.0.1:1")
+			take(t, b, "10.0.0.1:2") // 2 held of 2: pressure
+			select {
+			case got := <-sheds:
+				if !tc.lookable {
+					t.Fatalf("shed %q at the silent grace; want its place kept until the admission grace", got)
+				}
+				if want := CauseSilent + " past its grace"; got != want || !quiet.closed.Load() {
+					t.Fatalf("shed %q (the first connection closed: %v), want %q of the first", got, quiet.closed.Load(), want)
+				}
+			case <-time.After(silentGrace + 300*time.Millisecond):
+				if tc.lookable {
+					t.Fatal("a connection seen silent under pressure kept its place past the silent grace")
+				}
+			}
+		})
+	}
+
+	// Unseen, it goes at the admission grace.
+	sheds := make(chan string, 4)
+	b := NewWith(Options{Total: 2, SilentGrace: silentGrace, AdmitGrace: 5 * silentGrace,
+		Shed: func(_ net.Addr, why, how string) { sheds <- why + " " + how }})
+	b.lookable = notLookable
+	take(t, b, "10.0.0.1:1")
+	take(t, b, "10.0.0.1:2")
+	// The first shed ends the pressure.
+	select {
+	case got := <-sheds:
+		if want := CauseSilent + " past its grace"; got != want {
+			t.Fatalf("shed %q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an unseen silent connection under pressure outlived the admission grace")
 	}
 }
 

@@ -11,6 +11,14 @@ import (
 // canPeek: pendingBytes looks at the kernel buffer here.
 const canPeek = true
 
+// lookableConn reports whether pendingBytes can see what waits unread on
+// conn: a socket can be, a connection carried in user space (an SSH
+// tunnel's stream, whose bytes wait in the multiplexer's buffer) cannot.
+func lookableConn(conn net.Conn) bool {
+	_, ok := conn.(syscall.Conn)
+	return ok
+}
+
 // pendingBytes looks at what the peer sent on conn that nobody has read
 // yet: whether there is any, and whether it holds a line end (the end of
 // a hello line or of a DAP header: a whole first unit of either

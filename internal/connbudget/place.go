@@ -21,6 +21,10 @@ type Place struct {
 	src   string
 	conn  net.Conn  // closed when the place is taken from it
 	since time.Time // when it was taken
+	// lookable: what conn's peer sent can be seen before its reader takes
+	// it (Budget.lookable), so silence past the silent grace means the
+	// peer sent nothing, not that its reader was not scheduled yet.
+	lookable bool
 
 	// spoke is set by the first read that returned bytes: the fast path of
 	// every later read, without the Budget's lock.
@@ -70,7 +74,8 @@ func (p *Place) Spoke() {
 
 // graceOver runs on the timer's goroutine, first after SilentGrace, then
 // after AdmitGrace. Under pressure, a connection that has sent nothing by
-// the first, or is not admitted by the second, goes. Without pressure it
+// the first (as far as can be seen: see lookable), or is not admitted by
+// the second, goes. Without pressure it
 // keeps its place until the front end's own timeouts end it: there is
 // nothing to relieve.
 func (p *Place) graceOver() {
@@ -83,6 +88,12 @@ func (p *Place) graceOver() {
 	case p.state == placeExpected && p.phase == 1:
 		// Its peer may speak only when spoken to (pydevd), and the proxy
 		// proved to be busy: only the admission grace holds for it.
+	case p.state == placeSilent && p.phase == 1 && !p.lookable:
+		// Its bytes may wait where no peek reaches (a tunnel stream's
+		// buffer, behind the agent's and the multiplexer's goroutines,
+		// or a socket off Unix) for a reader a busy proxy has not
+		// scheduled: silence proves nothing, only the admission grace
+		// holds for it.
 	case p.state == placeSilent && b.peekLocked(p, time.Now()):
 		// Its bytes wait for a reader not yet scheduled: it spoke.
 	case p.state == placeSilent:
