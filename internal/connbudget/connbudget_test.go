@@ -467,15 +467,17 @@ func TestBudgetSilenceCountsOnlyWhereSeen(t *testing.T) {
 			b := NewWith(Options{Total: 2, SilentGrace: silentGrace, AdmitGrace: time.Hour,
 				Shed: func(_ net.Addr, why, how string) { sheds <- why + " " + how }})
 			b.lookable = func(net.Conn) bool { return tc.lookable }
-			quiet, _, _ := take(t, b, "10.0.0.1:1")
-			take(t, b, "10.0.0.1:2") // 2 held of 2: pressure
+			first, _, _ := take(t, b, "10.0.0.1:1")
+			second, _, _ := take(t, b, "10.0.0.1:2") // 2 held of 2: pressure
 			select {
 			case got := <-sheds:
 				if !tc.lookable {
 					t.Fatalf("shed %q at the silent grace; want its place kept until the admission grace", got)
 				}
-				if want := CauseSilent + " past its grace"; got != want || !quiet.closed.Load() {
-					t.Fatalf("shed %q (the first connection closed: %v), want %q of the first", got, quiet.closed.Load(), want)
+				// Either may go first; its going ends the pressure.
+				closed := first.closed.Load() || second.closed.Load()
+				if want := CauseSilent + " past its grace"; got != want || !closed {
+					t.Fatalf("shed %q (a connection closed: %v), want %q of one of them", got, closed, want)
 				}
 			case <-time.After(silentGrace + 300*time.Millisecond):
 				if tc.lookable {
