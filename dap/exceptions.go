@@ -45,6 +45,16 @@ func (tx *held) groupException(es *ExecutorSession, m Message, tid int64) {
 				line, _ := toInt(top["line"])
 				src, _ := top["source"].(map[string]any)
 				path, _ := src["path"].(string)
+				if admission.IsPlumbingFile(path) {
+					// Raised in the wrapper or PySpark's daemon, as the
+					// SystemExit a reused worker leaves through when the
+					// JVM closes its socket: never the user's, never
+					// shown, no group (pycharm.holdException alike).
+					es.logger().Debug().Str("exception", typ).Str("file", filepath.Base(path)).Int64("thread", tid).
+						Msg("a stop at an exception in the worker's plumbing runs on unseen")
+					es.request("continue", map[string]any{"threadId": tid}, h.cfg.RequestTimeout, ignoreAnswer(es))
+					return
+				}
 				if h.cfg.Paths != nil && path != "" {
 					tx := h.lock()
 					if r := tx.mapRemote(es, path); r.Err == nil {

@@ -2,6 +2,7 @@ package dap
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,4 +106,39 @@ func equalGroups(a, b []selection.ExceptionGroup) bool {
 		}
 	}
 	return true
+}
+
+// TestExceptionInPlumbingRunsOnUnseen: a stop at an exception raised in
+// the wrapper or PySpark's daemon (a reused worker's SystemExit as the
+// JVM closes its socket) is continued, never shown and never grouped;
+// the user's next exception still stops.
+func TestExceptionInPlumbingRunsOnUnseen(t *testing.T) {
+	p := startProxy(t, func(c *Config) { c.ExceptionHold = 300 * time.Millisecond })
+	c := p.ide(false, nil)
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	for i, path := range []string{"/tmp/sparkdap-submit-1/remote_debug.py", "/opt/spark/python/lib/pyspark.zip/pyspark/daemon.py"} {
+		f := p.executor(1400+i, nil)
+		taskEvent(f, 1400+i, 2, i)
+		f.SetFramePath(path)
+		raise(f, "SystemExit")
+		if _, err := f.awaitRequest("continue", nil, 5*time.Second); err != nil {
+			t.Fatalf("the stop in %s was not continued: %v", path, err)
+		}
+	}
+	user := p.executor(1500, nil)
+	taskEvent(user, 1500, 2, 5)
+	raise(user, "KeyError")
+	if _, err := c.StoppedEvent(ctx); err != nil {
+		t.Fatalf("the user's KeyError did not stop: %v", err)
+	}
+	for _, ev := range c.Events() {
+		if ev.Event == "stopped" && strings.Contains(string(ev.Body), "SystemExit") {
+			t.Errorf("a stop in the plumbing was shown: %s", ev.Body)
+		}
+	}
+	want := []selection.ExceptionGroup{{Type: "KeyError", Place: "udf.py:5", Tasks: 1}}
+	if got := p.hub.Board().Groups(); !equalGroups(got, want) {
+		t.Errorf("groups %+v, want %+v", got, want)
+	}
 }

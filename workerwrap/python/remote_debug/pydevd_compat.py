@@ -22,6 +22,8 @@ that is not there (forced, or a behaviour the names do not show):
   _set_nodelay: skipped (a worker attaches a little slower);
 - _trust_code_paths: skipped (breakpoints in closures pickled from the
   driver do not bind);
+- _wrapper_is_library: skipped (with justMyCode, exception breakpoints
+  may stop in the wrapper's frames);
 - _quiet_missing_file_warnings, _QuietPydevd: skipped (pydevd's warnings
   and tracebacks reach the executor log);
 - output batching (_take_output_redirects, _writer_backlog, _queue_output):
@@ -87,6 +89,7 @@ def _load_debugger(pycharm):
     _check_debugger("debugpy", str(getattr(debugpy, "__version__", "unknown")), False)
     _describe_environment_only_when_logged()
     _skip_network_start_sleep()
+    _wrapper_is_library()
     return debugpy
 
 
@@ -687,10 +690,35 @@ def _stop_at_frame(frame):
     )
 
 
+def _wrapper_is_library():
+    """Makes the wrapper's own code library code to pydevd, before the
+    worker's settrace makes the PyDB that reads the roots. Otherwise, in
+    a directory that is no library root (where `sparkdap submit` writes
+    it, an executor's working directory), it is the user's code: with
+    justMyCode and exception breakpoints on raised exceptions, pydevd
+    stops in it for any exception that passes through its frames, as the
+    SystemExit a reused worker leaves through when the JVM closes its
+    socket does (PySpark's worker main, then the wrapper's main, then
+    pyspark.daemon.worker, which catches it). A root that is a file
+    names that file alone (pydevd_filtering.in_project_roots). As
+    shipped the wrapper is one file; in the repository, a package. Only
+    once the debugger's pydevd is loaded (it imports pydevd_filtering):
+    importing it here could load another copy (see _global_debugger)."""
+    if sys.modules.get("_pydevd_bundle.pydevd_filtering") is None:
+        return
+    here = os.path.abspath(__file__)
+    if __package__:
+        here = os.path.dirname(here)
+    _library_root(here)
+    real = os.path.realpath(here)
+    if real != here:
+        _library_root(real)
+
+
 def _library_root(path):
     """Makes path one of pydevd's library roots, so that with justMyCode
     its files are never the user's code (the shipped debugger, unpacked
-    outside site-packages). pydevd reads LIBRARY_ROOTS when a PyDB is
+    outside site-packages; the wrapper itself). pydevd reads LIBRARY_ROOTS when a PyDB is
     made, in the worker's settrace, and then uses it instead of its
     defaults, so the defaults go in too. Skipped, silently, if the loaded
     pydevd has no _get_default_library_roots: the shipped debugger's files
