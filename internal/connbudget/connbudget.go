@@ -34,12 +34,12 @@
 //   - Under pressure (more than half the budget in use), a connection that
 //     has sent nothing within the silent grace is closed, and one not
 //     admitted within the admission grace too. Silence counts only where
-//     unread bytes can be seen: a tunnel stream's wait in the
-//     multiplexer's buffer, out of a peek's reach, behind goroutines a
-//     flood keeps waiting, so such a connection has the admission grace
-//     alone. Without pressure nothing is
-//     cut short: a peer over a slow tunnel keeps its time, up to the front
-//     end's own handshake timeout.
+//     unread bytes can be seen (a socket on Unix): a tunnel stream's
+//     bytes wait in the multiplexer's buffer, out of a peek's reach,
+//     behind goroutines a flood keeps waiting, so such a connection has
+//     the admission grace alone. Without pressure nothing is cut short: a
+//     peer over a slow tunnel keeps its time, up to the front end's own
+//     handshake timeout.
 //
 // A source is a connection's remote IP, an IPv6 one taken by its /64 (one
 // host can hold a whole /64). A connection carried from elsewhere (an SSH

@@ -75,9 +75,8 @@ func (p *Place) Spoke() {
 // graceOver runs on the timer's goroutine, first after SilentGrace, then
 // after AdmitGrace. Under pressure, a connection that has sent nothing by
 // the first (as far as can be seen: see lookable), or is not admitted by
-// the second, goes. Without pressure it
-// keeps its place until the front end's own timeouts end it: there is
-// nothing to relieve.
+// the second, goes. Without pressure it keeps its place until the front
+// end's own timeouts end it: there is nothing to relieve.
 func (p *Place) graceOver() {
 	b := p.b
 	b.mu.Lock()
