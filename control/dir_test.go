@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // sharedTemp makes a directory standing for a shared /tmp (sticky, open
@@ -17,7 +19,7 @@ import (
 // $XDG_RUNTIME_DIR, no $XDG_CACHE_HOME, no $HOME.
 func sharedTemp(t *testing.T) string {
 	t.Helper()
-	tmp := shortDir(t)
+	tmp := testenv.SocketDir(t)
 	if err := os.Chmod(tmp, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func TestPlantedDirRefused(t *testing.T) {
 			tmp := sharedTemp(t)
 			dir := filepath.Join(tmp, tc.planted)
 			// The other user's server, listening where capture would go.
-			theirs := shortDir(t)
+			theirs := testenv.SocketDir(t)
 			if tc.link {
 				if err := os.Symlink(theirs, dir); err != nil {
 					t.Fatal(err)
@@ -163,7 +165,7 @@ func TestPlantedDirRefused(t *testing.T) {
 // TestExplicitDirChecked: a socket given by path (--control) must be in
 // a directory of the user's alone too: /tmp itself is refused.
 func TestExplicitDirChecked(t *testing.T) {
-	tmp := shortDir(t)
+	tmp := testenv.SocketDir(t)
 	if err := os.Chmod(tmp, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +183,7 @@ func TestExplicitDirChecked(t *testing.T) {
 		t.Errorf("made in the shared directory: %v", ents)
 	}
 	// Missing directories on the way are made 0700 and are fine.
-	deep := filepath.Join(shortDir(t), "a", "b")
+	deep := filepath.Join(testenv.SocketDir(t), "a", "b")
 	l, err := Listen(filepath.Join(deep, "c.sock"))
 	if err != nil {
 		t.Fatal(err)

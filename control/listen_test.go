@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestListen: the control socket is the user's only (0600 in a 0700
@@ -14,7 +16,7 @@ import (
 // and neither a live server's socket, nor a file that is not a socket, nor
 // a linked directory is touched.
 func TestListen(t *testing.T) {
-	base := shortDir(t)
+	base := testenv.SocketDir(t)
 	dir := filepath.Join(base, "run")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -54,7 +56,7 @@ func TestListen(t *testing.T) {
 	if b, _ := os.ReadFile(plain); string(b) != "mine" {
 		t.Errorf("the regular file was changed: %q", b)
 	}
-	elsewhere := shortDir(t)
+	elsewhere := testenv.SocketDir(t)
 	if err := os.Symlink(elsewhere, filepath.Join(base, "linked")); err != nil {
 		t.Fatal(err)
 	}

@@ -3,27 +3,23 @@ package control
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // TestNoServer: Call's error says no serve listens both when there is no
 // socket and when a dead serve left its socket; any other error does not.
 func TestNoServer(t *testing.T) {
-	dir := shortDir(t)
+	dir := testenv.SocketDir(t)
 	if err := os.Chmod(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	stale := filepath.Join(dir, "stale.sock")
-	l, err := net.Listen("unix", stale)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	l.Close()
+	testenv.StaleSocket(t, stale)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for name, path := range map[string]string{"no socket": filepath.Join(dir, "none.sock"), "stale socket": stale} {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
 	"github.com/sparkdap/sparkdap/selection"
 	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
@@ -42,22 +42,10 @@ func (f *fakeBackend) CaptureStopped(_ context.Context, executor uint64, frame *
 	return f.capture(executor, frame, maxBytes)
 }
 
-// shortDir is a temporary directory with a path short enough for a Unix
-// socket in it (~100 bytes).
-func shortDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "sdc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
-
 // serve serves b on a socket for the test and returns its path.
 func serve(t *testing.T, b Backend) string {
 	t.Helper()
-	path := filepath.Join(shortDir(t), "c.sock")
+	path := filepath.Join(testenv.SocketDir(t), "c.sock")
 	l, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +231,7 @@ func TestCleansAnswers(t *testing.T) {
 // TestServeEndsWithContext: Serve returns once its context ends, with a
 // connection still open, and the socket no longer answers.
 func TestServeEndsWithContext(t *testing.T) {
-	path := filepath.Join(shortDir(t), "c.sock")
+	path := filepath.Join(testenv.SocketDir(t), "c.sock")
 	l, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)

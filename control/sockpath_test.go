@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // pathOf is a path of n bytes ending in a socket's name.
@@ -63,7 +65,7 @@ func TestSocketPathPerOS(t *testing.T) {
 // capture's Call with the fix, before any directory is made; a --control
 // path too long, with its own fix.
 func TestSocketPathTooLongHere(t *testing.T) {
-	deep := filepath.Join(shortDir(t), strings.Repeat("r", 90))
+	deep := filepath.Join(testenv.SocketDir(t), strings.Repeat("r", 90))
 	if err := os.Mkdir(deep, 0o700); err != nil {
 		t.Fatal(err)
 	}

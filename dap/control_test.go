@@ -24,12 +24,7 @@ import (
 // for the test.
 func serveControl(t *testing.T, p *testProxy) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "sdc") // short: a socket path has ~100 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "c.sock")
+	path := filepath.Join(testenv.SocketDir(t), "c.sock")
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)

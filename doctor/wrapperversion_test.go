@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/sparkdap/sparkdap/control"
 	"github.com/sparkdap/sparkdap/internal/buildinfo"
 	"github.com/sparkdap/sparkdap/selection"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 	"github.com/sparkdap/sparkdap/testkit/watchtest"
 )
 
@@ -91,18 +91,6 @@ func TestWrapperVerdict(t *testing.T) {
 	}
 }
 
-// shortDir is a private directory with a path short enough for a Unix
-// socket (sun_path is about 100 bytes; t.TempDir's may not be).
-func shortDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "sdd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
-
 // runCheck runs only the wrapper check against the socket at path and
 // returns its output; ide is what the ports check found on the IDE port.
 func runCheck(t *testing.T, path string, ide portState) string {
@@ -116,14 +104,9 @@ func runCheck(t *testing.T, path string, ide portState) string {
 // With no serve on the socket, the check says so and is no failure: no
 // socket at all, or one a serve that ended left behind.
 func TestWrapperCheckWithoutServe(t *testing.T) {
-	dir := shortDir(t)
+	dir := testenv.SocketDir(t)
 	stale := filepath.Join(dir, "stale.sock")
-	l, err := net.Listen("unix", stale)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	l.Close()
+	testenv.StaleSocket(t, stale)
 	for name, path := range map[string]string{"no socket": filepath.Join(dir, "none.sock"), "stale socket": stale} {
 		t.Run(name, func(t *testing.T) {
 			out := runCheck(t, path, portFree)
@@ -193,7 +176,7 @@ func TestWrapperCheckAgainstControlServer(t *testing.T) {
 	const token = "a-test-token-of-enough-length-0123456789"
 	board := selection.NewBoard(0)
 	exe := serveWatches(t, board, token)
-	path := filepath.Join(shortDir(t), "control.sock")
+	path := filepath.Join(testenv.SocketDir(t), "control.sock")
 	l, err := control.Listen(path)
 	if err != nil {
 		t.Fatal(err)

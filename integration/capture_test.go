@@ -541,11 +541,7 @@ func TestCaptureCLI(t *testing.T) {
 	ctx := testContext(t, 120*time.Second)
 	dir := t.TempDir()
 	capDir := filepath.Join(t.TempDir(), "captures")
-	sockDir, err := os.MkdirTemp("", "sdi") // a socket path has ~100 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sockDir := testenv.SocketDir(t)
 	control := filepath.Join(sockDir, "run", "c.sock")
 	script := filepath.Join(dir, "job.py")
 	if err := os.WriteFile(script, []byte(captureJob), 0o600); err != nil {

@@ -100,11 +100,7 @@ func startPyCharmRunEnv(t testing.TB, ctx context.Context, submitEnv []string, m
 	ide.Log = func(dir string, m pycharm.Message) { t.Logf("pycharm %s %s", dir, m) }
 	j.ide = ide
 
-	sockDir, err := os.MkdirTemp("", "sdi") // a socket path has ~100 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sockDir := testenv.SocketDir(t)
 	j.control = filepath.Join(sockDir, "c.sock")
 
 	// The proxy.

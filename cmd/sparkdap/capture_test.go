@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,25 +17,14 @@ import (
 	"github.com/sparkdap/sparkdap/dap"
 	"github.com/sparkdap/sparkdap/internal/shellquote"
 	"github.com/sparkdap/sparkdap/pycharm"
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
-
-// shortDir is a temporary directory with a path short enough for a Unix
-// socket in it (~100 bytes).
-func shortDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "sdcap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
 
 // TestCaptureCommandErrors: what `sparkdap capture` says when there is no
 // proxy, no stopped worker, an unknown executor, no capture directory, or
 // a PyCharm-mode proxy.
 func TestCaptureCommandErrors(t *testing.T) {
-	dir := shortDir(t)
+	dir := testenv.SocketDir(t)
 	serveHub := func(t *testing.T, name, capDir string) string {
 		hub := dap.NewHub(dap.Config{CaptureDir: capDir, Log: zerolog.Nop()})
 		path := filepath.Join(dir, name+".sock")
@@ -102,7 +90,7 @@ func TestCaptureCommandPrintsNoControls(t *testing.T) {
 		StackError: bad, Frames: []control.WorkerFrame{{Name: bad, File: bad, Line: 5}}, Top: 0}}})
 	failed, _ := json.Marshal(control.Answer{Error: "capture failed: executor 3: evaluate: " + bad, Code: control.CodeFailed})
 	captured, _ := json.Marshal(control.Answer{Capture: &control.CaptureResult{Path: "/c/" + bad, Function: bad, Summary: "captured " + bad}})
-	dir := shortDir(t)
+	dir := testenv.SocketDir(t)
 	for _, tc := range []struct {
 		name   string
 		answer []byte
@@ -150,7 +138,7 @@ func TestCaptureCommandPrintsNoControls(t *testing.T) {
 // a path with a space in single quotes with its ' doubled.
 func TestCaptureReplayHintPowerShell(t *testing.T) {
 	withLocalShell(t, shellquote.PowerShell)
-	dir := shortDir(t)
+	dir := testenv.SocketDir(t)
 	for i, tc := range []struct{ path, want string }{
 		{`C:\Users\me\captures\x.capture`, `replay: sparkdap replay C:\Users\me\captures\x.capture` + "\n"},
 		{`C:\Users\Jo O'Neil\captures\x.capture`, `replay: sparkdap replay 'C:\Users\Jo O''Neil\captures\x.capture'` + "\n"},

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sparkdap/sparkdap/testkit/testenv"
 )
 
 // sharedTempOnly leaves sparkdap no directory of the user's: no $HOME, no
@@ -17,7 +19,7 @@ import (
 // own directory in it.
 func sharedTempOnly(t *testing.T) (tmp, own string) {
 	t.Helper()
-	tmp = shortDir(t)
+	tmp = testenv.SocketDir(t)
 	if err := os.Chmod(tmp, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
